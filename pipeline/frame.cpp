@@ -1,0 +1,24 @@
+#include "pipeline/frame.h"
+
+namespace sonopipe {
+
+std::string_view frame_kind_name(FrameKind kind) {
+  switch (kind) {
+    case FrameKind::iq: return "iq";
+    case FrameKind::rf: return "rf";
+    case FrameKind::dce: return "dce";
+  }
+  return "unknown";
+}
+
+bool parse_frame_kind(std::string_view name, FrameKind& out) {
+  for (FrameKind k : {FrameKind::iq, FrameKind::rf, FrameKind::dce}) {
+    if (frame_kind_name(k) == name) {
+      out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace sonopipe

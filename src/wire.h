@@ -1,0 +1,58 @@
+// The door between the wire format (proto/sonopipe/v1) and the plain structs of pipeline/.
+// Used by the daemon (ingest, publish, control) and by the tools. Nothing past this file sees
+// protobuf types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "pipeline/frame.h"
+#include "pipeline/tensor.h"
+#include "sonopipe/v1/control.pb.h"
+#include "sonopipe/v1/frame.pb.h"
+#include "sonopipe/v1/result.pb.h"
+
+namespace sonopipe::wire {
+
+constexpr std::uint32_t kSchemaVersion = 1;  // = sonopipe.v1.SCHEMA_VERSION_CURRENT
+
+// Why an ingest message was refused; each has its own counter and status key.
+enum class RejectReason {
+  malformed_message,   // not [header][payload] (wrong number of parts)
+  unparsable_header,   // header bytes are not a FrameHeader
+  unknown_schema,      // schema_version not one we read
+  bad_header,          // missing kind/element type/axes, zero or negative sizes, bad frequencies
+  size_mismatch,       // payload bytes != product(shape) x element size
+  too_large,           // over max_frame_bytes
+  non_finite,          // NaN/Inf in a float payload (policy: reject)
+  no_pipeline,         // no configured pipeline takes this kind/stream
+  stage_error,         // a stage refused the frame's description (shape it cannot handle)
+};
+std::string_view reject_reason_name(RejectReason reason);  // "size_mismatch", ...
+
+struct WireError : std::runtime_error {
+  WireError(RejectReason reason_, const std::string& detail)
+      : std::runtime_error(detail), reason(reason_) {}
+  RejectReason reason;
+};
+
+DType dtype_from_proto(v1::ElementType type);      // throws WireError(bad_header)
+v1::ElementType dtype_to_proto(DType type);
+FrameKind frame_kind_from_proto(v1::FrameKind kind);  // throws WireError(bad_header)
+v1::FrameKind frame_kind_to_proto(FrameKind kind);
+
+// FrameHeader -> FrameMeta, checking schema version and header consistency (throws WireError).
+FrameMeta frame_meta_from_header(const v1::FrameHeader& header);
+v1::FrameHeader frame_header_from_meta(const FrameMeta& meta);
+
+// Parses header bytes and checks them against the payload size and the frame limit.
+FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::size_t payload_bytes,
+                       std::size_t max_frame_bytes);
+
+// Array description carried by a result header.
+TensorSpec tensor_spec_from_result(const v1::ResultHeader& header);
+
+}  // namespace sonopipe::wire

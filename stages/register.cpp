@@ -1,0 +1,16 @@
+// Every built-in stage, one line each. Adding a stage = stages/x.*, cuda/x.cu, a test, one line here.
+#include "pipeline/registry.h"
+#include "stages/convert.h"
+
+namespace sonopipe {
+
+const StageRegistry& builtin_stages() {
+  static const StageRegistry registry = [] {
+    StageRegistry r;
+    r.add(ConvertStage::info());
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace sonopipe

@@ -1,0 +1,33 @@
+#include "tests/support/test_support.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "pipeline/gpu_device.h"
+
+namespace sonopipe::test {
+
+std::uint64_t fresh_seed() {
+  if (const char* fixed = std::getenv("SONOPIPE_TEST_SEED")) return std::strtoull(fixed, nullptr, 10);
+  static std::uint64_t counter = 0;
+  auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::uint64_t seed = now ^ (0x9E3779B97F4A7C15ull * ++counter);
+  seed %= 1000000007ull;
+  UNSCOPED_INFO("random seed " << seed << " (replay with SONOPIPE_TEST_SEED=" << seed << ")");
+  return seed;
+}
+
+bool cuda_device_present() {
+  static const bool present = probe_gpu(0).available;
+  return present;
+}
+
+std::string source_path(const std::string& relative) {
+  return std::string(SONOPIPE_SOURCE_DIR) + "/" + relative;
+}
+
+std::string binary_path(const std::string& relative) {
+  return std::string(SONOPIPE_BINARY_DIR) + "/" + relative;
+}
+
+}  // namespace sonopipe::test
