@@ -1,0 +1,10 @@
+// Benchmark suites of sonopipe-bench, one per chain; each adds itself to the app (see main.cpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace sonopipe::bench {
+
+void add_core_bench(CLI::App& app);   // core_bench.cpp: daemon throughput/latency, ZeroMQ baseline
+
+}  // namespace sonopipe::bench

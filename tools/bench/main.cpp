@@ -1,0 +1,19 @@
+// sonopipe-bench: benchmark suites, one subcommand per chain; each prints a table.
+#include <iostream>
+
+#include "tools/bench/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sonopipe-bench: measure throughput and latency (tables on stdout)"};
+  app.require_subcommand(1);
+  sonopipe::bench::add_core_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "sonopipe-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

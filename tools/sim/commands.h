@@ -1,0 +1,10 @@
+// Subcommands of sonopipe-sim, one per chain; each adds itself to the app (see main.cpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace sonopipe::sim {
+
+void add_speckle_command(CLI::App& app);   // speckle_command.cpp: generic IQ/RF frames
+
+}  // namespace sonopipe::sim

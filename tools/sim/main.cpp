@@ -1,0 +1,19 @@
+// sonopipe-sim: writes synthetic recordings (HDF5, tools/common/recording.h), one subcommand per chain.
+#include <iostream>
+
+#include "tools/sim/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"sonopipe-sim: write synthetic recordings with ground truth"};
+  app.require_subcommand(1);
+  sonopipe::sim::add_speckle_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "sonopipe-sim: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
