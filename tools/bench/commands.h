@@ -6,5 +6,6 @@
 namespace sonopipe::bench {
 
 void add_core_bench(CLI::App& app);   // core_bench.cpp: daemon throughput/latency, ZeroMQ baseline
+void add_perfusion_bench(CLI::App& app);  // perfusion_bench.cpp: wang2012 Tables 2 and 3, whole liver
 
 }  // namespace sonopipe::bench
