@@ -83,4 +83,33 @@ PerfusionSimulation simulate_perfusion(const PerfusionSimSettings& s, std::size_
   return sim;
 }
 
+PerfusionSimulation simulate_varied(const PerfusionSimSettings& s, std::size_t voxels, double vary,
+                                    Rng& rng, std::vector<double>& truths) {
+  PerfusionSimulation sim;
+  std::vector<double> arterial, portal;
+  simulate_inputs(s, sim.time_s, arterial, portal);
+  perfusion::FitProblem clean(sim.time_s, arterial, portal);
+  std::uniform_real_distribution<double> factor(1.0 - vary, 1.0 + vary);
+  const std::size_t n = sim.time_s.size();
+  truths.resize(voxels * perfusion::kParameterCount);
+  sim.tissue.resize(voxels * n);
+  for (std::size_t v = 0; v < voxels; ++v) {
+    double p[perfusion::kParameterCount];
+    for (int j = 0; j < perfusion::kParameterCount; ++j) {
+      p[j] = s.truth[j] * factor(rng);
+      truths[v * perfusion::kParameterCount + j] = p[j];
+    }
+    perfusion::to_si(p);
+    std::vector<double> curve = perfusion::model_curve(p, clean, s.tissue_model);
+    if (v == 0) sim.tissue_clean = curve;
+    sim.tissue_noise_sd = add_noise_at_cnr(curve, s.cnr_tissue, rng);
+    std::copy(curve.begin(), curve.end(), sim.tissue.begin() + static_cast<std::ptrdiff_t>(v * n));
+  }
+  sim.arterial = arterial;
+  sim.portal = portal;
+  add_noise_at_cnr(sim.arterial, s.cnr_arterial, rng);
+  add_noise_at_cnr(sim.portal, s.cnr_portal, rng);
+  return sim;
+}
+
 }  // namespace sonopipe::sim

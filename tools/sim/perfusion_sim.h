@@ -48,6 +48,11 @@ void simulate_inputs(const PerfusionSimSettings& s, std::vector<double>& time_s,
 // `voxels` noisy copies of the tissue curve of the truth; inputs get their own noise.
 PerfusionSimulation simulate_perfusion(const PerfusionSimSettings& s, std::size_t voxels, Rng& rng);
 
+// As simulate_perfusion, but each voxel's truth is the settings' truth times a factor drawn
+// uniformly from [1 - vary, 1 + vary] per parameter; truths[v * 5 + j] in edge units.
+PerfusionSimulation simulate_varied(const PerfusionSimSettings& s, std::size_t voxels, double vary,
+                                    Rng& rng, std::vector<double>& truths);
+
 // Adds N(0, (peak / cnr)^2) to every sample, peak = max |curve|; no-op for cnr <= 0 or inf.
 // Returns the SD used.
 double add_noise_at_cnr(std::vector<double>& curve, double cnr, Rng& rng);
