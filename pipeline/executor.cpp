@@ -45,14 +45,15 @@ struct PipelineExecutor::Slot {
   std::string error;
   std::size_t stages_run = 0;
   std::vector<double> enqueue_ms, cpu_compute_ms;  // [stage]
-  std::int64_t compute_start_ns = 0, compute_end_ns = 0;
+  std::int64_t compute_start_ns = 0, compute_end_ns = 0, compute_start_steady_ns = 0;
   bool busy = false;
 };
 
 PipelineExecutor::PipelineExecutor(std::string name, std::vector<PipelineStage> stages,
                                    ExecutorOptions options, ExecutorCallbacks callbacks)
     : name_(std::move(name)), stages_(std::move(stages)), options_(options),
-      callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow) {
+      callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow),
+      started_steady_ns_(steady_ns()) {
   if (stages_.empty()) throw std::invalid_argument("pipeline '" + name_ + "' has no stages");
   if (options_.slots < 1) throw std::invalid_argument("slots must be at least 1");
   if (options_.backend == Backend::cpu && !options_.pool)
@@ -80,6 +81,11 @@ PipelineExecutor::PipelineExecutor(std::string name, std::vector<PipelineStage> 
         slot->after_stage.push_back(std::make_unique<GpuEvent>());
     }
     slots_.push_back(std::move(slot));
+  }
+  if (options_.backend == Backend::cuda) {
+    epoch_ = std::make_unique<GpuEvent>();
+    epoch_->record(slots_[0]->stream->get());
+    epoch_->synchronize();
   }
   submit_thread_ = std::thread([this] { submit_loop(); });
   completion_thread_ = std::thread([this] { completion_loop(); });
@@ -235,6 +241,7 @@ void PipelineExecutor::run_on_cpu(Slot& slot) {
     input = slot.input_host.data();
   }
   slot.compute_start_ns = wall_ns();
+  slot.compute_start_steady_ns = steady_ns();
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
                .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
@@ -259,9 +266,13 @@ void PipelineExecutor::enqueue_on_cuda(Slot& slot) {
   GpuStream stream = slot.stream->get();
   const std::size_t bytes = slot.frame.payload_bytes;
   // Pageable bytes from the socket go through the slot's pinned buffer so the H2D is asynchronous.
-  std::memcpy(slot.input_host.data(), slot.frame.payload.get(), bytes);
+  const void* host_input = slot.frame.payload.get();
+  if (!slot.frame.payload_pinned) {
+    std::memcpy(slot.input_host.data(), host_input, bytes);
+    host_input = slot.input_host.data();
+  }
   slot.start->record(stream);
-  copy_to_device_async(slot.input_device.data(), slot.input_host.data(), bytes, stream);
+  copy_to_device_async(slot.input_device.data(), host_input, bytes, stream);
   slot.after_h2d->record(stream);
   const void* input = slot.input_device.data();
   bool produced = true;
@@ -342,6 +353,11 @@ void PipelineExecutor::finish(Slot& slot) {
       busy_ms = h2d + stages_ms + d2h;
       timing.compute_end_ns = seen_done_ns - static_cast<std::int64_t>(d2h * 1e6);
       timing.compute_start_ns = timing.compute_end_ns - static_cast<std::int64_t>(stages_ms * 1e6);
+      if (options_.trace_capacity > 0) {
+        const double start_ms = slot.start->milliseconds_since(*epoch_);
+        record_trace({slot.frame.meta.sequence, start_ms, start_ms + h2d, start_ms + h2d + stages_ms,
+                      start_ms + busy_ms});
+      }
     } catch (const std::exception& e) {
       slot.failed = true;
       slot.error = e.what();
@@ -353,6 +369,10 @@ void PipelineExecutor::finish(Slot& slot) {
     }
     timing.compute_start_ns = slot.compute_start_ns;
     timing.compute_end_ns = slot.compute_end_ns;
+    if (options_.trace_capacity > 0 && !slot.failed) {
+      const double start_ms = ms_between(started_steady_ns_, slot.compute_start_steady_ns);
+      record_trace({slot.frame.meta.sequence, start_ms, start_ms, start_ms + busy_ms, start_ms + busy_ms});
+    }
   }
   if (slot.failed) {
     report_stage_error(slot.frame.meta, slot.error);
@@ -380,6 +400,17 @@ void PipelineExecutor::finish(Slot& slot) {
 void PipelineExecutor::report_stage_error(const FrameMeta& frame, const std::string& why) {
   stage_errors_.fetch_add(1, std::memory_order_relaxed);
   if (callbacks_.stage_error) callbacks_.stage_error(frame, name_, why);
+}
+
+void PipelineExecutor::record_trace(const FrameTrace& trace) {
+  std::lock_guard lock(trace_mutex_);
+  if (traces_.size() == options_.trace_capacity) traces_.pop_front();
+  traces_.push_back(trace);
+}
+
+std::vector<FrameTrace> PipelineExecutor::traces() const {
+  std::lock_guard lock(trace_mutex_);
+  return {traces_.begin(), traces_.end()};
 }
 
 PipelineStats PipelineExecutor::stats() const {

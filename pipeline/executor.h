@@ -41,6 +41,16 @@ struct ExecutorOptions {
   std::size_t queue_depth = 8;     // frames waiting in front of the executor
   OverflowPolicy overflow = OverflowPolicy::block;
   ThreadPool* pool = nullptr;      // CPU backend: required
+  std::size_t trace_capacity = 0;  // keep the timelines of the last N frames (tests, benchmarks)
+};
+
+// Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
+// events, so the timelines of different slots can be compared to see copies and kernels overlap).
+struct FrameTrace {
+  std::uint64_t sequence = 0;
+  double h2d_start_ms = 0, h2d_end_ms = 0;  // CPU: both = compute start
+  double compute_end_ms = 0;                // last stage finished
+  double d2h_end_ms = 0;                    // CPU: = compute_end_ms
 };
 
 // Wall-clock instants of one frame's trip (ns since the Unix epoch). On CUDA compute_start/end
@@ -109,6 +119,8 @@ class PipelineExecutor {
   // Stops taking frames, finishes and publishes every queued one, joins the threads. Idempotent.
   void drain();
   PipelineStats stats() const;
+  // The last `trace_capacity` frames' timelines, oldest first.
+  std::vector<FrameTrace> traces() const;
 
  private:
   struct Slot;
@@ -125,6 +137,7 @@ class PipelineExecutor {
   void run_on_cpu(Slot& slot);
   void enqueue_on_cuda(Slot& slot);
   void finish(Slot& slot);
+  void record_trace(const FrameTrace& trace);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
 
   const std::string name_;
@@ -152,6 +165,10 @@ class PipelineExecutor {
   SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
   std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;
   std::int64_t last_completion_steady_ns_ = 0;
+  const std::int64_t started_steady_ns_;
+  std::unique_ptr<GpuEvent> epoch_;  // CUDA: time origin of the traces
+  mutable std::mutex trace_mutex_;
+  std::deque<FrameTrace> traces_;
 
   std::thread submit_thread_, completion_thread_;
   std::once_flag drained_;

@@ -29,6 +29,9 @@ struct InputFrame {
   std::shared_ptr<const std::byte> payload;
   std::size_t payload_bytes = 0;
   std::int64_t received_ns = 0;  // wall clock, ns since the Unix epoch
+  // The payload lives in pinned host memory: the CUDA path copies it to the device directly
+  // instead of staging it through the slot's pinned buffer.
+  bool payload_pinned = false;
 };
 
 class FrameQueue {
