@@ -1,5 +1,6 @@
 #include "tools/common/zmq_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -40,11 +41,15 @@ bool PeerWatch::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<zmq::message_t> event;
   while (!seen_) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
+    // Poll at least once, so a zero timeout still collects events already queued.
+    const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                   deadline - std::chrono::steady_clock::now()));
     zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
     try {
-      if (zmq::poll(&item, 1, left) == 0) continue;
+      if (zmq::poll(&item, 1, left) == 0) {
+        if (left.count() == 0) return false;
+        continue;
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) return false;
       throw;
