@@ -138,7 +138,25 @@ __global__ void transpose_kernel(const double* in, double* out, int voxels, int 
   }
 }
 
+__global__ void write_fit_rows_kernel(const VoxelFit* fits, double* out, int voxels) {
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= voxels) return;
+  const VoxelFit& f = fits[v];
+  double* row = out + static_cast<std::size_t>(v) * 9;
+  for (int j = 0; j < perfusion::kParameterCount; ++j) row[j] = f.parameters[j];
+  row[5] = f.cost;
+  row[6] = f.iterations;
+  row[7] = f.evaluations;
+  row[8] = f.stop == 0 && !f.skipped ? 1.0 : 0.0;
+}
+
 }  // namespace
+
+void write_fit_rows(const VoxelFit* fits, double* out, int voxels, cudaStream_t stream) {
+  if (voxels <= 0) return;
+  write_fit_rows_kernel<<<(voxels + 255) / 256, 256, 0, stream>>>(fits, out, voxels);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
 
 std::size_t perfusion_fit_scratch_bytes(PerfusionKernel kernel, Convolution convolution,
                                         int fft_length, std::size_t voxels) {

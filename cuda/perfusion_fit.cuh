@@ -35,4 +35,8 @@ void launch_perfusion_fit(const perfusion::ModelInputs& inputs, const perfusion:
 void transpose_to_time_major(const double* in, double* out, int voxels, int samples,
                              cudaStream_t stream);
 
+// out[v * 9 + c]: the stage's row per voxel (stages/perfusion_fit.h: 5 parameters, cost,
+// iterations, evaluations, converged).
+void write_fit_rows(const perfusion::VoxelFit* fits, double* out, int voxels, cudaStream_t stream);
+
 }  // namespace sonopipe::cuda
