@@ -37,9 +37,12 @@ __device__ ModelInputs stage_inputs_in_shared(const ModelInputs& global, double*
   return local;
 }
 
-__global__ void fit_thread_per_voxel_kernel(ModelInputs inputs, FitConfig config,
-                                            const double* tissue, int voxel_stride, int voxels,
-                                            VoxelFit* out, double* scratch) {
+// MinBlocks > 0 caps the registers so that many blocks fit per SM (occupancy vs spills: see
+// launch_perfusion_fit and the benchmark's layout table).
+template <int MinBlocks>
+__global__ void __launch_bounds__(kThreadsPerBlock, MinBlocks)
+fit_thread_per_voxel_kernel(ModelInputs inputs, FitConfig config, const double* tissue,
+                            int voxel_stride, int voxels, VoxelFit* out, double* scratch) {
   extern __shared__ double shared[];
   const bool fft = config.convolution == Convolution::fft;
   const ModelInputs in = stage_inputs_in_shared(inputs, shared, fft);
@@ -167,7 +170,7 @@ std::size_t perfusion_fit_scratch_bytes(PerfusionKernel kernel, Convolution conv
 
 void launch_perfusion_fit(const ModelInputs& inputs, const FitConfig& config, const double* tissue,
                           int voxel_stride, int voxels, VoxelFit* out, double* scratch,
-                          PerfusionKernel kernel, cudaStream_t stream) {
+                          PerfusionKernel kernel, cudaStream_t stream, int min_blocks_per_sm) {
   if (voxels <= 0) return;
   if (kernel == PerfusionKernel::block_per_voxel) {
     if (config.convolution != Convolution::fft)
@@ -185,8 +188,19 @@ void launch_perfusion_fit(const ModelInputs& inputs, const FitConfig& config, co
   const std::size_t shared = (2 * static_cast<std::size_t>(inputs.samples) +
                               (fft ? 2 * static_cast<std::size_t>(inputs.fft_length) : 0)) * sizeof(double);
   const int blocks = (voxels + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  fit_thread_per_voxel_kernel<<<blocks, kThreadsPerBlock, shared, stream>>>(
-      inputs, config, tissue, voxel_stride, voxels, out, scratch);
+  switch (min_blocks_per_sm) {
+    case 8:
+      fit_thread_per_voxel_kernel<8><<<blocks, kThreadsPerBlock, shared, stream>>>(
+          inputs, config, tissue, voxel_stride, voxels, out, scratch);
+      break;
+    case 12:
+      fit_thread_per_voxel_kernel<12><<<blocks, kThreadsPerBlock, shared, stream>>>(
+          inputs, config, tissue, voxel_stride, voxels, out, scratch);
+      break;
+    default:
+      fit_thread_per_voxel_kernel<1><<<blocks, kThreadsPerBlock, shared, stream>>>(
+          inputs, config, tissue, voxel_stride, voxels, out, scratch);
+  }
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,10 +26,12 @@ std::size_t perfusion_fit_scratch_bytes(PerfusionKernel kernel, perfusion::Convo
 
 // Fits `voxels` curves stored time-major: tissue[i * voxel_stride + v] (coalesced per sample).
 // `inputs` points to device copies of the curves and fft tables. Results in edge units into out[v].
+// min_blocks_per_sm (thread_per_voxel only): 0 lets the compiler choose the registers (78, 6
+// blocks of 128 per SM); 8 or 12 cap them (64 / 42 registers, a few bytes spilled) for occupancy.
 void launch_perfusion_fit(const perfusion::ModelInputs& inputs, const perfusion::FitConfig& config,
                           const double* tissue, int voxel_stride, int voxels,
                           perfusion::VoxelFit* out, double* scratch, PerfusionKernel kernel,
-                          cudaStream_t stream);
+                          cudaStream_t stream, int min_blocks_per_sm = 0);
 
 // out[i * voxels + v] = in[v * samples + i]: voxel-major batches (the wire layout) to time-major.
 void transpose_to_time_major(const double* in, double* out, int voxels, int samples,

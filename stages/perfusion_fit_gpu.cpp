@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -51,10 +52,13 @@ struct ChunkSlot {
   double* device_time_major = nullptr;
   VoxelFit* device_out = nullptr;
   double* device_scratch = nullptr;
+  cudaEvent_t kernel_start = nullptr, kernel_end = nullptr;
   std::size_t first = 0, count = 0;  // voxels of the chunk in flight (count 0: idle)
 
   ChunkSlot(std::size_t chunk, std::size_t samples, std::size_t scratch_bytes) {
     SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&kernel_start));
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&kernel_end));
     SONOPIPE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_in), chunk * samples * sizeof(double)));
     SONOPIPE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_out), chunk * sizeof(VoxelFit)));
     SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_in), chunk * samples * sizeof(double)));
@@ -70,6 +74,8 @@ struct ChunkSlot {
     cudaFree(device_in);
     cudaFreeHost(host_out);
     cudaFreeHost(host_in);
+    cudaEventDestroy(kernel_end);
+    cudaEventDestroy(kernel_start);
     cudaStreamDestroy(stream);
   }
   ChunkSlot(const ChunkSlot&) = delete;
@@ -83,7 +89,7 @@ cuda::PerfusionKernel kernel_of(GpuLayout layout) {
 
 void fit_on_device(int device, const FitProblem& problem, const FitConfig& config,
                    const double* tissue, std::size_t first, std::size_t count, VoxelFit* out,
-                   const GpuOptions& options, const std::function<void(std::size_t)>& chunk_done) {
+                   const GpuOptions& options, const std::function<void(std::size_t, double)>& chunk_done) {
   SONOPIPE_CUDA_CHECK(cudaSetDevice(device));
   const std::size_t samples = problem.samples();
   const cuda::PerfusionKernel kernel = kernel_of(options.layout);
@@ -95,7 +101,7 @@ void fit_on_device(int device, const FitProblem& problem, const FitConfig& confi
     std::size_t free_bytes = 0, total_bytes = 0;
     SONOPIPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::size_t per_voxel = 2 * samples * sizeof(double) + sizeof(VoxelFit) + scratch_per_voxel;
-    chunk = std::clamp<std::size_t>(free_bytes / 4 / per_voxel, 1024, 262144);
+    chunk = std::clamp<std::size_t>(free_bytes / 4 / per_voxel, 1024, kMaxChunkVoxels);
   }
   chunk = std::max<std::size_t>(1, std::min(chunk, count));
   DeviceProblem device_problem(problem);
@@ -105,7 +111,9 @@ void fit_on_device(int device, const FitProblem& problem, const FitConfig& confi
     if (slot.count == 0) return;
     SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(slot.stream));
     std::memcpy(out + slot.first, slot.host_out, slot.count * sizeof(VoxelFit));
-    chunk_done(slot.count);
+    float kernel_ms = 0;
+    SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&kernel_ms, slot.kernel_start, slot.kernel_end));
+    chunk_done(slot.count, kernel_ms);
     slot.count = 0;
   };
   std::size_t next = first, index = 0;
@@ -121,9 +129,12 @@ void fit_on_device(int device, const FitProblem& problem, const FitConfig& confi
                                         cudaMemcpyHostToDevice, slot.stream));
     cuda::transpose_to_time_major(slot.device_in, slot.device_time_major, static_cast<int>(slot.count),
                                   static_cast<int>(samples), slot.stream);
+    SONOPIPE_CUDA_CHECK(cudaEventRecord(slot.kernel_start, slot.stream));
     cuda::launch_perfusion_fit(device_problem.view, config, slot.device_time_major,
                                static_cast<int>(slot.count), static_cast<int>(slot.count),
-                               slot.device_out, slot.device_scratch, kernel, slot.stream);
+                               slot.device_out, slot.device_scratch, kernel, slot.stream,
+                               options.min_blocks_per_sm);
+    SONOPIPE_CUDA_CHECK(cudaEventRecord(slot.kernel_end, slot.stream));
     SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(slot.host_out, slot.device_out, slot.count * sizeof(VoxelFit),
                                         cudaMemcpyDeviceToHost, slot.stream));
   }
@@ -157,15 +168,18 @@ void fit_voxels_gpu(const FitProblem& problem, const FitSettings& settings, cons
       throw std::invalid_argument("CUDA backend: device " + std::to_string(d) + " does not exist (" +
                                   std::to_string(available) + " visible)");
   if (voxels == 0) return;
+  const auto start = std::chrono::steady_clock::now();
   const FitConfig config = make_fit_config(settings);
   std::atomic<std::size_t> done{0};
   std::mutex progress_mutex;
-  auto chunk_done = [&](std::size_t n) {
+  double kernel_ms = 0;
+  std::size_t chunks = 0;
+  auto chunk_done = [&](std::size_t n, double chunk_kernel_ms) {
     const std::size_t now = done.fetch_add(n) + n;
-    if (progress) {
-      std::lock_guard lock(progress_mutex);
-      progress(now, voxels);
-    }
+    std::lock_guard lock(progress_mutex);
+    kernel_ms += chunk_kernel_ms;
+    ++chunks;
+    if (progress) progress(now, voxels);
   };
   // Contiguous, equal shares: the voxels of a liver cost about the same each.
   std::vector<std::thread> workers;
@@ -186,6 +200,12 @@ void fit_voxels_gpu(const FitProblem& problem, const FitSettings& settings, cons
   for (auto& w : workers) w.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  if (options.stats) {
+    options.stats->kernel_ms = kernel_ms;
+    options.stats->chunks = chunks;
+    options.stats->wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
 }
 
 #else
