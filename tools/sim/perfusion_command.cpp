@@ -6,6 +6,9 @@
 //   mask.nii.gz              ellipsoid covering the central part of the volume
 //   truth_<param>.nii.gz     per-voxel truth (k_* ml/100g/min, tau_* s)
 //   truth.csv                the settings and noise levels used
+// and with --recording, an HDF5 recording (tools/common/recording.h) for sonopipe-replay: stream 0
+// holds the volume as DCE batches (kind dce, float64 [voxel, time], vectors time_s,
+// arterial_input, portal_input: what the perfusion_fit stage takes), /truth/<param> [frame, voxel].
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +16,9 @@
 #include <iostream>
 #include <memory>
 
+#include "stages/perfusion_fit.h"
 #include "stages/perfusion_fit_params.h"
+#include "tools/common/recording.h"
 #include "tools/perfusion/curve_csv.h"
 #include "tools/perfusion/nifti_volume.h"
 #include "tools/sim/commands.h"
@@ -29,8 +34,50 @@ struct PerfusionCommandOptions {
   std::string model = "recursive";
   double vary = 0.0;
   std::uint64_t seed = 0;
+  std::string recording;        // optional HDF5 recording path
+  std::size_t batch_voxels = 0; // voxels per DCE frame in the recording (0: all)
   PerfusionSimSettings settings;
 };
+
+void write_recording(const PerfusionCommandOptions& o, const PerfusionSimulation& sim,
+                     const std::vector<double>& truths, std::uint64_t seed) {
+  const std::size_t n = sim.time_s.size();
+  const std::size_t voxels = sim.tissue.size() / n;
+  const std::size_t batch = o.batch_voxels ? o.batch_voxels : voxels;
+  if (voxels % batch != 0)
+    throw std::invalid_argument("--batch-voxels: " + std::to_string(batch) + " does not divide the " +
+                                std::to_string(voxels) + " voxels (all frames of a stream share one shape)");
+  recording::Writer writer(o.recording);
+  writer.set_attribute("created_by", "sonopipe-sim perfusion");
+  writer.set_attribute("seed", std::to_string(seed));
+  writer.set_attribute("model", o.model);
+  const std::size_t frames = voxels / batch;
+  for (std::size_t f = 0; f < frames; ++f) {
+    FrameMeta meta;
+    meta.stream_id = 0;
+    meta.sequence = f;
+    meta.acquisition_time_ns = static_cast<std::int64_t>(f) * 1000000;
+    meta.kind = FrameKind::dce;
+    meta.payload.dtype = DType::float64;
+    meta.payload.unit = "mM";
+    meta.payload.axes = {{"voxel", static_cast<std::int64_t>(batch)},
+                         {"time", static_cast<std::int64_t>(n), sim.time_s[1] - sim.time_s[0], "s"}};
+    meta.vectors[PerfusionFitStage::kTimeVector] = sim.time_s;
+    meta.vectors[PerfusionFitStage::kArterialVector] = sim.arterial;
+    meta.vectors[PerfusionFitStage::kPortalVector] = sim.portal;
+    writer.append_frame(meta, sim.tissue.data() + f * batch * n, batch * n * sizeof(double));
+  }
+  for (int j = 0; j < perfusion::kParameterCount; ++j) {
+    TensorSpec spec;
+    spec.dtype = DType::float64;
+    spec.unit = perfusion::kParameterUnits[j];
+    spec.axes = {{"frame", static_cast<std::int64_t>(frames)}, {"voxel", static_cast<std::int64_t>(batch)}};
+    std::vector<double> values(voxels);
+    for (std::size_t v = 0; v < voxels; ++v) values[v] = truths[v * perfusion::kParameterCount + j];
+    writer.write_truth(perfusion::kParameterNames[j], spec, values, 0);
+  }
+  writer.flush();
+}
 
 void run_perfusion(const PerfusionCommandOptions& o) {
   if (o.shape.size() != 3 || o.shape[0] < 1 || o.shape[1] < 1 || o.shape[2] < 1)
@@ -85,6 +132,7 @@ void run_perfusion(const PerfusionCommandOptions& o) {
         << "\nportal_delay_s," << s.portal_delay_s << "\nportal_dispersion_s," << s.portal_dispersion_s;
   for (int j = 0; j < 5; ++j) truth << "\n" << perfusion::kParameterNames[j] << "," << s.truth[j];
   truth << "\n";
+  if (!o.recording.empty()) write_recording(o, sim, truths, seed);
   std::cout << "sonopipe-sim perfusion: " << voxels << " voxels x " << n << " samples (dt " << dt
             << " s), seed " << seed << ", written to " << o.output << "/\n";
 }
@@ -111,6 +159,8 @@ void add_perfusion_command(CLI::App& app) {
   cmd->add_option("--bolus-arrival", o->settings.bolus_arrival_s, "s")->capture_default_str();
   cmd->add_option("--portal-delay", o->settings.portal_delay_s, "s")->capture_default_str();
   cmd->add_option("--portal-dispersion", o->settings.portal_dispersion_s, "s")->capture_default_str();
+  cmd->add_option("--recording", o->recording, "also write an HDF5 recording of DCE batches for sonopipe-replay");
+  cmd->add_option("--batch-voxels", o->batch_voxels, "voxels per DCE frame in the recording (0: all in one)");
   cmd->add_option("--seed", o->seed, "noise seed (0: from the clock; recorded in truth.csv)");
   cmd->callback([o] { run_perfusion(*o); });
 }
