@@ -189,6 +189,10 @@ void launch_perfusion_fit(const ModelInputs& inputs, const FitConfig& config, co
                               (fft ? 2 * static_cast<std::size_t>(inputs.fft_length) : 0)) * sizeof(double);
   const int blocks = (voxels + kThreadsPerBlock - 1) / kThreadsPerBlock;
   switch (min_blocks_per_sm) {
+    case 6:
+      fit_thread_per_voxel_kernel<6><<<blocks, kThreadsPerBlock, shared, stream>>>(
+          inputs, config, tissue, voxel_stride, voxels, out, scratch);
+      break;
     case 8:
       fit_thread_per_voxel_kernel<8><<<blocks, kThreadsPerBlock, shared, stream>>>(
           inputs, config, tissue, voxel_stride, voxels, out, scratch);

@@ -26,8 +26,8 @@ std::size_t perfusion_fit_scratch_bytes(PerfusionKernel kernel, perfusion::Convo
 
 // Fits `voxels` curves stored time-major: tissue[i * voxel_stride + v] (coalesced per sample).
 // `inputs` points to device copies of the curves and fft tables. Results in edge units into out[v].
-// min_blocks_per_sm (thread_per_voxel only): 0 lets the compiler choose the registers (78, 6
-// blocks of 128 per SM); 8 or 12 cap them (64 / 42 registers, a few bytes spilled) for occupancy.
+// min_blocks_per_sm (thread_per_voxel only): 0 lets the compiler choose the registers (140, 3
+// blocks of 128 per SM); 6, 8 or 12 cap them (85 / 64 / 40 registers; 40 spills) for occupancy.
 void launch_perfusion_fit(const perfusion::ModelInputs& inputs, const perfusion::FitConfig& config,
                           const double* tissue, int voxel_stride, int voxels,
                           perfusion::VoxelFit* out, double* scratch, PerfusionKernel kernel,

@@ -26,22 +26,24 @@ struct FitConfig {
   Convolution convolution;
 };
 
+// The inputs are held by value: in a kernel they then stay in registers instead of being re-read
+// through a pointer to local memory at every sample.
 struct RecursiveCost {
-  const ModelInputs* in;
+  ModelInputs in;
   const double* tissue;
   int stride;
   SONOPIPE_HD double operator()(const double* p) const {
-    return cost_recursive(p, *in, tissue, stride);
+    return cost_recursive(p, in, tissue, stride);
   }
 };
 
 struct FftCost {
-  const ModelInputs* in;
+  ModelInputs in;
   const double* tissue;
   int stride;
   double* scratch;  // 2 L doubles
   SONOPIPE_HD double operator()(const double* p) const {
-    return cost_fft(p, *in, tissue, stride, scratch);
+    return cost_fft(p, in, tissue, stride, scratch);
   }
 };
 
@@ -81,10 +83,10 @@ SONOPIPE_HD inline VoxelFit fit_voxel(const ModelInputs& in, const FitConfig& co
                                       const double* tissue, int stride, double* fft_scratch) {
   if (!tissue_finite(tissue, stride, in.samples)) return skipped_voxel();
   if (config.convolution == Convolution::recursive) {
-    RecursiveCost cost{&in, tissue, stride};
+    RecursiveCost cost{in, tissue, stride};
     return finish_voxel(nelder_mead<kParameterCount>(cost, config.start_si, config.optimiser));
   }
-  FftCost cost{&in, tissue, stride, fft_scratch};
+  FftCost cost{in, tissue, stride, fft_scratch};
   return finish_voxel(nelder_mead<kParameterCount>(cost, config.start_si, config.optimiser));
 }
 

@@ -136,7 +136,7 @@ TEST_CASE("nelder_mead matches scipy.optimize.fmin step for step on the perfusio
     REQUIRE(std::getline(scipy_out, line));
     std::istringstream ss(line);
     ss >> nit >> nfev >> warn >> fopt >> x[0] >> x[1] >> x[2] >> x[3] >> x[4];
-    RecursiveCost cost{&in, cases[c].tissue.data(), 1};
+    RecursiveCost cost{in, cases[c].tissue.data(), 1};
     const auto r = nelder_mead<5>(cost, cases[c].x0.data(), settings);
     INFO("case " << c << ": scipy nit " << nit << " nfev " << nfev << " warnflag " << warn
                  << "; ours " << r.iterations << " " << r.evaluations);

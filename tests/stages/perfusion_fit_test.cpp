@@ -162,12 +162,15 @@ TEST_CASE("perfusion fit on CUDA equals the CPU reference (parameters and iterat
       settings.convolution = scheme;
       std::vector<VoxelFit> cpu(voxels);
       fit_voxels_cpu(problem, settings, tissue.data(), voxels, cpu.data(), pool);
-      std::vector<GpuLayout> layouts = {GpuLayout::thread_per_voxel};
-      if (scheme == Convolution::fft) layouts.push_back(GpuLayout::block_per_voxel);
-      for (GpuLayout layout : layouts) {
+      // (layout, register cap): the default kernel and a register-capped (spilling) build.
+      std::vector<std::pair<GpuLayout, int>> layouts = {{GpuLayout::thread_per_voxel, 0},
+                                                        {GpuLayout::thread_per_voxel, 12}};
+      if (scheme == Convolution::fft) layouts.push_back({GpuLayout::block_per_voxel, 0});
+      for (auto [layout, min_blocks] : layouts) {
         std::vector<VoxelFit> gpu(voxels);
         GpuOptions options;
         options.layout = layout;
+        options.min_blocks_per_sm = min_blocks;
         options.chunk_voxels = 1000;  // several chunks: exercises the two-stream pipeline
         fit_voxels_gpu(problem, settings, tissue.data(), voxels, gpu.data(), options);
         double worst = 0;
@@ -180,6 +183,7 @@ TEST_CASE("perfusion fit on CUDA equals the CPU reference (parameters and iterat
                                         std::max(1.0, std::abs(cpu[v].parameters[j])));
         }
         INFO(convolution_name(scheme) << " N_t " << samples << " layout " << static_cast<int>(layout)
+             << " min blocks " << min_blocks
              << ": worst relative parameter difference " << worst << ", count mismatches "
              << count_mismatches);
         // Same code, no FMA, portable exp: bit-identical is expected; 1e-6 is the brief's bound

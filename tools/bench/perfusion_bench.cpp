@@ -183,11 +183,12 @@ void run_liver(const Options& o, const FitSettings& settings, ThreadPool& pool, 
       int min_blocks_per_sm;
       std::size_t chunk_voxels;
     };
-    const Variant variants[] = {{"default (78 regs, chunks of 65536)", 0, 0},
+    const Variant variants[] = {{"default regs, chunks of 65536", 0, 0},
+                                {"85 regs (6 blocks of 128 per SM)", 6, 0},
                                 {"64 regs (8 blocks of 128 per SM)", 8, 0},
-                                {"42 regs (12 blocks of 128 per SM)", 12, 0},
-                                {"78 regs, chunks of 262144", 0, 262144},
-                                {"78 regs, chunks of 16384", 0, 16384}};
+                                {"40 regs (12 blocks of 128 per SM)", 12, 0},
+                                {"64 regs, chunks of 262144", 8, 262144},
+                                {"64 regs, chunks of 16384", 8, 16384}};
     std::printf("%-36s %9s %11s %8s %8s %9s\n", "1 GPU variant", "wall s", "kernel ms", "chunks",
                 "iters", "T op/s");
     Timing best;
