@@ -33,6 +33,10 @@ std::vector<ParamDecl> fit_param_decls() {
       {.key = "start", .type = ParamType::real_list, .default_value = "[10, 80, 200, 2, 3]",
        .unit = "ml/100g/min x3, s x2",
        .doc = "start point k_a, k_p, k_l, tau_a, tau_p (wang2012: 10, 80, 200, 2, 3)"},
+      {.key = "initialiser", .type = ParamType::choice, .default_value = "fixed",
+       .choices = {"fixed", "linear"},
+       .doc = "fixed: every voxel starts at `start` (wang2012); linear: per-voxel linear "
+              "least-squares start over a 0.5..6.5 s delay grid (`start` when it fails)"},
   };
 }
 
@@ -47,13 +51,14 @@ FitSettings fit_settings_from(const ParamValues& values) {
   if (start.size() != kParameterCount)
     throw ParamError("start", "5 values: k_a, k_p, k_l (ml/100g/min), tau_a, tau_p (s)", 0);
   for (int i = 0; i < kParameterCount; ++i) s.start[i] = start[i];
+  s.linear_start = values.text("initialiser") == "linear";
   return s;
 }
 
 std::vector<std::string> start_warnings(const FitSettings& settings) {
   std::vector<std::string> warnings;
   for (int i = 0; i < kParameterCount; ++i) {
-    if (settings.start[i] == 0.0)
+    if (settings.start[i] == 0.0 && !settings.linear_start)
       warnings.push_back(std::string("start value of ") + kParameterNames[i] +
                          " is 0: the initial simplex steps it by only 0.00025 (fminsearch rule), "
                          "so the search barely explores it; start delays at a plausible non-zero "

@@ -19,13 +19,15 @@ struct FitSettings {
   Convolution convolution = Convolution::recursive;
   NelderMeadSettings optimiser;                          // wang2012: 600 iterations, 1e-8
   std::array<double, kParameterCount> start = kPaperStart;  // edge units
+  bool linear_start = false;  // seed each voxel with a linear least-squares fit (beyond the paper)
 };
 
 std::string_view convolution_name(Convolution c);      // "recursive", "fft"
 Convolution parse_convolution(const std::string& name);  // throws std::invalid_argument
 
 // Parameter declarations of the fit (used by the stage; the tool maps its flags onto the same
-// keys): convolution, max_iterations, max_evaluations, cost_tolerance, parameter_tolerance, start.
+// keys): convolution, max_iterations, max_evaluations, cost_tolerance, parameter_tolerance, start,
+// initialiser.
 std::vector<ParamDecl> fit_param_decls();
 FitSettings fit_settings_from(const ParamValues& values);
 

@@ -14,6 +14,8 @@ FitConfig make_fit_config(const FitSettings& settings) {
   for (int j = 0; j < kParameterCount; ++j) config.start_si[j] = settings.start[j];
   to_si(config.start_si);
   config.convolution = settings.convolution;
+  config.linear_start = settings.linear_start;
+  config.linear_grid = LinearStartGrid{};
   return config;
 }
 

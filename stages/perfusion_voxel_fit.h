@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "stages/nelder_mead.h"
+#include "stages/perfusion_linear_start.h"
 #include "stages/perfusion_model.h"
 
 namespace sonopipe::perfusion {
@@ -24,6 +25,8 @@ struct FitConfig {
   NelderMeadSettings optimiser;
   double start_si[kParameterCount];
   Convolution convolution;
+  bool linear_start;        // seed each voxel by perfusion_linear_start.h (start_si: fallback)
+  LinearStartGrid linear_grid;
 };
 
 // The inputs are held by value: in a kernel they then stay in registers instead of being re-read
@@ -82,12 +85,15 @@ SONOPIPE_HD inline bool tissue_finite(const double* tissue, int stride, int samp
 SONOPIPE_HD inline VoxelFit fit_voxel(const ModelInputs& in, const FitConfig& config,
                                       const double* tissue, int stride, double* fft_scratch) {
   if (!tissue_finite(tissue, stride, in.samples)) return skipped_voxel();
+  double start[kParameterCount];
+  for (int j = 0; j < kParameterCount; ++j) start[j] = config.start_si[j];
+  if (config.linear_start) linear_start(in, tissue, stride, config.linear_grid, start);
   if (config.convolution == Convolution::recursive) {
     RecursiveCost cost{in, tissue, stride};
-    return finish_voxel(nelder_mead<kParameterCount>(cost, config.start_si, config.optimiser));
+    return finish_voxel(nelder_mead<kParameterCount>(cost, start, config.optimiser));
   }
   FftCost cost{in, tissue, stride, fft_scratch};
-  return finish_voxel(nelder_mead<kParameterCount>(cost, config.start_si, config.optimiser));
+  return finish_voxel(nelder_mead<kParameterCount>(cost, start, config.optimiser));
 }
 
 }  // namespace sonopipe::perfusion

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   std::string convolution = "recursive";
   std::vector<double> start(o.fit.start.begin(), o.fit.start.end());
   bool quiet = false;
+  std::string initialiser = "fixed";
   CLI::App app{"sonopipe-perfusion: voxelwise liver perfusion maps (k_a, k_p, k_l in ml/100g/min, "
                "tau_a, tau_p in s) by Nelder-Mead, as wang2012"};
   app.add_option("--input,-i", o.input, "4-D NIfTI concentration series (mM)")->required();
@@ -36,6 +37,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--start", start, "k_a,k_p,k_l (ml/100g/min),tau_a,tau_p (s)")->delimiter(',')
       ->expected(5)->capture_default_str();
+  app.add_option("--initialiser", initialiser, "fixed (every voxel from --start, wang2012) | linear "
+                 "(per-voxel linear least-squares start)")->capture_default_str()
+      ->check(CLI::IsMember({"fixed", "linear"}));
   app.add_flag("--quiet,-q", quiet, "no progress bar");
   try {
     app.parse(argc, argv);
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
     o.fit.convolution = perfusion::parse_convolution(convolution);
     std::copy(start.begin(), start.end(), o.fit.start.begin());
     o.progress = !quiet;
+    o.fit.linear_start = initialiser == "linear";
     perfusion_tool::run(o, std::cerr);
   } catch (const std::exception& e) {
     std::cerr << "sonopipe-perfusion: error: " << e.what() << "\n";
