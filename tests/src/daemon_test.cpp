@@ -390,3 +390,31 @@ pipelines:
   CHECK(daemon.control("stop"));
   CHECK(daemon.wait_exit() == 0);
 }
+
+TEST_CASE("sonopipe-ctl prints the status as text or JSON and stops the daemon", "[daemon][ctl]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  const std::string ctl = test::binary_path("tools/ctl/sonopipe-ctl");
+  auto run = [&](const std::string& args, std::string& output) {
+    const std::string path = daemon.config_path() + ".ctl.out";
+    int status = std::system((ctl + " " + args + " --endpoint " + daemon.endpoint("control") + " > " + path + " 2>&1").c_str());
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    output = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string output;
+  REQUIRE(run("status", output) == 0);
+  CHECK(output.find("backend: cpu (cpu requested)") != std::string::npos);
+  CHECK(output.find("frames: 0 received, 0 processed") != std::string::npos);
+  CHECK(output.find("stage convert: compute ms p50") != std::string::npos);
+  REQUIRE(run("status --json", output) == 0);
+  CHECK(output.find("\"backend\": \"cpu\"") != std::string::npos);
+  CHECK(output.find("\"framesReceived\": \"0\"") != std::string::npos);
+  REQUIRE(run("stop --wait", output) == 0);
+  CHECK(daemon.wait_exit() == 0);
+  // Nobody answers now: exit code 2 after the timeout.
+  CHECK(run("status --timeout-ms 300", output) == 2);
+  CHECK(output.find("no answer from") != std::string::npos);
+}
