@@ -229,6 +229,8 @@ pipelines:
   auto samples = test::random_samples(kLines * kSamples * 2, rng);
   for (std::uint64_t n = 0; n < kFrames; ++n)
     daemon.send(test::iq_header(n, kLines, kSamples).SerializeAsString(), samples.data(), samples.size() * 2);
+  // Sends only queue in our socket: make sure the daemon has taken some before it is told to stop.
+  daemon.wait_for_status([](const v1::Status& s) { return s.frames_received() > 0; });
   daemon.signal(SIGTERM);
 
   // Results, then the final heartbeat (draining = true) that the daemon sends once it has drained.
