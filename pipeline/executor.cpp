@@ -414,6 +414,12 @@ void PipelineExecutor::finish(Slot& slot) {
     }
   }
   if (slot.failed) {
+    if (cuda) {
+      try {
+        slot.done->synchronize();  // work issued before the error still reads the slot's buffers
+      } catch (const std::exception&) {
+      }
+    }
     report_stage_error(slot.frame.meta, slot.error);
     return;
   }
