@@ -138,7 +138,7 @@ double raw_zeromq_fps(const std::string& transport, const std::string& directory
   SteadyClock::time_point first_send;
   std::thread sender([&] {
     zmq::socket_t push(context, zmq::socket_type::push);
-    push.set(zmq::sockopt::linger, 0);
+    push.set(zmq::sockopt::linger, -1);  // closing waits until every queued frame is delivered
     push.connect(endpoint);
     first_send = SteadyClock::now();
     for (std::size_t i = 0; i < count; ++i)
