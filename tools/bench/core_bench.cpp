@@ -11,7 +11,9 @@
 //   latency   L frames one at a time (next sent when the previous result arrived): end-to-end =
 //             result received - frame sent (one host clock), and the daemon's received->published;
 //   raw ZeroMQ N frames of the same size PUSH -> PULL on the same transport, no daemon: the
-//             ceiling the daemon's ingest hop is compared with.
+//             ceiling the daemon's ingest hop is compared with (the issue's goal);
+//   relay     N frames PUSH -> [PULL -> PUB an output-sized payload] -> SUB: the daemon's two hops
+//             without its work, so the table separates transport cost from processing cost.
 // Goals (issue 2): daemon >= 90 % of raw ZeroMQ frames/s at 8 MB, e2e p99 <= 2 ms at 1 MB.
 #include <spdlog/spdlog.h>
 
@@ -110,7 +112,8 @@ struct Row {
   std::string transport;
   double size_mb = 0;
   std::size_t frame_bytes = 0;
-  double daemon_fps = 0, raw_fps = 0;
+  double daemon_fps = 0, raw_fps = 0, relay_fps = 0;
+  std::size_t output_bytes = 0;
   double e2e_p50_ms = 0, e2e_p99_ms = 0, daemon_p50_ms = 0, daemon_p99_ms = 0;
   bool cuda = false;
   double gpu_busy_ms = 0, gpu_bottleneck_ms = 0;  // per frame from the daemon's status (CUDA only)
@@ -150,6 +153,67 @@ double raw_zeromq_fps(const std::string& transport, const std::string& directory
   const auto last = SteadyClock::now();
   sender.join();
   if (failed || received < count) throw std::runtime_error("raw ZeroMQ run received " + std::to_string(received) + " of " + std::to_string(count));
+  return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
+}
+
+// Raw ZeroMQ relay: the daemon's I/O without its work. PUSH -> [PULL -> PUB] -> SUB, the relay
+// thread publishing an output-sized payload per frame as the daemon does ([topic][header][payload]).
+double raw_relay_fps(const std::string& transport, const std::string& directory, const BenchFrame& frame,
+                     std::size_t output_bytes, std::size_t count) {
+  zmq::context_t context(2);
+  auto endpoint_for = [&](zmq::socket_t& socket, const std::string& name) {
+    if (transport == "tcp") {
+      socket.bind("tcp://127.0.0.1:*");
+      return socket.get(zmq::sockopt::last_endpoint);
+    }
+    const std::string endpoint = "ipc://" + (std::filesystem::path(directory) / name).string();
+    socket.bind(endpoint);
+    return endpoint;
+  };
+  zmq::socket_t relay_in(context, zmq::socket_type::pull), relay_out(context, zmq::socket_type::pub),
+      sub(context, zmq::socket_type::sub);
+  for (zmq::socket_t* s : {&relay_in, &relay_out, &sub}) s->set(zmq::sockopt::linger, 0);
+  relay_out.set(zmq::sockopt::sndhwm, 0);
+  sub.set(zmq::sockopt::rcvhwm, 0);
+  sub.set(zmq::sockopt::rcvtimeo, static_cast<int>(std::chrono::milliseconds(kReceiveTimeout).count()));
+  sub.set(zmq::sockopt::subscribe, tools::kResultTopicPrefix);
+  const std::string in_endpoint = endpoint_for(relay_in, "relay-in.ipc");
+  const std::string out_endpoint = endpoint_for(relay_out, "relay-out.ipc");
+  {
+    tools::PeerWatch watch(context, sub);
+    sub.connect(out_endpoint);
+    if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("relay: no handshake");
+    std::this_thread::sleep_for(kSubscriptionMargin);
+  }
+  const std::vector<std::byte> output(output_bytes, std::byte{1});
+  const std::string topic = tools::result_topic("bench", "relay");
+  std::thread relay([&] {
+    std::vector<zmq::message_t> parts;
+    for (std::size_t i = 0; i < count && tools::receive_message(relay_in, parts); ++i) {
+      relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+      relay_out.send(parts[0], zmq::send_flags::sndmore);
+      relay_out.send(zmq::message_t(const_cast<std::byte*>(output.data()), output.size(), nullptr, nullptr),
+                     zmq::send_flags::none);
+    }
+  });
+  BenchFrame copy = frame;
+  const std::string header = header_for(copy, 0);
+  SteadyClock::time_point first_send;
+  std::thread sender([&] {
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, -1);
+    push.connect(in_endpoint);
+    first_send = SteadyClock::now();
+    for (std::size_t i = 0; i < count; ++i) tools::send_frame(push, header, zero_copy(frame), false);
+  });
+  std::vector<zmq::message_t> parts;
+  std::size_t received = 0;
+  while (received < count && tools::receive_message(sub, parts)) ++received;
+  const auto last = SteadyClock::now();
+  sender.join();
+  relay.join();
+  if (received < count)
+    throw std::runtime_error("raw relay run received " + std::to_string(received) + " of " + std::to_string(count));
   return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
 }
 
@@ -211,9 +275,10 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
                std::uint64_t& sequence, Row& row) {
   std::int64_t received_ns = 0;
   // Warm-up, one at a time, so the first-shape configuration is out of the numbers.
-  for (std::size_t i = 0; i < options.warmup; ++i) {
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, options.warmup); ++i) {
     tools::send_frame(client.push, header_for(frame, sequence++), zero_copy(frame), false);
     client.receive(received_ns);
+    row.output_bytes = client.parts.back().size();
   }
   const std::size_t rejected_before = daemon.status().frames_rejected();
 
@@ -247,7 +312,9 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
     const v1::PipelineStatus& pipeline = status.pipelines(0);
     double stages_ms = 0;
     for (const v1::StageTiming& stage : status.stages()) stages_ms += stage.compute_ms_p50();
-    row.gpu_busy_ms = pipeline.h2d_ms_p50() + stages_ms + pipeline.d2h_ms_p50();
+    // The daemon's own per-frame sum when it reports one, else the sum of the medians.
+    row.gpu_busy_ms = pipeline.busy_ms_p50() > 0 ? pipeline.busy_ms_p50()
+                                                 : pipeline.h2d_ms_p50() + stages_ms + pipeline.d2h_ms_p50();
     row.gpu_bottleneck_ms = std::max({pipeline.h2d_ms_p50(), stages_ms, pipeline.d2h_ms_p50()});
   }
 
@@ -280,6 +347,7 @@ void print_table(const std::vector<Row>& rows) {
   std::cout << "\n"
             << std::left << std::setw(5) << "tx" << std::right << std::setw(7) << "MB" << std::setw(11) << "daemon f/s"
             << std::setw(9) << "GB/s" << std::setw(11) << "raw f/s" << std::setw(9) << "GB/s" << std::setw(8) << "ratio"
+            << std::setw(11) << "relay f/s" << std::setw(8) << "ratio"
             << std::setw(10) << "e2e p50" << std::setw(9) << "e2e p99" << std::setw(10) << "dmn p50" << std::setw(9)
             << "dmn p99" << "  GPU overlap (H2D+kernels+D2H per frame / wall per frame)\n";
   for (const Row& r : rows) {
@@ -287,7 +355,8 @@ void print_table(const std::vector<Row>& rows) {
     std::cout << std::left << std::setw(5) << r.transport << std::right << std::setw(7) << fixed(r.size_mb, 1)
               << std::setw(11) << fixed(r.daemon_fps, 1) << std::setw(9) << fixed(r.daemon_fps * gb, 3) << std::setw(11)
               << fixed(r.raw_fps, 1) << std::setw(9) << fixed(r.raw_fps * gb, 3) << std::setw(7)
-              << fixed(100.0 * r.daemon_fps / r.raw_fps, 1) << "%" << std::setw(10) << fixed(r.e2e_p50_ms, 3)
+              << fixed(100.0 * r.daemon_fps / r.raw_fps, 1) << "%" << std::setw(11) << fixed(r.relay_fps, 1)
+              << std::setw(7) << fixed(100.0 * r.daemon_fps / r.relay_fps, 1) << "%" << std::setw(10) << fixed(r.e2e_p50_ms, 3)
               << std::setw(9) << fixed(r.e2e_p99_ms, 3) << std::setw(10) << fixed(r.daemon_p50_ms, 3) << std::setw(9)
               << fixed(r.daemon_p99_ms, 3);
     if (r.cuda) {
@@ -299,8 +368,9 @@ void print_table(const std::vector<Row>& rows) {
     if (r.daemon_rejected) std::cout << "  [" << r.daemon_rejected << " rejected!]";
     std::cout << "\n";
   }
-  std::cout << "(latency in ms; e2e = frame sent -> result received, one in flight; dmn = the daemon's received -> "
-               "published; GB/s counts input bytes)\n";
+  std::cout << "(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
+               "daemon's output size, its I/O without its work;\n latency in ms: e2e = frame sent -> result received, one "
+               "in flight; dmn = the daemon's received -> published; GB/s counts input bytes)\n";
 }
 
 void print_goals(const std::vector<Row>& rows) {
@@ -346,8 +416,9 @@ void run_core_bench(const CoreOptions& options_in) {
       Row row{.transport = transport, .size_mb = size_mb, .frame_bytes = frame.payload.size()};
       run_point(daemon, client, frame, options, sequence, row);
       row.raw_fps = raw_zeromq_fps(transport, dir.string(), frame, options.frames);
+      row.relay_fps = raw_relay_fps(transport, dir.string(), frame, row.output_bytes, options.frames);
       std::cerr << "  " << transport << " " << size_mb << " MB: daemon " << fixed(row.daemon_fps, 1) << " frames/s, raw "
-                << fixed(row.raw_fps, 1) << " frames/s\n";
+                << fixed(row.raw_fps, 1) << " frames/s, relay " << fixed(row.relay_fps, 1) << " frames/s\n";
       rows.push_back(row);
     }
     const int code = daemon.stop(std::chrono::seconds(20));
