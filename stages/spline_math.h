@@ -96,8 +96,14 @@ SONOPIPE_HOST_DEVICE void solve_window(KnotRange w, KnotRange keep, std::int64_t
     Real diag = Real(4), sub = Real(1), sup = Real(1);
     if (i == lo + 1) sub = Real(0);  // M_lo is 0 (natural) or eliminated (not-a-knot)
     if (i == hi - 1) sup = Real(0);
-    if (i == lo + 1 && left_nak) diag = Real(6);   // M_lo = 2 M_1 - M_2 substituted
-    if (i == hi - 1 && right_nak) diag = Real(6);  // M_hi = 2 M_{hi-1} - M_{hi-2} substituted
+    if (i == lo + 1 && left_nak) {  // M_lo = 2 M_1 - M_2 substituted: 6 M_1 + 0 M_2 = r_1
+      diag = Real(6);
+      sup = Real(0);
+    }
+    if (i == hi - 1 && right_nak) {  // M_hi = 2 M_{hi-1} - M_{hi-2}: 0 M_{hi-2} + 6 M_{hi-1}
+      diag = Real(6);
+      sub = Real(0);
+    }
     const Real denom = diag - sub * c_prev;
     const Real c = sup / denom;
     const V d = (r - d_prev * sub) * (Real(1) / denom);

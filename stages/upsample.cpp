@@ -87,7 +87,7 @@ void UpsampleStage::second_derivatives(const double* y, std::int64_t length,
   using V = spline::Vec<double, 1>;
   const std::int64_t n = params.exact ? length : params.subset_knots;
   const std::int64_t k = params.exact ? 0 : params.overlap;
-  const std::size_t slots = static_cast<std::size_t>((params.exact ? length : n) + 2);
+  const std::size_t slots = static_cast<std::size_t>(n + k + 2);  // rows kept for back substitution
   if (scratch.size() < 2 * slots) scratch.resize(2 * slots);
   double* c = scratch.data();
   double* d = scratch.data() + slots;
