@@ -137,41 +137,35 @@ void MotionFilterStage::fit_weights(const FrameMeta& frame, const MotionFilterSh
   }
 }
 
-void MotionFilterStage::filter_column(const double* in, std::int64_t stride, const MotionFilterShape& shape,
-                                      const double* weights, double* out) {
-  const std::int64_t tracks = shape.tracks, late = shape.late_tracks;
-  for (std::int64_t t = 0; t < tracks; ++t) {
-    double fitted = 0;
-    for (std::int64_t l = 0; l < late; ++l) fitted += weights[t * late + l] * in[(tracks - late + l) * stride];
-    out[t * stride] = in[t * stride] - fitted;
-  }
-}
-
 bool MotionFilterStage::run_cpu(const StageIo& io) {
   fit_weights(io.frame, shape_, params_.order, params_.use_reference, weights_.data());
   const MotionFilterShape s = shape_;
   const double* weights = weights_.data();
+  // Per location, row by row (depth contiguous): out[t][z] = in[t][z] - sum_l W[t][l] in[late_l][z].
   io.pool->parallel_for(static_cast<std::size_t>(s.locations), [&](std::size_t begin, std::size_t end) {
-    thread_local std::vector<double> column_in, column_out;
-    if (column_in.size() < static_cast<std::size_t>(s.tracks)) {
-      column_in.resize(s.tracks);
-      column_out.resize(s.tracks);
-    }
+    thread_local std::vector<double> rows, fitted;
+    rows.resize(static_cast<std::size_t>(s.tracks * s.depths));
+    fitted.resize(static_cast<std::size_t>(s.depths));
     for (std::size_t location = begin; location < end; ++location) {
       const std::size_t base = location * static_cast<std::size_t>(s.tracks * s.depths);
-      for (std::int64_t z = 0; z < s.depths; ++z) {
-        for (std::int64_t t = 0; t < s.tracks; ++t) {
-          const std::size_t at = base + t * s.depths + z;
-          column_in[t] = s.input_half ? arfi::half_bits_to_float(static_cast<const std::uint16_t*>(io.input)[at])
-                                      : static_cast<const float*>(io.input)[at];
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        rows[i] = s.input_half ? arfi::half_bits_to_float(static_cast<const std::uint16_t*>(io.input)[base + i])
+                               : static_cast<const float*>(io.input)[base + i];
+      for (std::int64_t t = 0; t < s.tracks; ++t) {
+        std::fill(fitted.begin(), fitted.end(), 0.0);
+        for (std::int64_t l = 0; l < s.late_tracks; ++l) {
+          const double w = weights[t * s.late_tracks + l];
+          const double* late_row = rows.data() + (s.tracks - s.late_tracks + l) * s.depths;
+          for (std::int64_t z = 0; z < s.depths; ++z) fitted[z] += w * late_row[z];
         }
-        filter_column(column_in.data(), 1, s, weights, column_out.data());
-        for (std::int64_t t = 0; t < s.tracks; ++t) {
-          const std::size_t at = base + t * s.depths + z;
-          if (s.output_half)
-            static_cast<std::uint16_t*>(io.outputs[0])[at] = arfi::float_to_half_bits(static_cast<float>(column_out[t]));
-          else
-            static_cast<float*>(io.outputs[0])[at] = static_cast<float>(column_out[t]);
+        const double* row = rows.data() + t * s.depths;
+        const std::size_t out_at = base + t * s.depths;
+        if (s.output_half) {
+          auto* out = static_cast<std::uint16_t*>(io.outputs[0]) + out_at;
+          for (std::int64_t z = 0; z < s.depths; ++z) out[z] = arfi::float_to_half_bits(static_cast<float>(row[z] - fitted[z]));
+        } else {
+          auto* out = static_cast<float*>(io.outputs[0]) + out_at;
+          for (std::int64_t z = 0; z < s.depths; ++z) out[z] = static_cast<float>(row[z] - fitted[z]);
         }
       }
     }

@@ -32,9 +32,6 @@ class MotionFilterStage : public Stage {
   // under-determined or singular.
   static void fit_weights(const FrameMeta& frame, const MotionFilterShape& shape, int order,
                           bool use_reference, double* weights);
-  // CPU reference for one (location, depth) column: in/out strided by `stride` (= depths).
-  static void filter_column(const double* in, std::int64_t stride, const MotionFilterShape& shape,
-                            const double* weights, double* out);
 
  private:
   MotionFilterParams params_;
