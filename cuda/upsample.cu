@@ -27,7 +27,8 @@ struct Tiling {
 std::size_t shared_bytes_for(const Tiling& t, int channels) {
   const std::int64_t y_knots = t.solve_threads * t.subset_knots + 2 * t.overlap + 4;
   const std::int64_t m_knots = t.solve_threads * t.subset_knots + 1;
-  const std::int64_t scratch = t.solve_threads * t.slots * (1 + channels);
+  const std::int64_t scratch_c = (t.solve_threads * t.slots + 1) / 2 * 2;  // even: keeps d 8-byte aligned
+  const std::int64_t scratch = scratch_c + t.solve_threads * t.slots * channels;
   return static_cast<std::size_t>((y_knots + m_knots) * channels + scratch) * sizeof(float);
 }
 
@@ -80,7 +81,7 @@ upsample_kernel(const float* __restrict__ in, float* __restrict__ out, std::int6
   V* y_s = reinterpret_cast<V*>(shared);
   V* m_s = y_s + (T * n + 2 * t.overlap + 4);
   float* c_s = reinterpret_cast<float*>(m_s + (T * n + 1));
-  V* d_s = reinterpret_cast<V*>(c_s + T * t.slots);
+  V* d_s = reinterpret_cast<V*>(c_s + (T * t.slots + 1) / 2 * 2);
 
   // Stage the tile's input knots (coalesced).
   const float* line_in = in + line * length * C;
@@ -106,17 +107,34 @@ upsample_kernel(const float* __restrict__ in, float* __restrict__ out, std::int6
   __syncthreads();
 
   // Evaluate every output whose interval starts at a knot this tile owns (coalesced writes).
-  std::int64_t eval_end = last_tile ? length : (s0 + stride) * n;
-  const std::int64_t j_begin = (a0 * p + q - 1) / q;
-  const std::int64_t j_end = last_tile ? out_length : (eval_end * p + q - 1) / q;
+  // Within a line everything fits 32 bits; the output position (i, rest) advances by a constant
+  // per loop step, so the loop needs no division.
+  const std::int64_t eval_end = last_tile ? length : (s0 + stride) * n;
+  const int j_begin = static_cast<int>((a0 * p + q - 1) / q);
+  const int j_end = static_cast<int>(last_tile ? out_length : (eval_end * p + q - 1) / q);
+  const int p32 = static_cast<int>(p), q32 = static_cast<int>(q), last_interval = static_cast<int>(length) - 2;
+  const int y_base = static_cast<int>(y_lo), m_base = static_cast<int>(a0);
   V* line_out = reinterpret_cast<V*>(out) + line * out_length;
   const float inv_p = 1.0f / static_cast<float>(p);
-  for (std::int64_t j = j_begin + threadIdx.x; j < j_end; j += blockDim.x) {
-    std::int64_t rest;
-    const std::int64_t i = spline::output_interval(j, p, q, length, rest);
-    const float tt = rest == p ? 1.0f : static_cast<float>(rest) * inv_p;
-    line_out[j] = spline::evaluate<float, C>(y_s[i - y_lo], y_s[i + 1 - y_lo], m_s[i - a0],
-                                             m_s[i + 1 - a0], tt);
+  const int step_scaled = static_cast<int>(blockDim.x) * q32;
+  const int step_i = step_scaled / p32, step_rest = step_scaled - step_i * p32;
+  int j = j_begin + static_cast<int>(threadIdx.x);
+  int i = (j * q32) / p32, rest = j * q32 - i * p32;
+  for (; j < j_end; j += blockDim.x) {
+    int interval = i, r = rest;
+    if (interval > last_interval) {  // the last knot itself
+      interval = last_interval;
+      r = p32;
+    }
+    const float tt = r == p32 ? 1.0f : static_cast<float>(r) * inv_p;
+    line_out[j] = spline::evaluate<float, C>(y_s[interval - y_base], y_s[interval + 1 - y_base],
+                                             m_s[interval - m_base], m_s[interval + 1 - m_base], tt);
+    i += step_i;
+    rest += step_rest;
+    if (rest >= p32) {
+      rest -= p32;
+      ++i;
+    }
   }
 }
 

@@ -26,7 +26,7 @@ enum class Boundary : int { natural = 0, not_a_knot = 1 };
 // A sample of C channels (1: real line, 2: I and Q). The operator is linear, so I and Q share
 // every coefficient and differ only in data.
 template <typename Real, int C>
-struct Vec {
+struct alignas(sizeof(Real) * (C == 2 ? 2 : 1)) Vec {  // I/Q pairs move as one 8-byte access
   Real v[C];
   SONOPIPE_HOST_DEVICE static Vec zero() {
     Vec r;

@@ -110,16 +110,19 @@ TEST_CASE("motion filter on CUDA matches the CPU reference (float32 and float16)
       auto cpu = test::run_stage_cpu(*stage, frame, frame.payload, input.data(), pool);
       auto gpu = test::run_stage_cuda(*stage, frame, frame.payload, input.data());
       const bool half = std::string(out_dtype) == "float16";
-      double worst = 0;
+      double worst = 0, largest = 0;
       for (std::size_t i = 0; i < input.size(); ++i) {
         const double a = half ? arfi::half_bits_to_float(cpu.as<std::uint16_t>()[i]) : cpu.as<float>()[i];
         const double b = half ? arfi::half_bits_to_float(gpu.as<std::uint16_t>()[i]) : gpu.as<float>()[i];
         REQUIRE(std::isfinite(b));
         worst = std::max(worst, std::abs(a - b));
+        largest = std::max(largest, std::abs(a));
       }
-      WARN(out_dtype << ", late " << late << ": max |gpu - cpu| = " << worst << " um");
-      // float weights and sums of <= 70 terms of ~5 um: ~1e-5 um; float16 adds one half ulp (~8e-3 at 16 um).
-      CHECK(worst <= (half ? 1.6e-2 : 1e-4));
+      WARN(out_dtype << ", late " << late << ": max |gpu - cpu| = " << worst << " um (largest |value| " << largest << ")");
+      // float weights and sums of <= 70 terms of ~5 um: ~1e-5 um. float16: the float GPU value and
+      // the double CPU value may round to neighbouring halves: one binary16 ulp of the largest
+      // value (2^-10 relative).
+      CHECK(worst <= (half ? std::ldexp(largest, -10) + 1e-4 : 1e-4));
     }
 }
 #endif
