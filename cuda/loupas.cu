@@ -57,20 +57,21 @@ loupas_direct_kernel(const float2* __restrict__ in, const float* __restrict__ f_
 // Tiled: a block takes `tile` consecutive output depths of one (location, track) pair, computes
 // the six per-sample terms of the window sums once, turns them into an exclusive prefix sum in
 // shared memory, and each window is then P[end] - P[begin]: O(1) per output whatever M is.
-// Float prefix sums over <= kMaxTileSamples terms keep ~1e-6 relative error on the window sums
-// (phase error ~1e-5 um). Zero-energy windows are detected exactly through an integer prefix
-// count of non-zero samples (float differences of equal prefixes need not be exactly 0).
+// The terms are float products (as in the direct sums); the prefix sums are double, so a window's
+// difference P[end] - P[begin] loses nothing to cancellation even where the speckle is dark next
+// to bright samples (float prefixes lost up to ~1e-4 relative there). Zero-energy windows are
+// detected exactly through an integer prefix count of non-zero samples.
 constexpr int kTileThreads = 256;
-constexpr int kMaxTileSamples = 1024;
+constexpr int kMaxTileSamples = 768;  // 6 double prefixes + counts: ~40 kB of shared memory
 constexpr int kTerms = 6;
 
 template <typename Out>
 __global__ void __launch_bounds__(kTileThreads)
 loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_dem_hz, LoupasShape s,
                     int tile, Out* __restrict__ displacement, Out* __restrict__ quality) {
-  __shared__ float prefix[kTerms][kMaxTileSamples + 1];
+  __shared__ double prefix[kTerms][kMaxTileSamples + 1];
   __shared__ int nonzero[kMaxTileSamples + 1];  // low 16 bits: reference, high: track
-  __shared__ float warp_sum[kTerms][kTileThreads / 32];
+  __shared__ double warp_sum[kTerms][kTileThreads / 32];
   __shared__ int warp_nonzero[kTileThreads / 32];
   const int tid = threadIdx.x;
   const std::int64_t track = blockIdx.y, location = blockIdx.z;
@@ -109,7 +110,7 @@ loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_d
   const int chunk = (count + kTileThreads - 1) / kTileThreads;
   const int begin = tid * chunk < count ? tid * chunk : count;
   const int end = begin + chunk < count ? begin + chunk : count;
-  float total[kTerms];
+  double total[kTerms];
   int total_nonzero = 0;
 #pragma unroll
   for (int k = 0; k < kTerms; ++k) {
@@ -118,7 +119,7 @@ loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_d
   }
   for (int e = begin; e < end; ++e) total_nonzero += nonzero[e];
   const int lane = tid & 31, warp = tid >> 5;
-  float inclusive[kTerms];
+  double inclusive[kTerms];
   int inclusive_nonzero = total_nonzero;
 #pragma unroll
   for (int k = 0; k < kTerms; ++k) inclusive[k] = total[k];
@@ -126,7 +127,7 @@ loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_d
   for (int offset = 1; offset < 32; offset <<= 1) {
 #pragma unroll
     for (int k = 0; k < kTerms; ++k) {
-      const float up = __shfl_up_sync(0xffffffffu, inclusive[k], offset);
+      const double up = __shfl_up_sync(0xffffffffu, inclusive[k], offset);
       if (lane >= offset) inclusive[k] += up;
     }
     const int up = __shfl_up_sync(0xffffffffu, inclusive_nonzero, offset);
@@ -138,7 +139,7 @@ loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_d
     warp_nonzero[warp] = inclusive_nonzero;
   }
   __syncthreads();
-  float running[kTerms];
+  double running[kTerms];
   int running_nonzero = inclusive_nonzero - total_nonzero;
 #pragma unroll
   for (int k = 0; k < kTerms; ++k) {
@@ -149,7 +150,7 @@ loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_d
   for (int e = begin; e < end; ++e) {
 #pragma unroll
     for (int k = 0; k < kTerms; ++k) {
-      const float term = prefix[k][e];
+      const double term = prefix[k][e];
       prefix[k][e] = running[k];
       running[k] += term;
     }
@@ -176,9 +177,9 @@ loupas_tiled_kernel(const float2* __restrict__ in, const float* __restrict__ f_d
     q = 0;
   } else {
     // R_fast pairs need both samples inside: pairs [b, e - 1)
-    arfi::EstimateInputs<float> sum{prefix[0][e] - prefix[0][b], prefix[1][e] - prefix[1][b],
-                                    prefix[2][e - 1] - prefix[2][b], prefix[3][e - 1] - prefix[3][b],
-                                    prefix[4][e] - prefix[4][b], prefix[5][e] - prefix[5][b]};
+    auto window = [&](int k, int last) { return static_cast<float>(prefix[k][last] - prefix[k][b]); };
+    arfi::EstimateInputs<float> sum{window(0, e), window(1, e), window(2, e - 1), window(3, e - 1),
+                                    window(4, e), window(5, e)};
     arfi::finish_estimate<float>(sum, f_dem_hz[o], static_cast<float>(s.sample_period_s),
                                  static_cast<float>(s.speed_of_sound_m_per_s), s.use_mean_frequency, d_um, q);
   }
