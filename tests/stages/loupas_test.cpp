@@ -188,10 +188,12 @@ TEST_CASE("loupas and kasai on CUDA match the CPU reference within 0.001 um rms"
     const char* step;
     const char* kernel;
   };
-  // default (tiled kernel), float16, decimated (smaller tiles), a kernel too long for a tile (direct kernel)
+  // default M = 25 (direct kernel), float16, decimated; M = 101 (tiled prefix-sum kernel), decimated
+  // (smaller tiles); M = 801, too long for a tile (direct kernel again)
   for (const Variant v : {Variant{"loupas", "float32", "1", "0"}, Variant{"kasai", "float32", "1", "0"},
                           Variant{"loupas", "float16", "1", "0"}, Variant{"kasai", "float16", "1", "0"},
-                          Variant{"loupas", "float16", "5", "0"}, Variant{"loupas", "float32", "3", "801"}}) {
+                          Variant{"loupas", "float16", "5", "0"}, Variant{"loupas", "float32", "1", "101"},
+                          Variant{"kasai", "float32", "4", "101"}, Variant{"loupas", "float32", "3", "801"}}) {
     {
       const char* name = v.name;
       const char* dtype = v.dtype;
@@ -217,7 +219,7 @@ TEST_CASE("loupas and kasai on CUDA match the CPU reference within 0.001 um rms"
       WARN(name << " " << dtype << " step " << v.step << " kernel " << v.kernel << ": rms |gpu - cpu| = " << rms
                 << " um, max quality diff " << worst_quality << ", NaN in both " << nan_both);
       CHECK(nan_mismatch == 0);
-      if (std::string(v.kernel) == "0") CHECK(nan_both > 0);  // an 801-sample window spans the gap
+      if (std::string(v.kernel) != "801") CHECK(nan_both > 0);  // an 801-sample window spans the gap
       // float32 window sums vs double: ~1e-6 relative phase error, << 0.001 um (paper: 0.012 um).
       // float16 output rounds both sides identically except at rare ties: same bound.
       CHECK(rms <= 0.001);

@@ -60,6 +60,9 @@ TEST_CASE("arfi simulator's IQ has the predicted mean frequency, different from 
   ThreadPool pool(2);
   auto c = small_config();
   c.snr_db = std::numeric_limits<double>::infinity();
+  c.locations = 16;  // independent speckle per location (the lines of one location share it):
+  c.tracks = 1;      // 16 x 400 samples put the estimate's spread near 0.3 % (3 x 240: ~0.9 %)
+  c.samples = 400;
   const auto r = sim::simulate_arfi(c, &pool);
   // Lag-one autocorrelation over every line: its phase is 2 pi (f_mean - f_dem) T_s for the IQ
   // convention analytic(rf) x exp(-j 2 pi f_dem t); a demodulation sign error would flip it.
