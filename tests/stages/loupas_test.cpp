@@ -122,7 +122,9 @@ TEST_CASE("loupas decimates to output_step and writes float16 on request", "[lou
     for (std::int64_t o = 0; o < 26; ++o) {
       const float want = a.as<float>()[pair * 101 + o * 4];
       const float got = arfi::half_bits_to_float(b.as<std::uint16_t>()[pair * 26 + o]);
-      REQUIRE(got == Approx(want).epsilon(1e-3).margin(1e-3));  // binary16: 11-bit mantissa
+      // White-noise input can put f_mean near 0 and the estimate beyond binary16's range: +-inf.
+      if (std::abs(want) > 65504) REQUIRE(got == std::copysign(INFINITY, want));
+      else REQUIRE(got == Approx(want).epsilon(1e-3).margin(1e-3));  // binary16: 11-bit mantissa
     }
 }
 

@@ -1,6 +1,5 @@
 #include "stages/upsample.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/stages/python_reference.h"
 #include "tests/stages/stage_runner.h"
 #include "tests/support/test_support.h"
 
@@ -54,21 +54,6 @@ UpsampleParams subset_params(spline::Boundary boundary, std::int64_t n = 16, std
   return p;
 }
 
-// The interpreter that has numpy and scipy: probe every python3 on PATH (the first one may be a
-// pyenv without Debian's modules). Empty when none has them.
-std::string python_with_scipy() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const std::string candidate = dir + "/python3";
-    if (access(candidate.c_str(), X_OK) != 0) continue;
-    const std::string probe = "'" + candidate + "' -c 'import numpy, scipy' >/dev/null 2>&1";
-    if (std::system(probe.c_str()) == 0) return candidate;
-  }
-  return {};
-}
-
 // scipy.interpolate.CubicSpline of y at x = j / factor (j < output length).
 std::vector<double> scipy_spline(const std::string& python, const std::vector<double>& y,
                                  const char* bc_type, int factor) {
@@ -107,7 +92,7 @@ FrameMeta line_frame(DType dtype, std::int64_t lines, std::int64_t samples) {
 }  // namespace
 
 TEST_CASE("exact spline matches scipy's CubicSpline for natural and not-a-knot ends", "[upsample]") {
-  const std::string python = python_with_scipy();
+  const std::string python = test::python_with_scipy();
   if (python.empty()) {
     WARN("skipped: no python3 with numpy and scipy on PATH (Debian: python3-scipy)");
     return;

@@ -87,6 +87,7 @@ void validate(const ArfiSimConfig& c) {
 }  // namespace
 
 double arfi_tissue_displacement_um(const ArfiSimConfig& c, double depth_m, double lateral_m, double time_s) {
+  if (c.tissue_field) return c.tissue_field(depth_m, lateral_m, time_s);
   const double dz = depth_m - c.focus_depth_m;
   return c.peak_um * std::exp(-dz * dz / (2 * c.depth_sigma_m * c.depth_sigma_m)) *
          std::exp(-lateral_m * lateral_m / (2 * c.lateral_sigma_m * c.lateral_sigma_m)) *

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct ArfiSimConfig {
   double int16_peak_fraction = 0.5;   // largest |I| or |Q| maps to this fraction of 32767
   std::uint64_t seed = 1;
   std::uint32_t stream_id = 1;
+  // Optional tissue field u(depth_m, lateral_m, time_s) in um replacing the Gaussian model above
+  // (e.g. a FEM displacement field); time 0 = push start.
+  std::function<double(double, double, double)> tissue_field;
 };
 
 struct ArfiSimResult {
