@@ -5,6 +5,7 @@
 #include "pipeline/thread_pool.h"
 
 #ifdef SONOPIPE_WITH_CUDA
+#include "cuda/cuda_check.h"
 #include "cuda/upsample.cuh"
 #endif
 
@@ -74,7 +75,13 @@ StagePlan UpsampleStage::configure(const FrameMeta& frame, const TensorSpec& inp
   }
   StagePlan plan{.outputs = {{"upsampled", out}}};
 #ifdef SONOPIPE_WITH_CUDA
-  if (backend == Backend::cuda) cuda::prepare_upsample(params_, length_, channels_);
+  if (backend == Backend::cuda) {
+    try {
+      cuda::prepare_upsample(params_, length_, channels_);
+    } catch (const cuda::CudaError& e) {  // a line the kernel's tiling cannot hold: a stage error
+      throw StageError(e.what());
+    }
+  }
 #else
   (void)backend;
 #endif
