@@ -2,6 +2,9 @@
 #include "pipeline/registry.h"
 #include "stages/convert.h"
 #include "stages/perfusion_fit.h"
+#include "stages/loupas.h"
+#include "stages/motion_filter.h"
+#include "stages/upsample.h"
 
 namespace sonopipe {
 
@@ -10,6 +13,10 @@ const StageRegistry& builtin_stages() {
     StageRegistry r;
     r.add(ConvertStage::info());
     r.add(PerfusionFitStage::info());
+    r.add(UpsampleStage::info());
+    r.add(LoupasStage::info());
+    r.add(LoupasStage::kasai_info());
+    r.add(MotionFilterStage::info());
     return r;
   }();
   return registry;

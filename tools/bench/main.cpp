@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   sonopipe::bench::add_core_bench(app);
   sonopipe::bench::add_perfusion_bench(app);
+  sonopipe::bench::add_arfi_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

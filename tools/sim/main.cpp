@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   sonopipe::sim::add_speckle_command(app);
   sonopipe::sim::add_perfusion_command(app);
+  sonopipe::sim::add_arfi_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
