@@ -1,6 +1,7 @@
 // Every built-in stage, one line each. Adding a stage = stages/x.*, cuda/x.cu, a test, one line here.
 #include "pipeline/registry.h"
 #include "stages/convert.h"
+#include "stages/ncc_track.h"
 
 namespace sonopipe {
 
@@ -8,6 +9,7 @@ const StageRegistry& builtin_stages() {
   static const StageRegistry registry = [] {
     StageRegistry r;
     r.add(ConvertStage::info());
+    r.add(NccTrackStage::info());
     return r;
   }();
   return registry;
