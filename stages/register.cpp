@@ -2,6 +2,7 @@
 #include "pipeline/registry.h"
 #include "stages/convert.h"
 #include "stages/ncc_track.h"
+#include "stages/strain.h"
 
 namespace sonopipe {
 
@@ -10,6 +11,7 @@ const StageRegistry& builtin_stages() {
     StageRegistry r;
     r.add(ConvertStage::info());
     r.add(NccTrackStage::info());
+    r.add(StrainStage::info());
     return r;
   }();
   return registry;
