@@ -6,5 +6,6 @@
 namespace sonopipe::bench {
 
 void add_core_bench(CLI::App& app);   // core_bench.cpp: daemon throughput/latency, ZeroMQ baseline
+void add_strain_bench(CLI::App& app); // strain_bench.cpp: ncc_track methods vs the peng2019 papers
 
 }  // namespace sonopipe::bench
