@@ -123,9 +123,9 @@ TEST_CASE("strain on CUDA matches the CPU reference on random displacements", "[
     FrameMeta frame;
     StagePlan plan = stage->configure(frame, spec, Backend::cuda);
     float *d_in = nullptr, *d_out = nullptr, *d_work = nullptr;
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&d_in, u.size() * 4));
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&d_out, u.size() * 4));
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&d_work, u.size() * 4));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_in), u.size() * 4));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_out), u.size() * 4));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_work), u.size() * 4));
     SONOPIPE_CUDA_CHECK(cudaMemset(d_out, 0xff, u.size() * 4));
     SONOPIPE_CUDA_CHECK(cudaMemcpy(d_in, u.data(), u.size() * 4, cudaMemcpyHostToDevice));
     void* outputs[] = {d_out};

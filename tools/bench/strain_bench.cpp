@@ -33,6 +33,7 @@ using ncc::Method;
 struct StrainBenchOptions {
   int repeats = 20;
   bool cpu = true;
+  std::string cpu_tables = "abc";  // which tables get CPU columns
   bool cpu_standard_3d = true;  // the slowest CPU runs (seconds each)
   int threads = 0;
   double peak_tflops = 0.0;     // 0: measure an FP32 FMA ceiling on the device
@@ -191,8 +192,8 @@ void print_config_header() {
               "CPU ms", "GFLOP", "GB", "floor ms", "gap x", "dev MB", "paper GPU", "paper CPU", "vs paper");
 }
 
-void run_config(const Config& c, const StrainBenchOptions& options, ThreadPool& pool, double tflops,
-                double gb_per_s, std::vector<std::string>& summary) {
+void run_config(const Config& c, const StrainBenchOptions& options, bool with_cpu, ThreadPool& pool,
+                double tflops, double gb_per_s, std::vector<std::string>& summary) {
   const Geometry g = geometry_of(c);
   const auto f = random_frame(g, 1), t = random_frame(g, 2);
   int fft_size[3];
@@ -215,12 +216,12 @@ void run_config(const Config& c, const StrainBenchOptions& options, ThreadPool& 
   std::uint8_t* d_flags = nullptr;
   if (gpu) {
     tracker = std::make_unique<cuda::NccTracker>(g, std::size_t(256) << 20);
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&d_f, f.size() * 4));
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&d_g, t.size() * 4));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_f), f.size() * 4));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_g), t.size() * 4));
     SONOPIPE_CUDA_CHECK(cudaMemcpy(d_f, f.data(), f.size() * 4, cudaMemcpyHostToDevice));
     SONOPIPE_CUDA_CHECK(cudaMemcpy(d_g, t.data(), t.size() * 4, cudaMemcpyHostToDevice));
-    for (auto& o : d_out) SONOPIPE_CUDA_CHECK(cudaMalloc(&o, static_cast<std::size_t>(g.point_count()) * 3 * 4));
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&d_flags, g.point_count()));
+    for (auto& o : d_out) SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&o), static_cast<std::size_t>(g.point_count()) * 3 * 4));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_flags), g.point_count()));
   }
 #endif
   double best_gpu = 1e30;
@@ -243,7 +244,7 @@ void run_config(const Config& c, const StrainBenchOptions& options, ThreadPool& 
 #endif
     double cpu_time = -1;
     const bool slow = m == Method::standard && g.frame[2] > 1 && !options.cpu_standard_3d;
-    if (options.cpu && !slow) cpu_time = cpu_ms(g, m, f, t, pool);
+    if (with_cpu && !slow) cpu_time = cpu_ms(g, m, f, t, pool);
     char line[320];
     auto num = [](double v, const char* fmt) {
       char b[32];
@@ -260,7 +261,10 @@ void run_config(const Config& c, const StrainBenchOptions& options, ThreadPool& 
     std::cout << line << std::endl;
   }
   char s[200];
-  std::snprintf(s, sizeof s, "%-30s fastest GPU method %-8s %.4f ms", c.label.c_str(), best_name, best_gpu);
+  if (best_gpu < 1e29)
+    std::snprintf(s, sizeof s, "%-30s fastest GPU method %-8s %.4f ms", c.label.c_str(), best_name, best_gpu);
+  else
+    std::snprintf(s, sizeof s, "%-30s no GPU", c.label.c_str());
   summary.push_back(s);
 #ifdef SONOPIPE_WITH_CUDA
   if (gpu) {
@@ -294,6 +298,8 @@ void run_strain_bench(const StrainBenchOptions& options) {
 #endif
   std::printf("CPU: %d threads, double-precision reference (the papers: single-threaded C)\n", pool.size());
   std::vector<std::string> summary;
+  char table = 'a';
+  auto cpu_for = [&](char t) { return options.cpu && options.cpu_tables.find(t) != std::string::npos; };
   // (a) 3-D paper Table 1: kernel 69x9x3 (axial x lateral x elevational), search 18x5x3,
   // one slice of 100 x 100 points on 1024 x 128 x N (N = 8 planes here). Paper (TITAN X):
   // standard 278.1, Luo-Konofagou 159.9, Lewis 225.2 ms; CPU 5760 / 168.5 / 2120 ms.
@@ -302,19 +308,21 @@ void run_strain_bench(const StrainBenchOptions& options) {
     print_config_header();
     run_config({"3d table1 69x9x3 s18x5x3", {1024, 128, 8}, {69, 9, 3}, {18, 5, 3}, {100, 100, 1}, {9, 1, 1},
                 {278.1, 159.9, 225.2}, {5760.0, 168.5, 2120.0}},
-               options, pool, tflops, gb_per_s, summary);
+               options, cpu_for(table), pool, tflops, gb_per_s, summary);
   }
   // (b) 2-D paper: frame 2078 x 150, ROI 1024 x 128, 100 x 100 points, kernel 61 x 11; the paper
   // gives its times only as plots (Figs. 5-6, GPU differences "< 5 ms"): no numbers beside.
+  table = 'b';
   if (options.only.empty() || options.only == "b") {
     std::printf("\n(b) 2-D paper: frame 2078x150, 100x100 points in a 1024x128 ROI, kernel 61x11\n");
     print_config_header();
     for (int axial : {11, 21, 31, 41})
       run_config({"2d 61x11 s" + std::to_string(axial) + "x7", {2078, 150, 1}, {61, 11, 1}, {axial, 7, 1},
                   {100, 100, 1}, {9, 1, 1}, {-1, -1, -1}, {-1, -1, -1}},
-                 options, pool, tflops, gb_per_s, summary);
+                 options, cpu_for(table), pool, tflops, gb_per_s, summary);
   }
   // (c) 3-D search-range sweep (Figure 7; ranges of Table A3), kernel 69x9x3; the paper gives plots.
+  table = 'c';
   if (options.only.empty() || options.only == "c") {
     std::printf("\n(c) 3-D search-range sweep (Fig. 7 / Table A3), kernel 69x9x3, 100x100 points\n");
     print_config_header();
@@ -322,7 +330,7 @@ void run_strain_bench(const StrainBenchOptions& options) {
       for (int axial : {10, 15, 20, 25})
         run_config({"3d s" + std::to_string(axial) + "x" + std::to_string(lateral) + "x3", {1024, 128, 8},
                     {69, 9, 3}, {axial, lateral, 3}, {100, 100, 1}, {9, 1, 1}, {-1, -1, -1}, {-1, -1, -1}},
-                   options, pool, tflops, gb_per_s, summary);
+                   options, cpu_for(table), pool, tflops, gb_per_s, summary);
   }
   std::printf("\nsummary (goals on the H100: <= 1.5 ms per 3-D slice, <= 0.2 ms per 2-D frame pair)\n");
   for (const auto& s : summary) std::printf("%s\n", s.c_str());
@@ -335,6 +343,8 @@ void add_strain_bench(CLI::App& app) {
   CLI::App* command = app.add_subcommand("strain", "ncc_track methods (standard, lewis, luo) vs the peng2019 papers");
   command->add_option("--repeats", options->repeats, "GPU repetitions per method (median)")->capture_default_str();
   command->add_option("--cpu", options->cpu, "also time the CPU reference")->capture_default_str();
+  command->add_option("--cpu-tables", options->cpu_tables, "tables with CPU columns (e.g. ab)")
+      ->capture_default_str();
   command->add_option("--cpu-standard-3d", options->cpu_standard_3d,
                       "also time the CPU standard method in 3-D (seconds per run)")->capture_default_str();
   command->add_option("--threads", options->threads, "CPU threads (0: all)")->capture_default_str();
