@@ -50,17 +50,34 @@ void lewis_ncc(const ncc::Geometry& geometry, const int fft_size[ncc::kDims], in
                int batch, const float* correlations, const EnergyTables& energy, float* maps,
                unsigned* point_flags, cudaStream_t stream);
 
-// standard: eq. (1) summed in shared-memory tiles. Returns false when the tile does not fit in
-// shared memory (caller reports). configure_standard picks the tile once.
+// standard: eq. (1) summed directly in shared-memory tiles, window energies (and sums) summed
+// directly once per window position. Returns false when the tile does not fit in shared memory
+// (caller reports). configure_standard picks the tile once.
 struct StandardLaunch {
   int points_per_block;
   int shifts_per_thread;
   int threads;
   std::size_t shared_bytes;
 };
+// Device scratch of the direct window sums: energies (and plain sums for Pearson) of every
+// reference window position and every target window position, plus the axial-run buffer.
+struct StandardSums {
+  float* reference_energy;
+  float* reference_sum;
+  float* target_energy;
+  float* target_sum;
+  float* run2;
+  float* run1;
+  int reference_count[ncc::kDims];  // window positions per dimension
+  int target_count[ncc::kDims];
+  std::size_t reference_elements, target_elements, run_elements;
+};
+// Fills the counts of `layout` and returns the floats the scratch needs in all.
+std::size_t standard_sums_floats(const ncc::Geometry& geometry, StandardSums& layout);
 bool configure_standard(const ncc::Geometry& geometry, StandardLaunch& launch);
 void standard_ncc(const ncc::Geometry& geometry, const StandardLaunch& launch, const float* f,
-                  const float* g, float* maps, unsigned* point_flags, cudaStream_t stream);
+                  const float* g, const StandardSums& sums, float* maps, unsigned* point_flags,
+                  cudaStream_t stream);
 
 // Peak search and refinement: one warp per point. point_flags: per point, the energy flags
 // (kFlagNoReferenceEnergy, kFlagNoTargetEnergy) the NCC kernels set with atomicOr (zeroed by the

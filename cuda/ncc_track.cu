@@ -65,10 +65,14 @@ struct NccTracker::Impl {
   bool plans = false;
   // standard
   k::StandardLaunch standard{};
+  k::StandardSums standard_sums{};
+  float* standard_scratch = nullptr;
+  std::size_t standard_bytes = 0;
   bool standard_ok = false;
 
   std::vector<void*> allocations() const {
-    return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra};
+    return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra,
+            standard_scratch};
   }
 
   k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
@@ -153,6 +157,15 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
   cufftGetSize(m.inverse, &work_inverse);
   m.lewis_bytes += work_forward + work_inverse + table_bytes;
   m.standard_ok = k::configure_standard(g, m.standard);
+  const std::size_t sums_floats = k::standard_sums_floats(g, m.standard_sums);
+  m.standard_scratch = device_alloc<float>(sums_floats, m.standard_bytes);
+  k::StandardSums& s = m.standard_sums;
+  s.reference_energy = m.standard_scratch;
+  s.reference_sum = s.reference_energy + s.reference_elements;
+  s.target_energy = s.reference_sum + s.reference_elements;
+  s.target_sum = s.target_energy + s.target_elements;
+  s.run2 = s.target_sum + s.target_elements;
+  s.run1 = s.run2 + s.run_elements;
 }
 
 NccTracker::~NccTracker() {
@@ -177,7 +190,7 @@ void NccTracker::correlate(ncc::Method method, const float* f, const float* g, c
     case ncc::Method::standard:
     case ncc::Method::auto_select:
       if (!m.standard_ok) throw CudaError("ncc_track standard: the tile does not fit in shared memory");
-      k::standard_ncc(geo, m.standard, f, g, m.maps, m.point_flags, stream);
+      k::standard_ncc(geo, m.standard, f, g, m.standard_sums, m.maps, m.point_flags, stream);
       break;
     case ncc::Method::luo: {
       m.build_energy_tables(f, g, stream);
@@ -273,7 +286,7 @@ std::size_t NccTracker::device_bytes(ncc::Method method) const {
   switch (method) {
     case ncc::Method::luo: return m.common_bytes + m.luo_bytes;
     case ncc::Method::lewis: return m.common_bytes + m.lewis_bytes;
-    default: return m.common_bytes;
+    default: return m.common_bytes + m.standard_bytes;
   }
 }
 

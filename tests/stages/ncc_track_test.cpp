@@ -255,7 +255,9 @@ TEST_CASE("ncc_track primes on the first lag frames and then pairs frame i with 
   Outputs out = run_cpu(*stage, spec, {tiny_f.data(), unrelated.data(), tiny_g.data()}, pool);
   CHECK(out.produced == std::vector<bool>{false, false, true});
   for (std::size_t p = 0; p < out.correlation.size(); ++p) {
-    REQUIRE(out.displacement_samples[p * 2] == Approx(3.0).margin(0.05));
+    // Pairing with the unrelated frame would give random peaks of low correlation; the right pair
+    // gives shift 3 within the parabola's scatter on 21 x 5 windows of noisy smoothed noise.
+    REQUIRE(out.displacement_samples[p * 2] == Approx(3.0).margin(0.15));
     REQUIRE(out.correlation[p] > 0.9f);
     // metres = samples x the frame's axial spacing (1e-4 m in frame_spec).
     REQUIRE(out.displacement[p * 2] == Approx(out.displacement_samples[p * 2] * 1e-4).epsilon(1e-6));

@@ -91,8 +91,13 @@ Work work_of(const Geometry& g, Method m, const int fft_size[3]) {
   const int passes = (g.reference_extent(1) > 1) + (g.reference_extent(2) > 1);
   const double energy_bytes = (ref + tgt) * 8.0 * (1 + 2 * passes) + (ref + tgt) * 8.0;
   switch (m) {
-    case Method::standard:  // eq. (1): numerator and target energy, 2 FMA per window sample
-      return {4.0 * points * shifts * window * 1e-9, (frame_bytes + out_bytes) * 1e-9};
+    case Method::standard: {  // eq. (1): numerator 1 FMA per window sample and shift; window
+      // energies summed directly once per window position (axial run + lateral x elevational)
+      double windows = 1;
+      for (int d = 0; d < 3; ++d) windows *= g.target_extent(d) - g.kernel[d] + 1;
+      const double sums = 2.0 * windows * (g.kernel[0] + g.kernel[1] * g.kernel[2]) * 2.0;
+      return {(2.0 * points * shifts * window + sums) * 1e-9, (frame_bytes + out_bytes + windows * 12.0) * 1e-9};
+    }
     case Method::luo: {     // per shift: product + prefix passes in double, 8 look-ups x 3 sums
       const double table_flops = shifts * ref * (1 + 1 + passes);
       const double lookup_flops = points * shifts * (7 * 2 + 6);
@@ -230,7 +235,7 @@ void run_config(const Config& c, const StrainBenchOptions& options, bool with_cp
   for (int i = 0; i < 3; ++i) {
     const Method m = order[i];
     const Work w = work_of(g, m, fft_size);
-    const double floor_ms = std::max(w.gflop / tflops, w.gbytes / gb_per_s);  // GFLOP / TFLOP/s = ms
+    const double floor_ms = std::max(w.gflop / tflops, w.gbytes / gb_per_s * 1e3);  // GFLOP / TFLOP/s = ms
     double gpu_time = -1, device_mb = -1;
 #ifdef SONOPIPE_WITH_CUDA
     if (gpu) {
