@@ -51,6 +51,12 @@
 //   correlation           float32 [grid...]  NCC at the integer peak (quality map)
 //   flags                 uint8   [grid...]  bit set of kFlag*
 //
+// Methods: standard sums eq. (1) directly (on the GPU the window energies are also summed
+// directly, once per window position, and shared by the points and shifts that read that window);
+// lewis: numerator by FFT cross-correlation (cuFFT on the GPU), energies from sum-tables; luo:
+// numerator and energies from sum-tables, one cross-product table per shift (on the GPU built in
+// batches of shifts bounded by batch_mb). auto: each method timed once at configure, fastest kept.
+//
 // Sum-tables (lewis, luo) are built in DOUBLE on CPU and GPU: a float32 prefix sum over the few
 // thousand samples of an RF frame loses ~1e-5 relative (documented by a test in
 // tests/stages/ncc_track_test.cpp), which would leave correlations outside 1e-5 of the reference.

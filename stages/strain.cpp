@@ -1,7 +1,5 @@
 #include "stages/strain.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
 #include "pipeline/thread_pool.h"
@@ -98,7 +96,6 @@ StagePlan StrainStage::configure(const FrameMeta&, const TensorSpec& input, Back
     if (median_[d] != 1) throw StageError("strain: median window given for an axis the grid lacks");
   TensorSpec out = input;
   out.unit = "1";
-  cpu_strain_.assign(static_cast<std::size_t>(input.element_count()), 0.0);
   const bool filtered = median_[0] * median_[1] * median_[2] > 1;
   StagePlan plan{.outputs = {{"strain", out}}};
   plan.workspace_bytes = filtered ? input.byte_size() : 0;  // median-filtered displacement

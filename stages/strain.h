@@ -31,7 +31,6 @@ class StrainStage : public Stage {
   int half_window_;
   int median_[3] = {1, 1, 1};
   Grid grid_;
-  std::vector<double> cpu_strain_;  // configure-time scratch of the CPU path
 };
 
 }  // namespace sonopipe

@@ -130,3 +130,17 @@ TEST_CASE("a simulated 2-D sequence replayed losslessly through sonopiped gives 
   std::error_code ignored;
   std::filesystem::remove_all(dir_pattern, ignored);
 }
+
+TEST_CASE("sonopiped accepts config/strain2d.yaml and config/strain3d.yaml and lists the strain stages",
+          "[daemon][strain]") {
+  test::DaemonHarness daemon("pipelines: [{name: demo, stages: [{type: convert}]}]");
+  std::string output;
+  for (const char* example : {"config/strain2d.yaml", "config/strain3d.yaml"}) {
+    INFO(example);
+    CHECK(daemon.run_to_exit({"--config", test::source_path(example), "--check-config"}, output) == 0);
+    CHECK(output.find("convert ncc_track strain") != std::string::npos);
+  }
+  CHECK(daemon.run_to_exit({"--list-stages"}, output) == 0);
+  for (const char* key : {"ncc_track", "strain", "search_min", "quadratic_surface", "median"})
+    CHECK(output.find(key) != std::string::npos);
+}
