@@ -506,3 +506,56 @@ TEST_CASE("auto times the three CUDA methods once and uses one of them", "[ncc_t
   CHECK(stage->method_in_use() != ncc::Method::auto_select);
 }
 #endif
+
+TEST_CASE("3-D tracking of a simulated homogeneous compressed volume matches the truth (quadratic surface)",
+          "[ncc_track][sim]") {
+  sim::StrainSimConfig config;
+  config.dims = 3;
+  config.axial_samples = 520;  // 10 mm
+  config.lateral_lines = 40;
+  config.elevational_planes = 7;
+  config.line_pitch_m = 0.119e-3;  // the 3-D paper's spacing
+  config.stiffness_ratio = 1.0;  // homogeneous: 1 % compression and lateral/elevational expansion
+  config.frames = 2;
+  config.beam_sigma_m = 0.15e-3;  // ~1.3 lines, as in the 2-D tests (see the lateral check below)
+  config.seed = test::fresh_seed();
+  const auto result = sim::simulate_strain(config);
+  const sim::StrainField field(config);
+  auto stage = make_stage({{"method", item("luo")},
+                           {"search_min", list({"-5", "-1", "-1"})}, {"search_max", list({"5", "1", "1"})},
+                           {"step", list({"10", "2", "1"})}, {"points", list({"0", "0", "1"})},
+                           {"fit", item("quadratic_surface")}, {"kernel", list({"41", "9", "3"})}});
+  ThreadPool pool(2);
+  Outputs out = run_cpu(*stage, result.frame_spec, {result.frames[0].data(), result.frames[1].data()}, pool);
+  const auto& g = stage->geometry();
+  REQUIRE(g.points[2] == 1);
+  const double dz = sim::axial_spacing_m(config), dx = config.line_pitch_m, dy = config.plane_pitch_m;
+  const double x0 = result.frame_spec.axes[1].origin, y0 = result.frame_spec.axes[0].origin;
+  const double y = y0 + (g.start[2] + 1) * dy;  // centre plane of the 3-plane windows
+  double sum2 = 0, lateral2 = 0;
+  int count = 0;
+  for (int l = 0; l < g.points[1]; ++l)
+    for (int a = 0; a < g.points[0]; ++a) {
+      const std::size_t p = static_cast<std::size_t>(l) * g.points[0] + a;
+      const double z = (g.start[0] + a * g.step[0] + 0.5 * (g.kernel[0] - 1)) * dz;
+      const double x = x0 + (g.start[1] + l * g.step[1] + 0.5 * (g.kernel[1] - 1)) * dx;
+      double u[3];
+      field.displacement(1, z, x, y, u);
+      const double e = out.displacement_samples[p * 3] - u[0] / dz;
+      sum2 += e * e;
+      ++count;
+      const double e_lateral = out.displacement_samples[p * 3 + 1] - u[1] / dx;
+      lateral2 += e_lateral * e_lateral;
+    }
+  const double rms = std::sqrt(sum2 / count), rms_lateral = std::sqrt(lateral2 / count);
+  INFO("seed " << config.seed << ", points " << count << ", rms axial error " << rms << " samples, lateral "
+                << rms_lateral << " lines");
+  CHECK(count > 50);
+  // Measured 0.044-0.048 samples over seeds (0.025 with no motion at all: 30 dB noise through
+  // 41 x 9 x 3 windows); the issue's 0.05 bound is asserted by the 2-D tests, this one guards the
+  // 3-D indexing and the 3x3x3 fit with margin.
+  CHECK(rms < 0.08);
+  // Lateral (expansion up to 0.1 lines here): measured ~0.06 lines. With the default 0.35 mm beam
+  // (2.9 lines of 0.119 mm) the lateral peak is broad and the error grows to ~0.3 lines.
+  CHECK(rms_lateral < 0.15);
+}
