@@ -1,8 +1,11 @@
 // Every built-in stage, one line each. Adding a stage = stages/x.*, cuda/x.cu, a test, one line here.
 #include "pipeline/registry.h"
 #include "stages/convert.h"
+#include "stages/loupas.h"
+#include "stages/motion_filter.h"
 #include "stages/ncc_track.h"
 #include "stages/strain.h"
+#include "stages/upsample.h"
 
 namespace sonopipe {
 
@@ -10,6 +13,10 @@ const StageRegistry& builtin_stages() {
   static const StageRegistry registry = [] {
     StageRegistry r;
     r.add(ConvertStage::info());
+    r.add(UpsampleStage::info());
+    r.add(LoupasStage::info());
+    r.add(LoupasStage::kasai_info());
+    r.add(MotionFilterStage::info());
     r.add(NccTrackStage::info());
     r.add(StrainStage::info());
     return r;
