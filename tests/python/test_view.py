@@ -3,6 +3,7 @@
 hold the known fields at the right physical positions (mm / ms / um, ml/100g/min)."""
 import os
 import subprocess
+import time
 import unittest
 
 import matplotlib
@@ -11,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import zmq  # noqa: E402
 
 import sonopipe  # noqa: E402
 from sonopipe.view import arfi, perfusion, strain  # noqa: E402
@@ -90,6 +92,48 @@ class ViewWritesPngs(unittest.TestCase):
         completed = run_view("--recording", path, "--png", self.folder.file("png"))
         self.assertNotEqual(completed.returncode, 0)
         self.assertIn("cannot open recording", completed.stderr)
+
+
+class ViewLiveConflates(unittest.TestCase):
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def test_a_burst_faster_than_drawing_is_skipped_and_counted_and_the_newest_is_drawn(self):
+        view = os.environ.get("SONOPIPE_VIEW", "")
+        if not view:
+            raise unittest.SkipTest("SONOPIPE_VIEW is not set")
+        context = zmq.Context()
+        self.addCleanup(context.term)
+        publisher = context.socket(zmq.XPUB)  # XPUB: we see the viewer's subscription arrive
+        publisher.setsockopt(zmq.LINGER, 0)
+        publisher.setsockopt(zmq.SNDHWM, 100000)
+        self.addCleanup(publisher.close)
+        endpoint = self.folder.endpoint("publish")
+        publisher.bind(endpoint)
+        out = self.folder.file("png")
+        process = subprocess.Popen([view, "--endpoint", endpoint, "--png", out, "--idle-exit", "3"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: process.poll() is None and process.kill())
+        self.assertTrue(publisher.poll(60000), "the viewer never subscribed")
+        self.assertEqual(publisher.recv(), b"\x01result/")
+        field, times = synthetic.arfi_displacement_um(locations=16, tracks=20, depths=60)
+        axes = [("location", 0.2e-3, "m"), "track", ("depth", 1 / 44.4e6, "s")]
+        sets = 300
+        for sequence in range(sets):  # about 1000 sets/s; drawing one takes ~0.3 s
+            header = synthetic.result_header("arfi", "displacement", field, axes, sequence, "um",
+                                             vectors={"ensemble_time_s": times})
+            publisher.send_multipart([b"result/arfi/displacement", header.SerializeToString(), field.tobytes()])
+            time.sleep(0.001)
+        stdout, stderr = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, 0, stdout + stderr)
+        images = sorted(os.listdir(out))
+        self.assertIn(f"arfi_{sets - 1:06d}.png", images, "conflation must keep the newest set")
+        self.assertLess(len(images), sets / 2, "drawing every set of the burst means nothing was skipped")
+        skipped = int(stdout.split("skipped ")[1].split()[0])
+        self.assertEqual(skipped + len(images), sets, stdout)  # every set drawn or counted as skipped
+        self.assertIn("missing 0", stdout)
+        check_png(self, os.path.join(out, images[-1]), arfi.ArfiView.figure_size)
 
 
 class ViewDrawsTheFields(unittest.TestCase):
