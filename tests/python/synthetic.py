@@ -72,7 +72,8 @@ def strain_field(points_axial=60, points_lateral=40, strain=-0.01, inclusion_rat
     return np.where(inside, strain / inclusion_ratio, strain).astype(np.float32), inside
 
 
-def write_strain_results(path, rng=None):
+def write_strain_results(path, rng=None, frames_path=None):
+    """Results (and the RF frames, into `frames_path` when given, else beside the results)."""
     rng = rng or np.random.default_rng(2)
     samples, lines = 600, 64
     frames = []
@@ -90,6 +91,9 @@ def write_strain_results(path, rng=None):
     results = [(result_header("strain2d", "correlation", correlation, axes, 1, "1", stream_id=5, attributes={"lag": 1}),
                 correlation),
                (result_header("strain2d", "strain", strain, axes, 1, "1", stream_id=5, attributes={"lag": 1}), strain)]
+    if frames_path:
+        sonopipe.write_recording(frames_path, frames=frames)
+        frames = []
     sonopipe.write_recording(path, frames=frames, results=results)
     return strain
 

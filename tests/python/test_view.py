@@ -182,6 +182,20 @@ class ViewDrawsTheFields(unittest.TestCase):
         self.assertAlmostEqual(float(np.median(strain_image[inside])), -0.2, delta=0.05)
         self.assertIn("peak correlation", images)
 
+    def test_strain_bmode_comes_from_a_separate_raw_recording_given_with_frames(self):
+        path, frames_path = self.folder.file("strain.h5"), self.folder.file("rf.h5")
+        synthetic.write_strain_results(path, rng=self.rng, frames_path=frames_path)
+        (group,), context = groups_of(path)
+        fig = plt.figure()
+        strain.StrainView(context.options).draw(fig, group, context)
+        self.assertNotIn("B-mode, pre-compression frame #0", images_by_title(fig), "no frames: no B-mode")
+        context.frames_recording = sonopipe.read_recording(frames_path)
+        fig = plt.figure()
+        strain.StrainView(context.options).draw(fig, group, context)
+        bmode_image = images_by_title(fig)["B-mode, pre-compression frame #0"].get_array()
+        self.assertEqual(bmode_image.shape, (600, 64))  # the RF frame's samples x lines
+        self.assertAlmostEqual(float(bmode_image.max()), 0.0)  # dB relative to the maximum
+
     def test_perfusion_maps_show_both_territories_in_ml_per_100g_per_min(self):
         path = self.folder.file("perfusion.h5")
         maps = synthetic.write_perfusion_results(path, rng=self.rng)

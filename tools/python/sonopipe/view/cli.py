@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from sonopipe.recording import read_recording
 from sonopipe.view import arfi, generic, perfusion, strain
 from sonopipe.view.overlay import PipelineMeter
 from sonopipe.view.sources import Grouper, LiveSource, RecordingSource
@@ -38,6 +39,8 @@ def parse_arguments(argv):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--endpoint", help="the daemon's publish endpoint (live)")
     source.add_argument("--recording", help="HDF5 recording of results (sonopipe-record), offline")
+    parser.add_argument("--frames", metavar="FILE",
+                        help="raw recording of the input frames (e.g. sonopipe-sim's), for the strain B-mode")
     parser.add_argument("--pipeline", action="append", default=[],
                         help="show only this pipeline (repeatable; default: all)")
     parser.add_argument("--png", metavar="DIR", help="write <pipeline>_<input sequence>.png files instead of a window")
@@ -63,8 +66,9 @@ def parse_arguments(argv):
 class Context:
     """What views may use beyond the result group: the recording (raw frames), the options."""
 
-    def __init__(self, recording, options):
+    def __init__(self, recording, options, frames_recording=None):
         self.recording = recording
+        self.frames_recording = frames_recording
         self.options = options
 
 
@@ -139,7 +143,7 @@ def run(options):
         source = LiveSource(options.endpoint, topics, options.idle_exit)
         grouper = Grouper()
     viewer = Viewer(options, live_source=options.endpoint is not None)
-    context = Context(source.recording, options)
+    context = Context(source.recording, options, read_recording(options.frames) if options.frames else None)
     wanted = set(options.pipeline)
     started = time.monotonic()
     try:

@@ -1,5 +1,11 @@
-"""Strain view: B-mode of the pre-compression RF frame (when the recording holds the raw frames),
-the axial strain image with its colour bar, and the correlation (quality) map. Axes in mm.
+"""Strain view: B-mode of the pre-compression RF frame, the axial strain image with its colour bar,
+and the correlation (quality) map. Axes in mm.
+
+The pre-compression frame (input sequence - lag) is looked up, in order: in the raw frames of the
+results recording, in the raw recording given with --frames (e.g. the simulator's, which replay
+sent), and among the RF results the pipeline published itself (a `convert` stage with
+`publish: true`, output name ending in "converted"; kept for the last few frames). Without any,
+the B-mode panel is left out.
 
 Strain (unit "1") is shown in %: compression is negative, a stiff inclusion strains less. A
 "component" axis, when present, is indexed by --component (default 0 = axial, as the strain and
@@ -32,7 +38,7 @@ def _plane(result, component):
 
 def pre_compression_frame(recording, header, lag):
     """The raw RF frame the strain of `header` was measured against (input sequence - lag), as
-    (FrameHeader, array), or None when the recording holds no such frame."""
+    (header, array), or None when `recording` holds no such frame."""
     if recording is None or header.stream_id not in recording.streams:
         return None
     stream = recording.streams[header.stream_id]
@@ -43,6 +49,13 @@ def pre_compression_frame(recording, header, lag):
     return stream.frame(int(matches[0]))
 
 
+def _published_rf(group):
+    for name, result in group.outputs.items():
+        if name.endswith("converted") and result.array is not None and not np.iscomplexobj(result.array):
+            return result
+    return None
+
+
 class StrainView:
     name = "strain"
     figure_size = (15, 4.8)
@@ -50,13 +63,26 @@ class StrainView:
     def __init__(self, options):
         self.component = getattr(options, "component", 0) or 0
         self.lag = getattr(options, "lag", None)
+        self._published_rf = {}  # (stream, input sequence) -> (header, array), the last few
+
+    def _reference_rf(self, group, context, header, lag):
+        published = _published_rf(group)
+        if published is not None:
+            self._published_rf[(header.stream_id, header.input_sequence)] = (published.header, published.array)
+            while len(self._published_rf) > 8:
+                self._published_rf.pop(next(iter(self._published_rf)))
+        for recording in (context.recording, getattr(context, "frames_recording", None)):
+            frame = pre_compression_frame(recording, header, lag)
+            if frame is not None:
+                return frame
+        return self._published_rf.get((header.stream_id, header.input_sequence - lag))
 
     def draw(self, fig, group, context):
         strain = _find(group, "strain")
         correlation = _find(group, "correlation")
         header = strain.header
         lag = self.lag if self.lag is not None else int(header.attributes.get("lag", "1") or 1)
-        rf = pre_compression_frame(context.recording, header, lag)
+        rf = self._reference_rf(group, context, header, lag)
         count = 1 + (rf is not None) + (correlation is not None)
         axes = list(np.atleast_1d(fig.subplots(1, count)))
 
@@ -68,8 +94,9 @@ class StrainView:
             image_db = bmode.log_compress(bmode.envelope(values, axis=0))
             y, y_label = panels.axis_coordinates(rows, frame_header)
             x, x_label = panels.axis_coordinates(columns, frame_header, values.shape[1])
+            sequence = getattr(frame_header, "sequence", header.input_sequence - lag)
             panels.image(fig, axes.pop(0), image_db, x, x_label, y, y_label,
-                         f"B-mode, pre-compression frame #{frame_header.sequence}", "dB", cmap="gray",
+                         f"B-mode, pre-compression frame #{sequence}", "dB", cmap="gray",
                          limits=(-50.0, 0.0))
 
         values, x, x_label, y, y_label = _plane(strain, self.component)
