@@ -15,8 +15,8 @@ import zmq
 
 
 def random_generator(test):
-    """numpy Generator with a fresh seed, printed so a failure can be replayed (SONOPIPE_SEED=...)."""
-    seed = int(os.environ.get("SONOPIPE_SEED", secrets.randbits(32)))
+    """numpy Generator with a fresh seed, printed so a failure can be replayed (SONOPIPE_TEST_SEED=..., as the C++ tests)."""
+    seed = int(os.environ.get("SONOPIPE_TEST_SEED", secrets.randbits(32)))
     print(f"{test.id()}: seed {seed}", file=sys.stderr)
     return np.random.default_rng(seed)
 
