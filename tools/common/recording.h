@@ -11,16 +11,25 @@
 //       sequence            [N] uint64
 //       acquisition_time_ns [N] int64
 //       received_ns         [N] int64 (0 when written by a simulator)
-//       attrs: kind, element_type, axis_names, axis_spacing, axis_units (for readers without protobuf)
-//   /results/<pipeline>/<output>/  published results, same datasets with ResultHeader as header
-//   /truth/<name>           ground truth a simulator wrote (float64), attrs: unit, axis_names,
+//       attrs: stream_id, kind, element_type, axis_names, axis_units, axis_spacing, axis_origin,
+//              unit (for readers without protobuf; the header stays the source of truth)
+//   /results/<pipeline>/<output>/  published results, same datasets with ResultHeader as header,
+//                           sequence = input_sequence, received_ns = timing.received_ns;
+//                           attrs as for streams plus pipeline, output (no stream_id, kind)
+//   /truth/<name>           ground truth a simulator wrote (float64, contiguous; names may nest with
+//                           '/'), attrs: unit, axis_names, axis_units, axis_spacing, axis_origin,
 //                           and "stream_id" when it belongs to one stream's frames (first axis = frame)
+//
+// Variable-length header bytes are HDF5 vlen sequences of uint8 (h5py: object array of uint8
+// arrays). float16 payloads use h5py's binary16 type. A series keeps one shape and element type;
+// a frame of another shape is refused with RecordingError. Reader is not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

@@ -1,0 +1,211 @@
+#include "tools/sim/speckle_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+#include "tools/sim/sim_random.h"
+
+namespace sonopipe::sim {
+
+namespace {
+
+constexpr double kPi = std::numbers::pi;
+constexpr double kEnvelopeSpan = 4.0;    // pulse truncated at +-4 sigma (amplitude 3e-4 of peak)
+constexpr double kBeamSpan = 3.0;        // beam truncated at +-3 sigma laterally
+constexpr double kBeamSigmaPerPitch = 0.5;  // lateral beam sigma / line pitch: neighbours correlate
+constexpr double kFwhmPerSigma = 2.3548200450309493;  // 2 sqrt(2 ln 2)
+constexpr double kInt16TargetRms = 3000.0;  // counts; speckle peaks (~5 rms) stay below 32767
+constexpr double kFloatTargetRms = 1.0;
+constexpr double kMaxScatterers = 5e7;
+
+void require(bool condition, const std::string& message) {
+  if (!condition) throw std::invalid_argument("speckle: " + message);
+}
+
+}  // namespace
+
+double SpeckleGenerator::envelope_sigma_s(double center_frequency_hz, double fractional_bandwidth) {
+  // Envelope exp(-t^2 / 2 sigma_t^2) has spectrum exp(-f^2 / 2 sigma_f^2), sigma_f = 1 / (2 pi sigma_t);
+  // its -6 dB (half amplitude) full width is 2 sigma_f sqrt(2 ln 2).
+  const double bandwidth_hz = fractional_bandwidth * center_frequency_hz;
+  const double sigma_f = bandwidth_hz / (2.0 * std::sqrt(2.0 * std::log(2.0)));
+  return 1.0 / (2.0 * kPi * sigma_f);
+}
+
+SpeckleGenerator::SpeckleGenerator(const SpeckleParams& params) : params_(params) {
+  SpeckleParams& p = params_;
+  require(p.kind == FrameKind::iq || p.kind == FrameKind::rf, "kind must be iq or rf");
+  require(!p.shape.empty() && p.shape.size() <= 3, "shape needs 1 to 3 axes: [plane,] [line,] sample");
+  for (std::int64_t size : p.shape) require(size > 0, "every axis of the shape must be positive");
+  if (p.sampling_frequency_hz == 0.0) p.sampling_frequency_hz = p.kind == FrameKind::rf ? 40e6 : 10e6;
+  if (p.demodulation_frequency_hz == 0.0 && p.kind == FrameKind::iq) p.demodulation_frequency_hz = p.center_frequency_hz;
+  if (p.kind == FrameKind::rf) p.demodulation_frequency_hz = 0.0;
+  require(p.center_frequency_hz > 0 && p.sampling_frequency_hz > 0 && p.speed_of_sound_m_per_s > 0 &&
+              p.line_pitch_m > 0 && p.frame_rate_hz > 0 && p.scatterers_per_cell > 0 && p.frames > 0,
+          "frequencies, speed of sound, pitch, frame rate, density and frame count must be positive");
+  require(p.fractional_bandwidth > 0 && p.fractional_bandwidth < 2, "fractional bandwidth must be in (0, 2)");
+  const double highest_hz = p.center_frequency_hz * (1.0 + p.fractional_bandwidth / 2.0);
+  if (p.kind == FrameKind::rf)
+    require(p.sampling_frequency_hz > 2.0 * highest_hz,
+            "RF sampling at " + std::to_string(p.sampling_frequency_hz) + " Hz aliases a pulse reaching " +
+                std::to_string(highest_hz) + " Hz (-6 dB)");
+  else
+    require(p.sampling_frequency_hz > p.fractional_bandwidth * p.center_frequency_hz,
+            "IQ sampling frequency must exceed the pulse bandwidth");
+
+  samples_ = p.shape.back();
+  if (p.shape.size() >= 2) lines_ = p.shape[p.shape.size() - 2];
+  if (p.shape.size() == 3) planes_ = p.shape[0];
+  sigma_t_s_ = envelope_sigma_s(p.center_frequency_hz, p.fractional_bandwidth);
+  sigma_lateral_m_ = kBeamSigmaPerPitch * p.line_pitch_m;
+
+  // Frame description: depth axis in metres (two-way travel), lines and planes at the pitch.
+  meta_.stream_id = p.stream_id;
+  meta_.kind = p.kind;
+  meta_.sampling_frequency_hz = p.sampling_frequency_hz;
+  meta_.center_frequency_hz = p.center_frequency_hz;
+  meta_.demodulation_frequency_hz = p.demodulation_frequency_hz;
+  meta_.speed_of_sound_m_per_s = p.speed_of_sound_m_per_s;
+  meta_.attributes["simulator"] = "speckle";
+  const double sample_spacing_m = p.speed_of_sound_m_per_s / (2.0 * p.sampling_frequency_hz);
+  if (p.shape.size() == 3) meta_.payload.axes.push_back({"plane", planes_, p.line_pitch_m, "m"});
+  if (p.shape.size() >= 2) meta_.payload.axes.push_back({"line", lines_, p.line_pitch_m, "m"});
+  meta_.payload.axes.push_back({"sample", samples_, sample_spacing_m, "m"});
+  if (p.kind == FrameKind::iq && p.integer_samples) {
+    meta_.payload.dtype = DType::int16;
+    meta_.payload.axes.push_back({"iq", 2});
+  } else if (p.kind == FrameKind::iq) {
+    meta_.payload.dtype = DType::complex64;
+  } else {
+    meta_.payload.dtype = p.integer_samples ? DType::int16 : DType::float32;
+  }
+
+  // Scatterer region: the imaged region plus the pulse and beam reach and the largest shift.
+  const double max_shift_m = std::abs(axial_shift_m(p.frames - 1));
+  const double axial_margin_m = kEnvelopeSpan * sigma_t_s_ * p.speed_of_sound_m_per_s / 2.0 + max_shift_m;
+  const double depth_lo = -axial_margin_m, depth_hi = (samples_ - 1) * sample_spacing_m + axial_margin_m;
+  const double beam_margin_m = kBeamSpan * sigma_lateral_m_;
+  const double lateral_hi = (lines_ - 1) * p.line_pitch_m + beam_margin_m;
+  const double elevation_hi = (planes_ - 1) * p.line_pitch_m + beam_margin_m;
+  const bool volume = p.shape.size() == 3;
+  // Resolution cell: -6 dB pulse length (two-way, so c/2) by -6 dB beam width.
+  const double axial_cell_m = kFwhmPerSigma * sigma_t_s_ * p.speed_of_sound_m_per_s / 2.0;
+  const double lateral_cell_m = kFwhmPerSigma * sigma_lateral_m_;
+  double cells = (depth_hi - depth_lo) / axial_cell_m * (lateral_hi + beam_margin_m) / lateral_cell_m;
+  if (volume) cells *= (elevation_hi + beam_margin_m) / lateral_cell_m;
+  const double count = std::ceil(cells * p.scatterers_per_cell);
+  require(count <= kMaxScatterers, "needs " + std::to_string(count) + " scatterers, more than the " +
+                                       std::to_string(kMaxScatterers) + " this generator allows");
+
+  Rng rng(p.seed);
+  std::uniform_real_distribution<double> depth(depth_lo, depth_hi), lateral(-beam_margin_m, lateral_hi),
+      elevation(-beam_margin_m, elevation_hi);
+  std::normal_distribution<double> amplitude(0.0, 1.0);
+  scatterers_.resize(static_cast<std::size_t>(count));
+  for (Scatterer& s : scatterers_)
+    s = {depth(rng), lateral(rng), volume ? elevation(rng) : 0.0, amplitude(rng)};
+  std::sort(scatterers_.begin(), scatterers_.end(),
+            [](const Scatterer& a, const Scatterer& b) { return a.lateral_m < b.lateral_m; });
+
+  pool_ = std::make_unique<ThreadPool>();
+  // Scale from the noise-free frame 0 so every frame shares one amplitude scale.
+  const std::vector<double> clean = echo(0.0);
+  double power = 0.0;
+  for (double v : clean) power += v * v;
+  const std::size_t points = static_cast<std::size_t>(planes_ * lines_ * samples_);
+  const double rms = std::sqrt(power / static_cast<double>(points));  // |z| rms for IQ
+  const double target = p.integer_samples ? kInt16TargetRms : kFloatTargetRms;
+  scale_ = rms > 0 ? target / rms : 1.0;
+  noise_sd_ = std::isfinite(p.snr_db) ? target / std::pow(10.0, p.snr_db / 20.0) : 0.0;
+}
+
+SpeckleGenerator::~SpeckleGenerator() = default;
+
+double SpeckleGenerator::axial_shift_m(std::size_t index) const {
+  return params_.axial_velocity_m_per_s * static_cast<double>(index) / params_.frame_rate_hz;
+}
+
+FrameMeta SpeckleGenerator::frame_meta(std::size_t index) const {
+  FrameMeta meta = meta_;
+  meta.sequence = index;
+  meta.acquisition_time_ns =
+      params_.start_time_ns + std::llround(static_cast<double>(index) * 1e9 / params_.frame_rate_hz);
+  return meta;
+}
+
+std::vector<double> SpeckleGenerator::echo(double shift_m) const {
+  const SpeckleParams& p = params_;
+  const bool iq = p.kind == FrameKind::iq;
+  const std::size_t values_per_sample = iq ? 2 : 1;
+  const std::size_t line_values = static_cast<std::size_t>(samples_) * values_per_sample;
+  std::vector<double> out(static_cast<std::size_t>(planes_ * lines_) * line_values, 0.0);
+  const double fs = p.sampling_frequency_hz, c = p.speed_of_sound_m_per_s;
+  const double reach_s = kEnvelopeSpan * sigma_t_s_;
+  const double beam_reach_m = kBeamSpan * sigma_lateral_m_;
+  const double inv_two_sigma_t2 = 1.0 / (2.0 * sigma_t_s_ * sigma_t_s_);
+  const double inv_two_sigma_l2 = 1.0 / (2.0 * sigma_lateral_m_ * sigma_lateral_m_);
+  const double omega_c = 2.0 * kPi * p.center_frequency_hz, omega_dem = 2.0 * kPi * p.demodulation_frequency_hz;
+
+  pool_->parallel_for(static_cast<std::size_t>(planes_ * lines_), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t line_index = begin; line_index < end; ++line_index) {
+      const double x = static_cast<double>(line_index % static_cast<std::size_t>(lines_)) * p.line_pitch_m;
+      const double y = static_cast<double>(line_index / static_cast<std::size_t>(lines_)) * p.line_pitch_m;
+      double* line = out.data() + line_index * line_values;
+      auto first = std::lower_bound(scatterers_.begin(), scatterers_.end(), x - beam_reach_m,
+                                    [](const Scatterer& s, double v) { return s.lateral_m < v; });
+      for (auto s = first; s != scatterers_.end() && s->lateral_m <= x + beam_reach_m; ++s) {
+        const double dx = s->lateral_m - x, dy = s->elevation_m - y;
+        if (std::abs(dy) > beam_reach_m) continue;
+        const double weight = s->amplitude * std::exp(-(dx * dx + dy * dy) * inv_two_sigma_l2);
+        const double delay_s = 2.0 * (s->depth_m + shift_m) / c;  // two-way travel time
+        const std::int64_t k_lo = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((delay_s - reach_s) * fs)));
+        const std::int64_t k_hi = std::min<std::int64_t>(samples_ - 1, static_cast<std::int64_t>(std::floor((delay_s + reach_s) * fs)));
+        for (std::int64_t k = k_lo; k <= k_hi; ++k) {
+          const double t = static_cast<double>(k) / fs, d = t - delay_s;
+          const double envelope = weight * std::exp(-d * d * inv_two_sigma_t2);
+          if (iq) {
+            // Analytic echo envelope * exp(j w_c (t - delay)), demodulated by exp(-j w_dem t).
+            const double phase = omega_c * d - omega_dem * t;
+            line[2 * k] += envelope * std::cos(phase);
+            line[2 * k + 1] += envelope * std::sin(phase);
+          } else {
+            line[k] += envelope * std::cos(omega_c * d);
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+std::vector<std::byte> SpeckleGenerator::frame(std::size_t index) const {
+  std::vector<double> values = echo(axial_shift_m(index));
+  // Noise reproducible per (seed, frame) whatever order frames are generated in.
+  std::seed_seq noise_seed{params_.seed, static_cast<std::uint64_t>(index), std::uint64_t{0x6e6f697365}};
+  Rng rng(noise_seed);
+  const bool iq = params_.kind == FrameKind::iq;
+  // Complex noise splits its power over I and Q.
+  std::normal_distribution<double> noise(0.0, iq ? noise_sd_ / std::sqrt(2.0) : noise_sd_);
+  for (double& v : values) v = v * scale_ + (noise_sd_ > 0 ? noise(rng) : 0.0);
+
+  std::vector<std::byte> payload(meta_.payload.byte_size());
+  if (params_.integer_samples) {
+    auto* out = reinterpret_cast<std::int16_t*>(payload.data());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const double rounded = std::nearbyint(values[i]);
+      if (rounded > 32767.0 || rounded < -32768.0) ++clipped_;
+      out[i] = static_cast<std::int16_t>(std::clamp(rounded, -32768.0, 32767.0));
+    }
+  } else {
+    auto* out = reinterpret_cast<float*>(payload.data());  // complex64 = interleaved float pairs
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = static_cast<float>(values[i]);
+  }
+  return payload;
+}
+
+}  // namespace sonopipe::sim
