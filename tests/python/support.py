@@ -64,9 +64,10 @@ class Daemon:
     Its log is kept in memory and printed when a test fails."""
 
     def __init__(self, test, config_path, extra_args=()):
+        daemon = tool("daemon")
         self.log_path = config_path + ".log"
         self._log = open(self.log_path, "w")
-        self.process = subprocess.Popen([tool("daemon"), "--config", config_path, "--backend", "cpu",
+        self.process = subprocess.Popen([daemon, "--config", config_path, "--backend", "cpu",
                                          *extra_args], stdout=self._log, stderr=subprocess.STDOUT)
         test.addCleanup(self.stop)
 
