@@ -41,17 +41,28 @@ def arfi_displacement_um(locations=52, tracks=40, depths=120, peak_um=8.0, focus
     return field.astype(np.float32), ensemble_time_s
 
 
-def write_arfi_results(path, sets=3, rng=None):
+def write_arfi_results(path, sets=3, rng=None, frames_path=None):
+    """Displacement and quality results; the track times travel as the vector "ensemble_time_s"
+    in the results, or, with `frames_path`, only in the headers of raw IQ frames written there
+    (as the daemon publishes them: results carry no frame vectors)."""
     rng = rng or np.random.default_rng(1)
-    results = []
+    results, frames = [], []
     for sequence in range(sets):
         field, times = arfi_displacement_um()
         noisy = field + rng.normal(0, 0.1, field.shape).astype(np.float32)
         axes = [("location", 0.2e-3, "m", -5.2e-3), "track", ("depth", 1 / 44.4e6, "s", 0.0)]
         vectors = {"ensemble_time_s": times}
+        if frames_path:
+            iq = np.zeros((field.shape[0], field.shape[1] + 1, 8, 2), np.int16)
+            frames.append((sonopipe.make_frame_header(iq, kind="iq", axes=["location", "ensemble", "sample", "iq"],
+                                                      sequence=sequence, vectors={"ensemble_time_s": (times, "s")}),
+                           iq))
+            vectors = {}
         results.append((result_header("arfi", "displacement", noisy, axes, sequence, "um", vectors=vectors), noisy))
         quality = np.clip(1 - np.abs(rng.normal(0, 0.02, field.shape)), 0, 1).astype(np.float32)
         results.append((result_header("arfi", "quality", quality, axes, sequence, "1", vectors=vectors), quality))
+    if frames_path:
+        sonopipe.write_recording(frames_path, frames=frames)
     sonopipe.write_recording(path, results=results)
     return field
 

@@ -167,6 +167,20 @@ class ViewDrawsTheFields(unittest.TestCase):
         self.assertAlmostEqual(t_left, -0.05, places=6)       # tracks every 0.1 ms from 0 ms
         self.assertAlmostEqual(t_right, 3.95, places=6)
 
+    def test_arfi_track_times_come_from_the_input_frames_when_results_lack_them(self):
+        path, frames_path = self.folder.file("arfi.h5"), self.folder.file("iq.h5")
+        synthetic.write_arfi_results(path, sets=1, rng=self.rng, frames_path=frames_path)
+        (group,), context = groups_of(path)
+        for frames, expected in ((None, (-0.5, 39.5)), (frames_path, (-0.05, 3.95))):  # index, then ms
+            context.frames_recording = sonopipe.read_recording(frames) if frames else None
+            fig = plt.figure()
+            arfi.ArfiView(context.options).draw(fig, group, context)
+            images = images_by_title(fig)
+            depth_time = [t for t in images if t.startswith("displacement at")][0]
+            t_left, t_right, _, _ = images[depth_time].get_extent()
+            self.assertAlmostEqual(t_left, expected[0], places=6)
+            self.assertAlmostEqual(t_right, expected[1], places=6)
+
     def test_strain_image_shows_the_inclusion_in_percent_beside_the_bmode(self):
         path = self.folder.file("strain.h5")
         synthetic.write_strain_results(path, rng=self.rng)

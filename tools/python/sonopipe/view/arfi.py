@@ -3,7 +3,8 @@ and the peak displacement across locations (depth x lateral). Axes in mm / ms, v
 
 Input: a displacement result with a location axis, a slow-time axis (track/time/ensemble) and a
 depth axis (depth/sample), positive = away from the transducer (stages/arfi_conventions.h). Track
-times come from the result's vector "ensemble_time_s" (entry 0 = the reference) when present.
+times come from the vector "ensemble_time_s" (entry 0 = the reference) of the result or of its
+input frame (results recording or --frames), else from the track axis.
 """
 import numpy as np
 
@@ -36,9 +37,14 @@ def accepts(group):
     return displacement_output(group) is not None
 
 
-def _track_times(result, tracks):
-    """(values, label) of the slow-time axis."""
-    for vector in result.header.vectors:
+def _track_times(result, tracks, context):
+    """(values, label) of the slow-time axis: the vector "ensemble_time_s" of the result, else of
+    its input frame (from a recording), else the track axis itself."""
+    vectors = list(result.header.vectors)
+    frame = context.input_frame(result.header.stream_id, result.header.input_sequence) if context else None
+    if frame is not None:
+        vectors += list(frame[0].vectors)
+    for vector in vectors:
         if vector.name == "ensemble_time_s":
             times = np.asarray(vector.values)
             if len(times) == tracks + 1:
@@ -66,7 +72,7 @@ class ArfiView:
         values = units.displacement_um(np.transpose(result.array, order + (depth_index,)), header.unit)
         locations, tracks, depths = values.shape  # [location, time, depth] in um
         lateral, lateral_label = units.coordinates(axes[order[0]])
-        time, time_label = _track_times(result, tracks)
+        time, time_label = _track_times(result, tracks, context)
         depth, depth_label = units.coordinates(axes[depth_index], units.speed_of_sound(header))
 
         with np.errstate(invalid="ignore"):

@@ -71,6 +71,19 @@ class Context:
         self.frames_recording = frames_recording
         self.options = options
 
+    def input_frame(self, stream_id, sequence):
+        """(FrameHeader, array) of raw frame `sequence` of `stream_id` from the results recording or
+        the --frames recording, or None. Results carry no frame side vectors (ensemble times) or
+        raw RF, so views look here for them."""
+        for recording in (self.recording, self.frames_recording):
+            if recording is None or stream_id not in recording.streams:
+                continue
+            stream = recording.streams[stream_id]
+            matches = np.flatnonzero(stream.sequence == sequence)
+            if matches.size:
+                return stream.frame(int(matches[0]))
+        return None
+
 
 class Viewer:
     def __init__(self, options, live_source):

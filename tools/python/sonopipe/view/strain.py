@@ -36,19 +36,6 @@ def _plane(result, component):
     return np.asarray(values, dtype=np.float32), x, x_label, y, y_label
 
 
-def pre_compression_frame(recording, header, lag):
-    """The raw RF frame the strain of `header` was measured against (input sequence - lag), as
-    (header, array), or None when `recording` holds no such frame."""
-    if recording is None or header.stream_id not in recording.streams:
-        return None
-    stream = recording.streams[header.stream_id]
-    wanted = header.input_sequence - lag
-    matches = np.flatnonzero(stream.sequence == wanted)
-    if matches.size == 0:
-        return None
-    return stream.frame(int(matches[0]))
-
-
 def _published_rf(group):
     for name, result in group.outputs.items():
         if name.endswith("converted") and result.array is not None and not np.iscomplexobj(result.array):
@@ -71,10 +58,9 @@ class StrainView:
             self._published_rf[(header.stream_id, header.input_sequence)] = (published.header, published.array)
             while len(self._published_rf) > 8:
                 self._published_rf.pop(next(iter(self._published_rf)))
-        for recording in (context.recording, getattr(context, "frames_recording", None)):
-            frame = pre_compression_frame(recording, header, lag)
-            if frame is not None:
-                return frame
+        frame = context.input_frame(header.stream_id, header.input_sequence - lag)
+        if frame is not None:
+            return frame
         return self._published_rf.get((header.stream_id, header.input_sequence - lag))
 
     def draw(self, fig, group, context):
