@@ -1,0 +1,317 @@
+#include "src/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace sonopipe {
+
+std::string_view ingest_pattern_name(IngestPattern pattern) {
+  return pattern == IngestPattern::pull ? "pull" : "sub";
+}
+
+std::string_view backend_choice_name(BackendChoice choice) {
+  switch (choice) {
+    case BackendChoice::automatic: return "auto";
+    case BackendChoice::cuda: return "cuda";
+    case BackendChoice::cpu: return "cpu";
+  }
+  return "unknown";
+}
+
+bool parse_backend_choice(std::string_view name, BackendChoice& out) {
+  for (BackendChoice c : {BackendChoice::automatic, BackendChoice::cuda, BackendChoice::cpu}) {
+    if (backend_choice_name(c) == name) {
+      out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+int line_of(const YAML::Node& node) { return node.Mark().line >= 0 ? node.Mark().line + 1 : 0; }
+
+// Reads one YAML document, turning every problem into "file:line: key: expected ...".
+class ConfigReader {
+ public:
+  explicit ConfigReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(int line, const std::string& key, const std::string& message) const {
+    std::string where = source_ + ":" + (line > 0 ? std::to_string(line) : std::string("?"));
+    throw ConfigError(where + ": " + key + ": " + message);
+  }
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& key, const std::string& message) const {
+    fail(line_of(at), key, message);
+  }
+
+  // A mapping whose keys must all be in `known`.
+  void expect_map(const YAML::Node& node, const std::string& key, std::initializer_list<const char*> known) const {
+    if (!node.IsMap()) fail(node, key, "expected a mapping");
+    for (const auto& entry : node) {
+      const std::string name = entry.first.as<std::string>();
+      bool ok = false;
+      for (const char* k : known) ok = ok || name == k;
+      if (!ok) {
+        std::string list;
+        for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        fail(entry.first, join(key, name), "unknown key; expected one of " + list);
+      }
+    }
+  }
+
+  static std::string join(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+  std::string scalar(const YAML::Node& node, const std::string& key, const std::string& expected) const {
+    if (!node.IsScalar()) fail(node, key, expected);
+    return node.Scalar();
+  }
+
+  std::string text(const YAML::Node& node, const std::string& key) const {
+    std::string value = scalar(node, key, "expected a string");
+    if (value.empty()) fail(node, key, "expected a non-empty string");
+    return value;
+  }
+
+  std::int64_t integer(const YAML::Node& node, const std::string& key, std::int64_t min, std::int64_t max) const {
+    std::string expected = "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    std::string value = scalar(node, key, expected);
+    std::int64_t number = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (ec != std::errc() || end != value.data() + value.size() || number < min || number > max)
+      fail(node, key, expected + ", got '" + value + "'");
+    return number;
+  }
+
+  double real(const YAML::Node& node, const std::string& key, double min, double max) const {
+    std::ostringstream expected;
+    expected << "expected a number in [" << min << ", " << max << "]";
+    std::string value = scalar(node, key, expected.str());
+    double number = 0;
+    std::size_t used = 0;
+    try {
+      number = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size() || value.empty() || !std::isfinite(number) || number < min || number > max)
+      fail(node, key, expected.str() + ", got '" + value + "'");
+    return number;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& key) const {
+    std::string value = scalar(node, key, "expected true or false");
+    if (value == "true") return true;
+    if (value == "false") return false;
+    fail(node, key, "expected true or false, got '" + value + "'");
+  }
+
+  std::string choice(const YAML::Node& node, const std::string& key, std::initializer_list<const char*> choices) const {
+    std::string list;
+    for (const char* c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
+    std::string value = scalar(node, key, "expected one of " + list);
+    for (const char* c : choices)
+      if (value == c) return value;
+    fail(node, key, "expected one of " + list + ", got '" + value + "'");
+  }
+
+ private:
+  std::string source_;
+};
+
+FrameMatch read_match(const ConfigReader& reader, const YAML::Node& node, const std::string& key) {
+  reader.expect_map(node, key, {"kinds", "streams"});
+  FrameMatch match;
+  if (const YAML::Node kinds = node["kinds"]) {
+    if (!kinds.IsSequence() || kinds.size() == 0)
+      reader.fail(kinds, key + ".kinds", "expected a non-empty list of iq, rf, dce");
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      FrameKind kind;
+      parse_frame_kind(reader.choice(kinds[i], key + ".kinds[" + std::to_string(i) + "]", {"iq", "rf", "dce"}), kind);
+      match.kinds.push_back(kind);
+    }
+  }
+  if (const YAML::Node streams = node["streams"]) {
+    if (!streams.IsSequence() || streams.size() == 0)
+      reader.fail(streams, key + ".streams", "expected a non-empty list of stream ids");
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      match.stream_ids.push_back(static_cast<std::uint32_t>(
+          reader.integer(streams[i], key + ".streams[" + std::to_string(i) + "]", 0, 0xffffffffll)));
+  }
+  return match;
+}
+
+std::map<std::string, RawParam> read_raw_params(const ConfigReader& reader, const YAML::Node& node,
+                                                const std::string& key) {
+  std::map<std::string, RawParam> raw;
+  if (!node.IsMap()) reader.fail(node, key, "expected a mapping of parameter names to values");
+  for (const auto& entry : node) {
+    const std::string name = entry.first.as<std::string>();
+    const YAML::Node& value = entry.second;
+    RawParam param;
+    param.line = line_of(entry.first);
+    if (value.IsScalar()) {
+      param.items.push_back(value.Scalar());
+    } else if (value.IsSequence()) {
+      param.is_list = true;
+      for (const YAML::Node& item : value) {
+        if (!item.IsScalar()) reader.fail(item, key + "." + name, "expected a list of scalars");
+        param.items.push_back(item.Scalar());
+      }
+    } else {
+      reader.fail(value, key + "." + name, "expected a scalar or a list of scalars");
+    }
+    raw[name] = std::move(param);
+  }
+  return raw;
+}
+
+StageConfig read_stage(const ConfigReader& reader, const YAML::Node& node, const std::string& key,
+                       const StageRegistry& registry) {
+  reader.expect_map(node, key, {"type", "name", "params", "publish"});
+  StageConfig stage;
+  stage.line = line_of(node);
+  if (!node["type"]) reader.fail(node, key + ".type", "missing; expected a stage type (sonopiped --list-stages)");
+  stage.type = reader.text(node["type"], key + ".type");
+  const StageInfo* info = registry.find(stage.type);
+  if (!info) {
+    std::string known;
+    for (const StageInfo& s : registry.all()) known += (known.empty() ? "" : ", ") + s.name;
+    reader.fail(node["type"], key + ".type", "unknown stage '" + stage.type + "'; expected one of " + known);
+  }
+  if (node["name"]) stage.name = reader.text(node["name"], key + ".name");
+  if (node["publish"]) stage.publish = reader.boolean(node["publish"], key + ".publish");
+  std::map<std::string, RawParam> raw;
+  if (node["params"] && !node["params"].IsNull()) raw = read_raw_params(reader, node["params"], key + ".params");
+  try {
+    stage.params = validate_params(info->params, raw);
+  } catch (const ParamError& e) {
+    reader.fail(e.line > 0 ? e.line : stage.line, key + ".params." + e.key, e.expected);
+  }
+  return stage;
+}
+
+PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node, const std::string& key,
+                             const StageRegistry& registry) {
+  reader.expect_map(node, key, {"name", "match", "stages"});
+  PipelineConfig pipeline;
+  pipeline.line = line_of(node);
+  if (!node["name"]) reader.fail(node, key + ".name", "missing; expected the pipeline's name");
+  pipeline.name = reader.text(node["name"], key + ".name");
+  for (char c : pipeline.name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
+      reader.fail(node["name"], key + ".name", "expected letters, digits, '_' or '-' (it is part of topics)");
+  if (node["match"]) pipeline.match = read_match(reader, node["match"], key + ".match");
+  const YAML::Node stages = node["stages"];
+  if (!stages) reader.fail(node, key + ".stages", "missing; expected a list of stages");
+  if (!stages.IsSequence() || stages.size() == 0)
+    reader.fail(stages, key + ".stages", "expected a non-empty list of stages");
+  std::set<std::string> published_labels;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::string stage_key = key + ".stages[" + std::to_string(i) + "]";
+    StageConfig stage = read_stage(reader, stages[i], stage_key, registry);
+    // Output names come from the stage type unless the stage is named: two unnamed publishing
+    // stages of one type would publish under the same topic.
+    const bool publishes = stage.publish || i + 1 == stages.size();
+    const std::string label = stage.name.empty() ? stage.type : stage.name;
+    if (!stage.name.empty() || publishes) {
+      if (!published_labels.insert(label).second)
+        reader.fail(stages[i], stage_key, "'" + label + "' appears twice; give the stages distinct `name`s so "
+                                          "their outputs and timings stay apart");
+    }
+    pipeline.stages.push_back(std::move(stage));
+  }
+  return pipeline;
+}
+
+}  // namespace
+
+DaemonConfig parse_config(const std::string& yaml_text, const std::string& source_name,
+                          const StageRegistry& registry) {
+  ConfigReader reader(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    reader.fail(e.mark.line >= 0 ? e.mark.line + 1 : 0, "(syntax)", "not valid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
+  reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "slots", "queue_depth",
+                               "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
+                               "pipelines"});
+  DaemonConfig config;
+  config.source = source_name;
+
+  if (const YAML::Node ingest = root["ingest"]) {
+    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind"});
+    if (ingest["endpoint"]) config.ingest_endpoint = reader.text(ingest["endpoint"], "ingest.endpoint");
+    if (ingest["pattern"])
+      config.ingest_pattern = reader.choice(ingest["pattern"], "ingest.pattern", {"pull", "sub"}) == "pull"
+                                  ? IngestPattern::pull : IngestPattern::sub;
+    if (ingest["bind"]) config.ingest_bind = reader.boolean(ingest["bind"], "ingest.bind");
+  }
+  if (const YAML::Node publish = root["publish"]) {
+    reader.expect_map(publish, "publish", {"endpoint", "high_water_mark", "status_interval_s"});
+    if (publish["endpoint"]) config.publish_endpoint = reader.text(publish["endpoint"], "publish.endpoint");
+    if (publish["high_water_mark"])
+      config.publish_high_water_mark =
+          static_cast<int>(reader.integer(publish["high_water_mark"], "publish.high_water_mark", 1, 1000000));
+    if (publish["status_interval_s"])
+      config.status_interval_s = reader.real(publish["status_interval_s"], "publish.status_interval_s", 0.05, 3600);
+  }
+  if (const YAML::Node control = root["control"]) {
+    reader.expect_map(control, "control", {"endpoint"});
+    if (control["endpoint"]) config.control_endpoint = reader.text(control["endpoint"], "control.endpoint");
+  }
+  if (root["backend"])
+    parse_backend_choice(reader.choice(root["backend"], "backend", {"auto", "cuda", "cpu"}), config.backend);
+  if (root["device"]) config.device = static_cast<int>(reader.integer(root["device"], "device", 0, 63));
+  if (root["slots"]) config.slots = static_cast<int>(reader.integer(root["slots"], "slots", 1, 64));
+  if (root["queue_depth"])
+    config.queue_depth = static_cast<std::size_t>(reader.integer(root["queue_depth"], "queue_depth", 1, 100000));
+  if (root["overflow"])
+    parse_overflow_policy(reader.choice(root["overflow"], "overflow", {"block", "drop_oldest"}), config.overflow);
+  if (root["max_frame_bytes"])
+    config.max_frame_bytes = static_cast<std::size_t>(
+        reader.integer(root["max_frame_bytes"], "max_frame_bytes", 1, std::int64_t(1) << 40));
+  if (root["non_finite"])
+    config.non_finite = reader.choice(root["non_finite"], "non_finite", {"reject", "pass"}) == "reject"
+                            ? NonFinitePolicy::reject : NonFinitePolicy::pass;
+  if (root["cpu_threads"]) config.cpu_threads = static_cast<int>(reader.integer(root["cpu_threads"], "cpu_threads", 0, 1024));
+  if (root["log_level"])
+    config.log_level = reader.choice(root["log_level"], "log_level", {"trace", "debug", "info", "warn", "error", "off"});
+
+  const YAML::Node pipelines = root["pipelines"];
+  if (!pipelines) reader.fail(root, "pipelines", "missing; expected a list of pipelines");
+  if (!pipelines.IsSequence() || pipelines.size() == 0)
+    reader.fail(pipelines, "pipelines", "expected a non-empty list of pipelines");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < pipelines.size(); ++i) {
+    const std::string key = "pipelines[" + std::to_string(i) + "]";
+    PipelineConfig pipeline = read_pipeline(reader, pipelines[i], key, registry);
+    if (!names.insert(pipeline.name).second)
+      reader.fail(pipelines[i]["name"], key + ".name", "pipeline '" + pipeline.name + "' is defined twice; expected unique names");
+    config.pipelines.push_back(std::move(pipeline));
+  }
+  const std::set<std::string> endpoints{config.ingest_endpoint, config.publish_endpoint, config.control_endpoint};
+  if (endpoints.size() != 3)
+    reader.fail(root, "ingest/publish/control.endpoint", "expected three different endpoints");
+  return config;
+}
+
+DaemonConfig load_config_file(const std::string& path, const StageRegistry& registry) {
+  std::ifstream file(path);
+  if (!file) throw ConfigError(path + ": cannot open the config file");
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_config(text.str(), path, registry);
+}
+
+}  // namespace sonopipe

@@ -1,0 +1,60 @@
+// The daemon's YAML configuration (examples in config/). Every error names the file, the line,
+// the key and what was expected: "demo.yaml:12: pipelines[0].stages[1].params.scale: expected a
+// number (1/count)".
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/frame_queue.h"
+#include "pipeline/pipeline_def.h"
+#include "pipeline/registry.h"
+
+namespace sonopipe {
+
+enum class IngestPattern { pull, sub };        // pull: lossless (PUSH senders block); sub: live
+enum class NonFinitePolicy { reject, pass };   // NaN/Inf in float payloads
+enum class BackendChoice { automatic, cuda, cpu };
+
+std::string_view ingest_pattern_name(IngestPattern pattern);
+std::string_view backend_choice_name(BackendChoice choice);  // "auto", "cuda", "cpu"
+bool parse_backend_choice(std::string_view name, BackendChoice& out);
+
+struct DaemonConfig {
+  std::string source;  // file the config came from (for messages)
+
+  std::string ingest_endpoint = "tcp://127.0.0.1:5555";
+  IngestPattern ingest_pattern = IngestPattern::pull;
+  bool ingest_bind = true;  // false: connect (e.g. SUB to a scanner's PUB)
+  std::string publish_endpoint = "tcp://127.0.0.1:5556";
+  int publish_high_water_mark = 1000;  // messages queued per subscriber before PUB drops
+  std::string control_endpoint = "tcp://127.0.0.1:5557";
+  double status_interval_s = 1.0;
+
+  BackendChoice backend = BackendChoice::automatic;
+  int device = 0;
+  int slots = 3;
+  std::size_t queue_depth = 8;
+  OverflowPolicy overflow = OverflowPolicy::block;
+  std::size_t max_frame_bytes = std::size_t(256) << 20;
+  NonFinitePolicy non_finite = NonFinitePolicy::reject;
+  int cpu_threads = 0;  // 0: one per hardware thread
+  std::string log_level = "info";
+
+  std::vector<PipelineConfig> pipelines;
+};
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses YAML text; `source_name` is used in messages. Stage types and parameters are checked
+// against `registry`. Throws ConfigError.
+DaemonConfig parse_config(const std::string& yaml_text, const std::string& source_name,
+                          const StageRegistry& registry);
+DaemonConfig load_config_file(const std::string& path, const StageRegistry& registry);
+
+}  // namespace sonopipe

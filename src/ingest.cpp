@@ -1,0 +1,116 @@
+#include "src/ingest.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "src/wire.h"
+
+namespace sonopipe {
+namespace {
+
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// IEEE 754: a value is NaN or Inf exactly when its exponent bits are all ones.
+template <typename Bits>
+bool all_exponents_finite(const void* data, std::size_t count, Bits exponent_mask) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  bool finite = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    Bits value;
+    std::memcpy(&value, bytes + i * sizeof(Bits), sizeof(Bits));  // payloads need not be aligned
+    finite &= (value & exponent_mask) != exponent_mask;
+  }
+  return finite;
+}
+
+}  // namespace
+
+bool payload_is_finite(DType dtype, const void* data, std::size_t bytes) {
+  switch (dtype) {
+    case DType::float16: return all_exponents_finite<std::uint16_t>(data, bytes / 2, 0x7c00u);
+    case DType::float32:
+    case DType::complex64: return all_exponents_finite<std::uint32_t>(data, bytes / 4, 0x7f800000u);
+    case DType::float64: return all_exponents_finite<std::uint64_t>(data, bytes / 8, 0x7ff0000000000000ull);
+    default: return true;
+  }
+}
+
+Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects)
+    : socket_(context, config.ingest_pattern == IngestPattern::pull ? zmq::socket_type::pull
+                                                                    : zmq::socket_type::sub),
+      max_frame_bytes_(config.max_frame_bytes), non_finite_(config.non_finite),
+      dispatch_(std::move(dispatch)), rejects_(rejects) {
+  // Frames far over the limit are cut by libzmq itself (it drops the sender's connection); frames
+  // just over it arrive and are refused with reason too_large.
+  socket_.set(zmq::sockopt::maxmsgsize,
+              static_cast<std::int64_t>(config.max_frame_bytes + kHeaderAllowanceBytes));
+  // Few frames wait in the socket: the executor's queue is where frames wait, and a short socket
+  // queue makes PUSH senders feel backpressure early instead of buffering gigabytes.
+  socket_.set(zmq::sockopt::rcvhwm, static_cast<int>(std::max<std::size_t>(4, 2 * config.queue_depth)));
+  socket_.set(zmq::sockopt::linger, 0);
+  if (config.ingest_pattern == IngestPattern::sub) socket_.set(zmq::sockopt::subscribe, "");
+  if (config.ingest_bind) socket_.bind(config.ingest_endpoint);
+  else socket_.connect(config.ingest_endpoint);
+  spdlog::info("ingest: {} {} {}", ingest_pattern_name(config.ingest_pattern),
+               config.ingest_bind ? "bound to" : "connected to", config.ingest_endpoint);
+}
+
+void Ingest::run(const std::atomic<bool>& stop) {
+  std::vector<zmq::message_t> parts;
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  while (!stop.load()) {
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+    parts.clear();
+    // Drain what is ready without polling again, stopping between messages when asked.
+    while (!stop.load()) {
+      zmq::message_t part;
+      if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
+      const bool more = part.more();
+      parts.push_back(std::move(part));
+      if (more) continue;
+      handle(parts);
+      parts.clear();
+    }
+  }
+}
+
+void Ingest::handle(std::vector<zmq::message_t>& parts) {
+  const std::int64_t received_ns = wall_ns();
+  received_.fetch_add(1, std::memory_order_relaxed);
+  if (parts.size() != 2) {
+    rejects_.reject(wire::RejectReason::malformed_message,
+                    "message has " + std::to_string(parts.size()) + " parts, expected [header][payload]");
+    return;
+  }
+  InputFrame frame;
+  try {
+    frame.meta = wire::decode_frame(parts[0].data(), parts[0].size(), parts[1].size(), max_frame_bytes_);
+  } catch (const wire::WireError& e) {
+    rejects_.reject(e.reason, e.what());
+    return;
+  }
+  if (non_finite_ == NonFinitePolicy::reject &&
+      !payload_is_finite(frame.meta.payload.dtype, parts[1].data(), parts[1].size())) {
+    rejects_.reject(wire::RejectReason::non_finite,
+                    "stream " + std::to_string(frame.meta.stream_id) + " sequence " +
+                        std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
+    return;
+  }
+  // The payload stays in ZeroMQ's buffer; the pipelines share it until they are done with it.
+  auto message = std::make_shared<zmq::message_t>(std::move(parts[1]));
+  frame.payload_bytes = message->size();
+  frame.payload = std::shared_ptr<const std::byte>(message, message->data<const std::byte>());
+  frame.received_ns = received_ns;
+  const std::uint32_t stream_id = frame.meta.stream_id;
+  const std::string kind(frame_kind_name(frame.meta.kind));
+  if (!dispatch_(std::move(frame)))
+    rejects_.reject(wire::RejectReason::no_pipeline,
+                    "no pipeline takes kind " + kind + " from stream " + std::to_string(stream_id));
+}
+
+}  // namespace sonopipe

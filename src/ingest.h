@@ -1,0 +1,46 @@
+// The ingest socket: reads [FrameHeader][payload] messages (PULL = lossless, SUB = live), checks
+// each one (framing, header, schema, payload size, frame limit, NaN/Inf policy), and hands valid
+// frames to the dispatcher. Every refused frame is counted by reason and logged at a limited rate.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include <zmq.hpp>
+
+#include "pipeline/frame_queue.h"
+#include "src/config.h"
+#include "src/reject_log.h"
+
+namespace sonopipe {
+
+// Header parts are small; the allowance keeps ZMQ_MAXMSGSIZE from cutting a legal header.
+constexpr std::size_t kHeaderAllowanceBytes = 1 << 20;
+
+// True when every value of a float16/float32/complex64/float64 payload is finite (other types: true).
+bool payload_is_finite(DType dtype, const void* data, std::size_t bytes);
+
+class Ingest {
+ public:
+  // `dispatch` returns false when no pipeline takes the frame.
+  using Dispatch = std::function<bool(InputFrame&&)>;
+
+  Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects);
+
+  // Reads until `stop` is set (checked at least every 100 ms). Runs on its own thread.
+  void run(const std::atomic<bool>& stop);
+  std::uint64_t received() const { return received_.load(std::memory_order_relaxed); }
+
+ private:
+  void handle(std::vector<zmq::message_t>& parts);
+
+  zmq::socket_t socket_;
+  const std::size_t max_frame_bytes_;
+  const NonFinitePolicy non_finite_;
+  Dispatch dispatch_;
+  RejectLog& rejects_;
+  std::atomic<std::uint64_t> received_{0};
+};
+
+}  // namespace sonopipe

@@ -1,0 +1,38 @@
+// The PUB socket: results as [topic][ResultHeader][payload] on topic "result/<pipeline>/<output>",
+// and the heartbeat as [topic "status"][Status]. Safe to call from several threads (one mutex
+// around the socket).
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "pipeline/executor.h"
+#include "sonopipe/v1/result.pb.h"
+
+namespace sonopipe {
+
+inline constexpr const char* kStatusTopic = "status";
+std::string result_topic(const std::string& pipeline, const std::string& output);
+
+// The header a result carries (timing.published_ns is filled in by the caller).
+v1::ResultHeader result_header(const PublishedResult& result);
+
+class Publisher {
+ public:
+  Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark);
+
+  // Copies the payload into the message (the slot's buffer is reused for a later frame).
+  void publish_result(const PublishedResult& result);
+  void publish_status(const v1::Status& status);
+  // Gives queued messages up to `milliseconds` to leave, then closes the socket.
+  void close(int linger_milliseconds);
+
+ private:
+  zmq::socket_t socket_;
+  std::mutex mutex_;
+  std::string header_bytes_;  // reused between results
+};
+
+}  // namespace sonopipe

@@ -1,0 +1,44 @@
+#include "src/reject_log.h"
+
+#include <spdlog/spdlog.h>
+
+namespace sonopipe {
+
+void RejectLog::reject(wire::RejectReason reason, const std::string& detail) {
+  const auto index = static_cast<std::size_t>(reason);
+  counts_[index].fetch_add(1, std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(log_mutex_);
+  if (last_logged_[index] != std::chrono::steady_clock::time_point{} &&
+      now - last_logged_[index] < std::chrono::seconds(1)) {
+    ++suppressed_[index];
+    return;
+  }
+  if (suppressed_[index] > 0)
+    spdlog::warn("rejected frame ({}): {} (and {} more since the last line)", wire::reject_reason_name(reason),
+                 detail, suppressed_[index]);
+  else
+    spdlog::warn("rejected frame ({}): {}", wire::reject_reason_name(reason), detail);
+  suppressed_[index] = 0;
+  last_logged_[index] = now;
+}
+
+std::uint64_t RejectLog::count(wire::RejectReason reason) const {
+  return counts_[static_cast<std::size_t>(reason)].load(std::memory_order_relaxed);
+}
+
+std::uint64_t RejectLog::total() const {
+  std::uint64_t sum = 0;
+  for (const auto& c : counts_) sum += c.load(std::memory_order_relaxed);
+  return sum;
+}
+
+std::map<std::string, std::uint64_t> RejectLog::by_reason() const {
+  std::map<std::string, std::uint64_t> result;
+  for (std::size_t i = 0; i < kReasons; ++i)
+    if (std::uint64_t c = counts_[i].load(std::memory_order_relaxed))
+      result[std::string(wire::reject_reason_name(static_cast<wire::RejectReason>(i)))] = c;
+  return result;
+}
+
+}  // namespace sonopipe

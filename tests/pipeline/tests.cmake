@@ -1,0 +1,2 @@
+# tests/pipeline: the executor, queue and parameter machinery (no sockets).
+set(sonopipe_test_links_pipeline sonopipe_stages)

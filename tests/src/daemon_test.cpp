@@ -1,0 +1,282 @@
+// Integration tests against the real sonopiped binary over ipc endpoints (see daemon_harness.h).
+#include <cstring>
+#include <limits>
+
+#include "pipeline/registry.h"
+
+#include "tests/src/daemon_harness.h"
+
+using namespace sonopipe;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kConvertPipeline = R"(
+backend: cpu
+cpu_threads: 2
+slots: 3
+queue_depth: 16
+pipelines:
+  - name: demo
+    match: {kinds: [iq, rf]}
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)";
+
+// The complex64 values convert must publish for int16 IQ input: 0.5 * I, 0.5 * Q (exact in float).
+std::string expected_convert(const std::vector<std::int16_t>& input) {
+  std::string bytes(input.size() * sizeof(float), '\0');
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    float value = 0.5f * static_cast<float>(input[i]);
+    std::memcpy(bytes.data() + i * sizeof(float), &value, sizeof value);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("lossless: N frames through convert arrive exactly once, in order, byte-exact", "[daemon]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::size_t kFrames = 200;
+  constexpr std::int64_t kLines = 16, kSamples = 300;
+  std::vector<std::string> expected;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto samples = test::random_samples(kLines * kSamples * 2, rng);
+    daemon.send(test::iq_header(n, kLines, kSamples).SerializeAsString(), samples.data(), samples.size() * 2);
+    expected.push_back(expected_convert(samples));
+  }
+  auto results = daemon.receive_results(kFrames);
+  REQUIRE(results.size() == kFrames);
+  for (std::size_t n = 0; n < kFrames; ++n) {
+    const test::Received& r = results[n];
+    INFO("result " << n);
+    REQUIRE(r.topic == "result/demo/converted");
+    REQUIRE(r.header.input_sequence() == n);
+    CHECK(r.header.pipeline() == "demo");
+    CHECK(r.header.backend() == "cpu");
+    CHECK(r.header.element_type() == v1::ELEMENT_TYPE_COMPLEX64);
+    REQUIRE(r.header.axes_size() == 2);
+    CHECK(r.header.axes(0).name() == "line");
+    CHECK(r.header.axes(1).size() == kSamples);
+    CHECK(r.header.acquisition_time_ns() == static_cast<std::int64_t>(1000000 * n));
+    const v1::Timing& t = r.header.timing();
+    CHECK(t.received_ns() > 0);
+    CHECK(t.received_ns() <= t.compute_start_ns());
+    CHECK(t.compute_start_ns() <= t.compute_end_ns());
+    CHECK(t.compute_end_ns() <= t.published_ns());
+    REQUIRE(r.payload == expected[n]);
+  }
+  // Nothing more arrives: exactly once.
+  CHECK(daemon.receive_results(1, 1s).empty());
+  v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
+  CHECK(status.frames_received() == kFrames);
+  CHECK(status.results_published() == kFrames);
+  CHECK(status.frames_rejected() == 0);
+  CHECK(status.frames_dropped() == 0);
+  auto reply = daemon.control("stop");
+  REQUIRE(reply);
+  CHECK(reply->ok());
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("status answers over the control socket and stop ends the daemon with exit code 0", "[daemon]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  auto reply = daemon.control("status");
+  REQUIRE(reply);
+  REQUIRE(reply->ok());
+  const v1::Status& status = reply->status();
+  CHECK(status.backend() == "cpu");
+  CHECK(status.backend_reason() == "cpu requested");
+  CHECK_FALSE(status.device_name().empty());
+  CHECK(status.uptime_s() > 0);
+  REQUIRE(status.pipelines_size() == 1);
+  CHECK(status.pipelines(0).name() == "demo");
+  CHECK(status.pipelines(0).slots() == 3);
+  CHECK(status.pipelines(0).queue_capacity() == 16);
+  REQUIRE(status.stages_size() == 1);
+  CHECK(status.stages(0).stage() == "convert");
+  auto unknown = daemon.control("reboot");
+  REQUIRE(unknown);
+  CHECK_FALSE(unknown->ok());
+  CHECK(unknown->error().find("unknown command") != std::string::npos);
+  auto stop = daemon.control("stop");
+  REQUIRE(stop);
+  CHECK(stop->ok());
+  CHECK(daemon.wait_exit() == 0);
+}
+
+namespace {
+
+// A frame header built from plain metadata (for the bad-input kinds).
+std::string header_bytes(FrameKind kind, DType dtype, std::vector<Axis> axes, std::uint64_t sequence) {
+  FrameMeta meta;
+  meta.sequence = sequence;
+  meta.kind = kind;
+  meta.payload.dtype = dtype;
+  meta.payload.axes = std::move(axes);
+  return wire::frame_header_from_meta(meta).SerializeAsString();
+}
+
+}  // namespace
+
+TEST_CASE("each bad-input kind is rejected and counted while good frames keep flowing", "[daemon]") {
+  test::DaemonHarness daemon(R"(
+backend: cpu
+cpu_threads: 2
+max_frame_bytes: 65536
+pipelines:
+  - name: demo
+    match: {kinds: [iq, rf]}
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)");
+  daemon.start();
+  std::mt19937_64 rng(test::fresh_seed());
+  std::uint64_t good_sequence = 0;
+  std::vector<std::string> expected;
+  auto send_good = [&] {
+    auto samples = test::random_samples(4 * 50 * 2, rng);
+    daemon.send(test::iq_header(good_sequence++, 4, 50).SerializeAsString(), samples.data(), samples.size() * 2);
+    expected.push_back(expected_convert(samples));
+  };
+  const std::vector<char> payload(70000, 0);
+
+  send_good();
+  daemon.send_parts({test::iq_header(1000, 1, 1).SerializeAsString(), "\0\0\0\0", "extra part"});  // malformed_message
+  send_good();
+  daemon.send(std::string("\x0a\xff", 2), payload.data(), 16);  // unparsable_header: truncated field
+  send_good();
+  {
+    v1::FrameHeader header = test::iq_header(1001, 1, 2);
+    header.set_schema_version(2);
+    daemon.send(header.SerializeAsString(), payload.data(), 8);  // unknown_schema
+  }
+  send_good();
+  {
+    v1::FrameHeader header = test::iq_header(1002, 1, 2);
+    header.set_element_type(v1::ELEMENT_TYPE_UNSPECIFIED);
+    daemon.send(header.SerializeAsString(), payload.data(), 8);  // bad_header
+  }
+  send_good();
+  daemon.send(test::iq_header(1003, 2, 10).SerializeAsString(), payload.data(), 2 * 10 * 2 * 2 - 2);  // size_mismatch
+  send_good();
+  daemon.send(header_bytes(FrameKind::rf, DType::int16, {{"sample", 35000}}, 1004), payload.data(), 70000);  // too_large
+  send_good();
+  {
+    std::vector<float> values(64, 1.0f);
+    values[17] = std::numeric_limits<float>::quiet_NaN();
+    daemon.send(header_bytes(FrameKind::rf, DType::float32, {{"sample", 64}}, 1005), values.data(), 256);  // non_finite
+  }
+  send_good();
+  daemon.send(header_bytes(FrameKind::dce, DType::float32, {{"voxel", 4}}, 1006), payload.data(), 16);  // no_pipeline
+  send_good();
+  daemon.send(header_bytes(FrameKind::rf, DType::float64, {{"sample", 8}}, 1007), payload.data(), 64);  // stage_error
+  send_good();
+
+  auto results = daemon.receive_results(expected.size());
+  REQUIRE(results.size() == expected.size());
+  for (std::size_t n = 0; n < expected.size(); ++n) {
+    INFO("good frame " << n);
+    CHECK(results[n].header.input_sequence() == n);
+    CHECK(results[n].payload == expected[n]);
+  }
+  v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 9; });
+  CHECK(status.frames_received() == expected.size() + 9);
+  CHECK(status.frames_rejected() == 9);
+  for (const char* reason : {"malformed_message", "unparsable_header", "unknown_schema", "bad_header", "size_mismatch",
+                             "too_large", "non_finite", "no_pipeline", "stage_error"}) {
+    INFO("reason " << reason);
+    CHECK(status.rejected_by_reason().count(reason) == 1);
+    if (status.rejected_by_reason().count(reason)) CHECK(status.rejected_by_reason().at(reason) == 1);
+  }
+  CHECK(status.pipelines(0).stage_errors() == 1);
+  CHECK(status.results_published() == expected.size());
+  // Each refusal left one line naming its reason in the log.
+  const std::string log = daemon.log();
+  CHECK(log.find("rejected frame (size_mismatch)") != std::string::npos);
+  CHECK(log.find("rejected frame (stage_error)") != std::string::npos);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("SIGTERM drains: every accepted frame is published, then the daemon exits 0", "[daemon]") {
+  test::DaemonHarness daemon(R"(
+backend: cpu
+cpu_threads: 1
+slots: 2
+queue_depth: 64
+pipelines:
+  - name: demo
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)");
+  daemon.start();
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 120;
+  constexpr std::int64_t kLines = 64, kSamples = 2000;  // 512 KB in, 1 MB out per frame
+  auto samples = test::random_samples(kLines * kSamples * 2, rng);
+  for (std::uint64_t n = 0; n < kFrames; ++n)
+    daemon.send(test::iq_header(n, kLines, kSamples).SerializeAsString(), samples.data(), samples.size() * 2);
+  daemon.signal(SIGTERM);
+
+  // Results, then the final heartbeat (draining = true) that the daemon sends once it has drained.
+  std::vector<test::Received> results;
+  std::optional<v1::Status> final_status;
+  const auto deadline = test::Clock::now() + 60s;
+  while (!final_status && test::Clock::now() < deadline) {
+    auto message = daemon.receive(200ms);
+    if (!message) continue;
+    if (message->topic != "status") results.push_back(std::move(*message));
+    else if (daemon.last_status().draining()) final_status = daemon.last_status();
+  }
+  REQUIRE(final_status);
+  CHECK(daemon.wait_exit() == 0);
+  const std::uint64_t accepted = final_status->pipelines(0).frames_accepted();
+  WARN("sent " << kFrames << " frames, " << accepted << " accepted before SIGTERM and drained");
+  CHECK(accepted > 0);
+  CHECK(final_status->frames_processed() == accepted);
+  CHECK(final_status->results_published() == accepted);
+  REQUIRE(results.size() == accepted);
+  for (std::size_t n = 0; n < results.size(); ++n) REQUIRE(results[n].header.input_sequence() == n);
+  CHECK(daemon.log().find("SIGTERM received: draining") != std::string::npos);
+}
+
+TEST_CASE("--check-config accepts the example configs and reports errors as file:line with exit code 2", "[daemon]") {
+  test::DaemonHarness daemon("pipelines: [{name: demo, stages: [{type: convert}]}]");
+  std::string output;
+  for (const char* example : {"config/demo.yaml", "config/live.yaml"}) {
+    INFO(example);
+    CHECK(daemon.run_to_exit({"--config", test::source_path(example), "--check-config"}, output) == 0);
+    CHECK(output.find(": ok, ") != std::string::npos);
+  }
+  const std::string bad = daemon.config_path() + ".bad.yaml";
+  std::ofstream(bad) << "slots: 2\nqueue_depth: many\npipelines: [{name: demo, stages: [{type: convert}]}]\n";
+  CHECK(daemon.run_to_exit({"--config", bad, "--check-config"}, output) == 2);
+  CHECK(output.find(bad + ":2: queue_depth: expected an integer") != std::string::npos);
+  CHECK(daemon.run_to_exit({"--config", daemon.config_path() + ".missing"}, output) == 2);
+  CHECK(output.find("cannot open the config file") != std::string::npos);
+}
+
+TEST_CASE("--list-stages prints every stage with its parameters", "[daemon]") {
+  test::DaemonHarness daemon("pipelines: [{name: demo, stages: [{type: convert}]}]");
+  std::string output;
+  REQUIRE(daemon.run_to_exit({"--list-stages"}, output) == 0);
+  for (const StageInfo& info : builtin_stages().all()) {
+    CHECK(output.find(info.name + " — ") != std::string::npos);
+    for (const ParamDecl& param : info.params) CHECK(output.find("    " + param.key + " (") != std::string::npos);
+  }
+}
+
+TEST_CASE("--backend cuda without a usable device is a clear error with a non-zero exit", "[daemon]") {
+  if (test::cuda_device_present()) {
+    WARN("skipped: a CUDA device is present");
+    return;
+  }
+  test::DaemonHarness daemon("pipelines: [{name: demo, stages: [{type: convert}]}]");
+  std::string output;
+  CHECK(daemon.run_to_exit({"--config", daemon.config_path(), "--backend", "cuda"}, output) == 3);
+  CHECK(output.find("backend cuda requested but unavailable") != std::string::npos);
+}

@@ -1,0 +1,49 @@
+// Moving sonopipe messages over ZeroMQ (the framing is in proto/): ingest frames
+// [FrameHeader][payload], results [topic][ResultHeader][payload], and a watch that tells when a
+// peer has really attached to a socket (ZeroMQ's handshake), so tools start their clocks and
+// subscriptions at the right moment.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+namespace sonopipe::tools {
+
+constexpr char kResultTopicPrefix[] = "result/";
+constexpr char kStatusTopic[] = "status";
+
+std::string result_topic(const std::string& pipeline, const std::string& output);  // "result/<p>/<o>"
+
+// Binds or connects; a failure names the endpoint (throws std::runtime_error).
+void attach(zmq::socket_t& socket, const std::string& endpoint, bool bind);
+
+// Watches a socket for completed ZMTP handshakes. Create it before bind/connect.
+class PeerWatch {
+ public:
+  PeerWatch(zmq::context_t& context, zmq::socket_t& socket);
+  ~PeerWatch();
+  PeerWatch(const PeerWatch&) = delete;
+  PeerWatch& operator=(const PeerWatch&) = delete;
+  // True once at least one peer completed its handshake (immediately if one already has).
+  bool wait(std::chrono::milliseconds timeout);
+
+ private:
+  zmq::socket_t& socket_;
+  zmq::socket_t monitor_;
+  bool seen_ = false;
+};
+
+enum class SendResult { sent, would_block, interrupted };
+
+// [header][payload] as one multipart message. With dont_wait a full queue gives would_block
+// (nothing sent); a signal during a blocking send gives interrupted (nothing sent).
+SendResult send_frame(zmq::socket_t& socket, const std::string& header_bytes, zmq::message_t payload,
+                      bool dont_wait);
+
+// Receives every part of one message into `parts` (cleared first). False when nothing arrived:
+// dont_wait and no message, the socket's receive timeout expired, or a signal interrupted.
+bool receive_message(zmq::socket_t& socket, std::vector<zmq::message_t>& parts, bool dont_wait = false);
+
+}  // namespace sonopipe::tools

@@ -1,0 +1,76 @@
+// sonopipe-ctl: asks a running sonopiped for its status or tells it to stop.
+//   sonopipe-ctl status [--endpoint tcp://127.0.0.1:5557] [--json] [--timeout-ms 3000]
+//   sonopipe-ctl stop   [--endpoint ...] [--wait]
+// Exit codes: 0 ok, 1 the daemon answered with an error, 2 no answer in time.
+#include <CLI/CLI.hpp>
+#include <google/protobuf/util/json_util.h>
+#include <zmq.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "src/wire.h"
+#include "tools/ctl/status_text.h"
+
+namespace {
+
+// One request/reply; nullopt when the daemon does not answer within the timeout.
+std::optional<sonopipe::v1::ControlReply> ask(zmq::context_t& context, const std::string& endpoint,
+                                              const std::string& command, int timeout_ms) {
+  zmq::socket_t socket(context, zmq::socket_type::req);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(endpoint);
+  sonopipe::v1::ControlRequest request;
+  request.set_schema_version(sonopipe::wire::kSchemaVersion);
+  request.set_command(command);
+  socket.send(zmq::buffer(request.SerializeAsString()), zmq::send_flags::none);
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+  zmq::message_t message;
+  if (!socket.recv(message, zmq::recv_flags::none)) return std::nullopt;
+  sonopipe::v1::ControlReply reply;
+  if (!reply.ParseFromArray(message.data(), static_cast<int>(message.size()))) return std::nullopt;
+  return reply;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sonopipe-ctl: status and stop for a running sonopiped"};
+  std::string command, endpoint = "tcp://127.0.0.1:5557";
+  bool json = false, wait = false;
+  int timeout_ms = 3000;
+  app.add_option("command", command, "status | stop")->required()->check(CLI::IsMember({"status", "stop"}));
+  app.add_option("--endpoint", endpoint, "the daemon's control endpoint")->capture_default_str();
+  app.add_flag("--json", json, "print the status as JSON");
+  app.add_flag("--wait", wait, "stop: wait until the daemon has drained and stopped answering");
+  app.add_option("--timeout-ms", timeout_ms, "how long to wait for an answer")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  zmq::context_t context(1);
+  auto reply = ask(context, endpoint, command, timeout_ms);
+  if (!reply) {
+    std::cerr << "sonopipe-ctl: no answer from " << endpoint << " within " << timeout_ms << " ms\n";
+    return 2;
+  }
+  if (!reply->ok()) {
+    std::cerr << "sonopipe-ctl: the daemon refused '" << command << "': " << reply->error() << "\n";
+    return 1;
+  }
+  if (json) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(reply->status(), &text, options);
+    std::cout << text;
+  } else {
+    std::cout << sonopipe::ctl::status_text(reply->status());
+  }
+  if (command == "stop" && wait) {
+    // The daemon answers status while it drains; it stops answering once it has exited.
+    while (auto later = ask(context, endpoint, "status", 500)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 0;
+}

@@ -1,0 +1,52 @@
+#include "tools/ctl/status_text.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace sonopipe::ctl {
+namespace {
+
+std::string ms(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", value);
+  return text;
+}
+
+}  // namespace
+
+std::string status_text(const v1::Status& status) {
+  std::ostringstream out;
+  out << "backend: " << status.backend() << " (" << status.backend_reason() << ")\n"
+      << "device: " << status.device_name() << "\n"
+      << "uptime: " << ms(status.uptime_s()) << " s" << (status.draining() ? " (draining)" : "") << "\n"
+      << "frames: " << status.frames_received() << " received, " << status.frames_processed() << " processed, "
+      << status.results_published() << " results published, " << status.frames_rejected() << " rejected, "
+      << status.frames_dropped() << " dropped\n";
+  if (!status.rejected_by_reason().empty()) {
+    out << "rejected by reason:";
+    for (const auto& [reason, count] : status.rejected_by_reason()) out << " " << reason << "=" << count;
+    out << "\n";
+  }
+  for (const v1::PipelineStatus& p : status.pipelines()) {
+    out << "pipeline " << p.name() << ": " << p.frames_accepted() << " accepted, " << p.frames_processed()
+        << " processed, " << p.results_published() << " published, " << p.frames_dropped() << " dropped, "
+        << p.stage_errors() << " stage errors; queue " << p.queue_depth() << "/" << p.queue_capacity() << ", "
+        << p.slots() << " slots\n"
+        << "  latency received->published ms: p50 " << ms(p.latency_ms_p50()) << ", p99 " << ms(p.latency_ms_p99())
+        << "\n";
+    if (status.backend() == "cuda")
+      out << "  copies ms: H2D p50 " << ms(p.h2d_ms_p50()) << " p99 " << ms(p.h2d_ms_p99()) << ", D2H p50 "
+          << ms(p.d2h_ms_p50()) << " p99 " << ms(p.d2h_ms_p99()) << "\n";
+    out << "  per frame ms: busy p50 " << ms(p.busy_ms_p50()) << ", interval p50 " << ms(p.interval_ms_p50())
+        << "\n";
+    for (const v1::StageTiming& s : status.stages()) {
+      if (s.pipeline() != p.name()) continue;
+      out << "  stage " << s.stage() << ": " << (status.backend() == "cuda" ? "GPU" : "compute") << " ms p50 "
+          << ms(s.compute_ms_p50()) << " p99 " << ms(s.compute_ms_p99()) << ", enqueue ms p50 "
+          << ms(s.enqueue_ms_p50()) << " p99 " << ms(s.enqueue_ms_p99()) << " (" << s.frames() << " frames)\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace sonopipe::ctl

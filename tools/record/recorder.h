@@ -1,0 +1,58 @@
+// The recorder behind sonopipe-record: results [topic][ResultHeader][payload] from a SUB socket
+// and, optionally, raw frames [FrameHeader][payload] from a PULL or SUB socket, written to a
+// recording (tools/common/recording.h) until a count, a duration, an idle time or a signal.
+// Messages that cannot be recorded are counted by reason and logged at a limited rate; the
+// recorder keeps going.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sonopipe::record {
+
+struct RecorderOptions {
+  std::string out;                               // recording to create
+  std::string endpoint;                          // daemon PUB endpoint; "" = record no results
+  std::vector<std::string> topics = {"result/"};  // SUB prefixes ("status" keeps the last Status)
+  bool bind = false;
+  std::string raw_endpoint;                      // frame source; "" = record no raw frames
+  std::string raw_pattern = "pull";              // pull | sub
+  bool raw_bind = false;
+  std::size_t result_count = 0;                  // stop after this many results (0 = no limit)
+  std::size_t raw_count = 0;                     // stop after this many raw frames (0 = no limit)
+  double duration_s = 0;                         // stop after this long (0 = no limit)
+  double idle_timeout_s = 0;                     // stop when nothing arrived for this long after the first message
+  std::size_t max_frame_bytes = std::size_t{1} << 30;
+  std::string ready_file;                        // touched once the sockets are attached and subscribed
+  int receive_high_water_mark = 1000;            // messages queued per socket while the file is written
+};
+
+struct SeriesCount {
+  std::size_t messages = 0;
+  std::size_t bytes = 0;
+  std::uint64_t first_sequence = 0, last_sequence = 0;
+  std::size_t sequence_gaps = 0;                 // missing sequence numbers (lost upstream or by a full queue)
+  std::size_t out_of_order = 0;
+};
+
+struct RecorderReport {
+  std::map<std::string, SeriesCount> results;   // by "<pipeline>/<output>"
+  std::map<std::uint32_t, SeriesCount> streams;  // raw frames by stream id
+  std::map<std::string, std::size_t> rejected;   // by reason
+  std::size_t status_messages = 0;
+  double duration_s = 0;
+  std::string stop_reason;                       // "count", "duration", "idle", "signal"
+  std::size_t results_written() const;
+  std::size_t frames_written() const;
+};
+
+// Runs until a stop condition; the file is flushed and closed before it returns. Throws on setup
+// errors (cannot create the file, bind or connect).
+RecorderReport run_recorder(const RecorderOptions& options);
+
+std::string describe(const RecorderReport& report, const RecorderOptions& options);
+
+}  // namespace sonopipe::record

@@ -1,0 +1,174 @@
+#include "tools/replay/player.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "tools/common/clock.h"
+#include "tools/common/stop_signal.h"
+#include "tools/common/zmq_io.h"
+
+namespace sonopipe::replay {
+
+namespace {
+
+using tools::SteadyClock;
+
+constexpr auto kSpinWindow = std::chrono::microseconds(200);  // sleep until this close, then spin
+constexpr auto kStopCheck = std::chrono::milliseconds(100);   // longest sleep between stop checks
+
+// Sleeps until `due` (sleep, then a short spin for sub-millisecond accuracy). False if stopped.
+bool wait_until(SteadyClock::time_point due) {
+  while (true) {
+    if (tools::stop_requested()) return false;
+    const auto left = due - SteadyClock::now();
+    if (left <= std::chrono::nanoseconds(0)) return true;
+    if (left > kSpinWindow)
+      std::this_thread::sleep_for(std::min<SteadyClock::duration>(left - kSpinWindow, kStopCheck));
+  }
+}
+
+// Live mode: an XPUB sees subscriptions; wait for the first one.
+bool wait_for_subscriber(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  std::vector<zmq::message_t> parts;
+  while (!tools::stop_requested()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    if (left.count() <= 0) return false;
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(kStopCheck)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+    if ((item.revents & ZMQ_POLLIN) && tools::receive_message(socket, parts, true) && !parts.empty() &&
+        parts[0].size() >= 1 && static_cast<const char*>(parts[0].data())[0] == 1)
+      return true;  // subscription messages start with byte 1
+  }
+  return false;
+}
+
+double percentile_ms(std::vector<double>& values, double fraction) {
+  if (values.empty()) return 0.0;
+  const std::size_t k = std::min(values.size() - 1, static_cast<std::size_t>(fraction * static_cast<double>(values.size())));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end());
+  return values[k];
+}
+
+}  // namespace
+
+PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOptions& options) {
+  PlayerReport report;
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, options.lossless ? zmq::socket_type::push : zmq::socket_type::xpub);
+  socket.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
+  // Lossless: closing waits until every frame is handed over; live: give up after a second.
+  socket.set(zmq::sockopt::linger, options.lossless ? -1 : 1000);
+  if (!options.lossless) socket.set(zmq::sockopt::xpub_nodrop, 1);  // full queue -> EAGAIN, counted
+
+  const auto attach_start = SteadyClock::now();
+  {
+    tools::PeerWatch watch(context, socket);
+    tools::attach(socket, options.endpoint, options.bind);
+    const bool attached = options.lossless ? watch.wait(options.connect_timeout)
+                                           : wait_for_subscriber(socket, options.connect_timeout);
+    if (!attached) {
+      if (tools::stop_requested()) {
+        report.interrupted = true;
+        return report;
+      }
+      throw std::runtime_error(std::string("no receiver ") + (options.lossless ? "attached to " : "subscribed on ") +
+                               options.endpoint + " within " + std::to_string(options.connect_timeout.count()) +
+                               " ms (is the daemon running with ingest.pattern " +
+                               (options.lossless ? "pull" : "sub") + "?)");
+    }
+  }
+  report.wait_for_receiver_s = tools::seconds_since(attach_start);
+
+  std::vector<double> lateness_ms;
+  const double late_threshold_ms = options.late_threshold_ms;
+  const auto start = SteadyClock::now();
+  std::optional<SteadyClock::time_point> first_send_start;
+  auto last_send_end = start;
+  for (std::size_t loop = 0; options.loops == 0 || loop < options.loops; ++loop) {
+    for (std::size_t i = 0; i < source.size(); ++i) {
+      // Prepare (and, when streaming from the file, read) before waiting, so the read is off the clock.
+      OutgoingFrame frame = source.prepare(i, loop, schedule.recorded_period_ns(), options.keep_headers);
+      const std::size_t bytes = frame.payload.size();
+      const auto due = start + std::chrono::nanoseconds(schedule.due_ns(loop, i));
+      if (schedule.timed() && !wait_until(due)) break;
+      if (tools::stop_requested()) break;
+      const auto send_start = SteadyClock::now();
+      if (!first_send_start) first_send_start = send_start;
+      const tools::SendResult result = tools::send_frame(socket, frame.header, std::move(frame.payload), !options.lossless);
+      if (result == tools::SendResult::interrupted) break;
+      last_send_end = SteadyClock::now();
+      if (schedule.timed()) {
+        const double late_ms = std::chrono::duration<double, std::milli>(send_start - due).count();
+        lateness_ms.push_back(late_ms);
+        if (late_ms > late_threshold_ms) ++report.late_frames;
+        report.lateness_ms_max = std::max(report.lateness_ms_max, late_ms);
+        report.scheduled_duration_s = static_cast<double>(schedule.due_ns(loop, i)) * 1e-9;
+      }
+      if (result == tools::SendResult::would_block) {
+        ++report.frames_dropped;
+        continue;
+      }
+      ++report.frames_sent;
+      report.bytes_sent += bytes;
+    }
+    if (tools::stop_requested()) break;
+    ++report.loops_completed;
+  }
+  report.interrupted = tools::stop_requested();
+  if (first_send_start) report.duration_s = std::chrono::duration<double>(last_send_end - *first_send_start).count();
+  report.lateness_ms_p50 = percentile_ms(lateness_ms, 0.50);
+  report.lateness_ms_p99 = percentile_ms(lateness_ms, 0.99);
+  const auto drain_start = SteadyClock::now();
+  socket.close();
+  context.close();  // returns once lingering frames are handed to the OS
+  report.drain_s = tools::seconds_since(drain_start);
+  return report;
+}
+
+std::string describe(const PlayerReport& report, const Schedule& schedule, const PlayerOptions& options,
+                     const FrameSource& source) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(3);
+  const Timing& timing = schedule.timing();
+  out << "sonopipe-replay: sent " << report.frames_sent << " frames (" << static_cast<double>(report.bytes_sent) / 1e6
+      << " MB) in " << report.duration_s << " s to " << options.endpoint << " ("
+      << (options.lossless ? "push, lossless" : "pub, live") << ")";
+  if (report.interrupted) out << " -- stopped by signal";
+  out << "\n  timing: ";
+  switch (timing.mode) {
+    case TimingMode::original:
+      out << "original x" << timing.speed << " (recorded span " << static_cast<double>(schedule.recorded_span_ns()) * 1e-9
+          << " s)";
+      break;
+    case TimingMode::fixed_rate: out << "fixed " << timing.rate_hz << " frames/s"; break;
+    case TimingMode::max: out << "as fast as possible"; break;
+  }
+  out << ", loops " << report.loops_completed << "/" << (options.loops == 0 ? std::string("endless") : std::to_string(options.loops))
+      << ", " << source.size() << " frames per loop, " << (source.preloaded() ? "preloaded" : "read from file")
+      << ", receiver attached after " << report.wait_for_receiver_s << " s";
+  out << "\n  achieved: " << report.frames_per_s() << " frames/s, " << report.bytes_per_s() / 1e6 << " MB/s";
+  if (schedule.timed() && report.scheduled_duration_s > 0)
+    out << " (schedule " << report.scheduled_duration_s << " s for the same frames)";
+  if (schedule.timed())
+    out << "\n  lateness: " << report.late_frames << " frames started more than " << options.late_threshold_ms
+        << " ms late; p50 " << report.lateness_ms_p50 << " ms, p99 " << report.lateness_ms_p99 << " ms, max "
+        << report.lateness_ms_max << " ms";
+  else
+    out << "\n  lateness: not applicable (--max)";
+  out << "\n  dropped: " << report.frames_dropped
+      << (options.lossless ? " (lossless: sends block instead)" : " (live: publisher queue full)");
+  out << "\n  drained in " << report.drain_s << " s after the last send";
+  return out.str();
+}
+
+}  // namespace sonopipe::replay
