@@ -2,7 +2,7 @@
 replayed by sonopipe-replay through the daemon: sonopipe-sim -> read_recording;
 write_recording -> sonopipe-replay --lossless -> sonopipe-convert -> Subscriber; daemon results ->
 sonopipe-record -> read_recording equal to what a live Subscriber received."""
-import signal
+import os
 import subprocess
 import time
 import unittest
@@ -62,20 +62,23 @@ class RecordingsThroughTheDaemon(DaemonFixture):
 
     def test_sonopipe_record_writes_what_a_live_subscriber_receives(self):
         record = support.tool("record")
-        path = support.TemporaryFolder(self).file("results.h5")
-        recorder = subprocess.Popen([record, "--endpoint", self.publish, "--out", path, "--topic", "result/rf/"],
+        folder = support.TemporaryFolder(self)
+        path, ready = folder.file("results.h5"), folder.file("ready")
+        frames = [self.rng.integers(-2000, 2000, size=(8, 32)).astype(np.int16) for _ in range(7)]
+        recorder = subprocess.Popen([record, "--endpoint", self.publish, "--out", path, "--topic", "result/rf/",
+                                     "--count", str(len(frames)), "--ready-file", ready],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(lambda: recorder.poll() is None and recorder.kill())
         sub = self.subscriber(["result/rf/"])
-        time.sleep(1.0)  # the recorder's subscription joins too (slow joiner)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready) and recorder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(ready), "sonopipe-record never became ready")
         publisher = self.publisher()
-        frames = [self.rng.integers(-2000, 2000, size=(8, 32)).astype(np.int16) for _ in range(7)]
         for frame in frames:
             publisher.send(frame, kind="rf", axes=[("line", 3e-4, "m"), "sample"], stream_id=1)
         live = self.results(sub, len(frames))
-        time.sleep(0.5)
-        recorder.send_signal(signal.SIGINT)
-        output, _ = recorder.communicate(timeout=30)
+        output, _ = recorder.communicate(timeout=30)  # stops by itself after --count results
         self.assertEqual(recorder.returncode, 0, output)
         recording = sonopipe.read_recording(path)
         series = recording.results[("rf", "converted")]
