@@ -11,6 +11,7 @@ import numpy as np
 
 import sonopipe
 import support
+from test_view import check_png
 from daemon_fixture import IQ_SCALE, RF_SCALE, DaemonFixture, convert_reference
 
 
@@ -87,6 +88,32 @@ class RecordingsThroughTheDaemon(DaemonFixture):
             self.assertEqual(header, result.header)  # the header as published, timing included
             np.testing.assert_array_equal(array, result.array)
             np.testing.assert_array_equal(array, convert_reference(frame, RF_SCALE))
+
+
+    def test_daemon_results_of_simulated_rf_recorded_then_drawn_offline_as_a_bmode(self):
+        folder = support.TemporaryFolder(self)
+        rf, results, ready, png = (folder.file(n) for n in ("rf.h5", "results.h5", "ready", "png"))
+        completed = subprocess.run([support.tool("sim"), "speckle", "--out", rf, "--frames", "3", "--shape", "48x600",
+                                    "--kind", "rf", "--type", "int16", "--seed", "4"], capture_output=True, text=True)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        recorder = subprocess.Popen([support.tool("record"), "--endpoint", self.publish, "--out", results,
+                                     "--count", "3", "--ready-file", ready],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: recorder.poll() is None and recorder.kill())
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ready) and recorder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        completed = subprocess.run([support.tool("replay"), rf, "--endpoint", self.ingest, "--lossless", "--max"],
+                                   capture_output=True, text=True, timeout=120)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        output, _ = recorder.communicate(timeout=30)
+        self.assertEqual(recorder.returncode, 0, output)
+        completed = subprocess.run([os.environ["SONOPIPE_VIEW"], "--recording", results, "--png", png],
+                                   capture_output=True, text=True, timeout=300)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        self.assertEqual(sorted(os.listdir(png)), [f"rf_{i:06d}.png" for i in range(3)])
+        for name in os.listdir(png):
+            check_png(self, os.path.join(png, name), (7, 4.6))
 
 
 if __name__ == "__main__":
