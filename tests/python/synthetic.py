@@ -130,3 +130,30 @@ def write_perfusion_results(path, rng=None):
         results.append((result_header("perfusion", name, noisy, axes, 0, "ml/100g/min", stream_id=9), noisy))
     sonopipe.write_recording(path, results=results)
     return maps
+
+
+def write_perfusion_fit_results(path, frames_path, rng=None, time_points=16):
+    """As the perfusion_fit stage publishes: one output `perfusion_maps`, float64 [voxel, parameter
+    = 9], for the voxels of a liver mask only; the DCE frame (written to `frames_path`) carries the
+    slice layout as attribute "slice_shape" and the voxel positions as vector "voxel_index"."""
+    rng = rng or np.random.default_rng(4)
+    maps, tumour = perfusion_maps()
+    rows, columns = tumour.shape
+    y, x = np.mgrid[0:rows, 0:columns]
+    liver = np.hypot((y - rows / 2) / (rows * 0.48), (x - columns / 2) / (columns * 0.48)) < 1
+    index = np.flatnonzero(liver)
+    table = np.zeros((index.size, 9))
+    for column, name in enumerate(("k_a", "k_p", "k_l")):
+        table[:, column] = maps[name].ravel()[index] * (1 + rng.normal(0, 0.05, index.size))
+    table[:, 3:5] = (1.0, 2.0)
+    table[:, 6] = 120
+    table[:, 8] = 1
+    curves = rng.random((index.size, time_points))
+    frame_header = sonopipe.make_frame_header(curves, kind="dce", axes=["voxel", ("time", 5.0, "s")], stream_id=9,
+                                              attributes={"slice_shape": f"{rows}x{columns}"},
+                                              vectors={"voxel_index": index, "time_s": np.arange(time_points) * 5.0})
+    sonopipe.write_recording(frames_path, frames=[(frame_header, curves)])
+    header = result_header("perfusion", "perfusion_maps", table, ["voxel", "parameter"], 0, "", stream_id=9)
+    header.input_kind = frame_pb2.FRAME_KIND_DCE
+    sonopipe.write_recording(path, results=[(header, table)])
+    return maps, liver

@@ -227,6 +227,30 @@ class ViewDrawsTheFields(unittest.TestCase):
         labels = [ax.get_ylabel() for ax in fig.axes if not ax.images]  # the colour bars
         self.assertTrue(all("ml/100g/min" in label for label in labels), labels)
 
+    def test_perfusion_fit_table_of_masked_voxels_is_placed_into_its_slice(self):
+        path, frames_path = self.folder.file("perfusion.h5"), self.folder.file("dce.h5")
+        maps, liver = synthetic.write_perfusion_fit_results(path, frames_path, rng=self.rng)
+        (group,), context = groups_of(path)
+        context.frames_recording = sonopipe.read_recording(frames_path)
+        self.assertTrue(perfusion.accepts(group))
+        fig = plt.figure()
+        perfusion.PerfusionView(context.options).draw(fig, group, context)
+        drawn = {ax.get_title().split()[0]: np.ma.filled(ax.images[0].get_array().astype(float), np.nan)
+                 for ax in fig.axes if ax.images}  # imshow masks NaN
+        _, tumour = synthetic.perfusion_maps()
+        for name, values in maps.items():
+            self.assertEqual(drawn[name].shape, liver.shape)
+            self.assertTrue(np.all(np.isnan(drawn[name][~liver])), "outside the mask stays blank")
+            inside = liver & tumour
+            # 5 % multiplicative noise: the median within 3 % of the territory value
+            self.assertAlmostEqual(float(np.median(drawn[name][inside])), values[inside][0], delta=0.03 * values[inside][0])
+        labels = [ax.get_ylabel() for ax in fig.axes if not ax.images]
+        self.assertTrue(all("ml/100g/min" in label for label in labels), labels)
+        png = self.folder.file("png")
+        completed = run_view("--recording", path, "--frames", frames_path, "--png", png)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        check_png(self, os.path.join(png, "perfusion_000000.png"), perfusion.PerfusionView.figure_size)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -53,6 +53,9 @@ def parse_arguments(argv):
     parser.add_argument("--lag", type=int, help="strain: frames between reference and target (default: result "
                                                 "attribute 'lag', else 1)")
     parser.add_argument("--slice", type=int, help="perfusion: slice index of 3-D maps (default: middle)")
+    parser.add_argument("--slice-shape", metavar="ROWSxCOLUMNS",
+                        help="perfusion: layout of a flat voxel axis (default: the DCE frame's attribute "
+                             "slice_shape, else square)")
     parser.add_argument("--idle-exit", type=float, metavar="S",
                         help="live: exit after S seconds without results (default: run until Ctrl-C)")
     parser.add_argument("--dpi", type=int, default=100)

@@ -28,7 +28,7 @@ def image(fig, ax, values, x, x_label, y, y_label, title, colorbar_label, cmap="
     vmin, vmax = limits if limits is not None else robust_limits(values)
     x0, x1 = units.extent(x)
     y0, y1 = units.extent(y)
-    same_length_unit = units.unit_of(x_label) == units.unit_of(y_label) == "mm"
+    same_length_unit = units.unit_of(x_label) == units.unit_of(y_label) and units.unit_of(x_label) in ("mm", "voxel")
     artist = ax.imshow(values, extent=(x0, x1, y1, y0), aspect="equal" if same_length_unit else "auto", cmap=cmap, vmin=vmin, vmax=vmax,
                        interpolation="nearest")
     ax.set_xlabel(x_label)
