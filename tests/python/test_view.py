@@ -167,6 +167,22 @@ class ViewDrawsTheFields(unittest.TestCase):
         self.assertAlmostEqual(t_left, -0.05, places=6)       # tracks every 0.1 ms from 0 ms
         self.assertAlmostEqual(t_right, 3.95, places=6)
 
+    def test_arfi_with_nan_windows_draws_and_still_finds_the_push(self):
+        path = self.folder.file("arfi.h5")
+        field, times = synthetic.arfi_displacement_um()
+        field[:, :, :10] = np.nan  # zero-energy windows near the probe (loupas gives NaN there)
+        field[0] = np.nan          # one whole location without signal
+        axes = [("location", 0.2e-3, "m"), "track", ("depth", 2e-5, "m")]
+        header = synthetic.result_header("arfi", "displacement", field, axes, 0, "um",
+                                         vectors={"ensemble_time_s": times})
+        sonopipe.write_recording(path, results=[(header, field)])
+        (group,), context = groups_of(path)
+        fig = plt.figure()
+        arfi.ArfiView(context.options).draw(fig, group, context)
+        peak = images_by_title(fig)["peak displacement over time"].get_array()
+        true_location, _, true_depth = np.unravel_index(np.nanargmax(field), field.shape)
+        self.assertEqual(np.unravel_index(np.argmax(np.ma.filled(peak, -1)), peak.shape), (true_depth, true_location))
+
     def test_arfi_track_times_come_from_the_input_frames_when_results_lack_them(self):
         path, frames_path = self.folder.file("arfi.h5"), self.folder.file("iq.h5")
         synthetic.write_arfi_results(path, sets=1, rng=self.rng, frames_path=frames_path)

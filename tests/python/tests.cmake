@@ -8,7 +8,8 @@ set(sonopipe_test_links_python sonopipe_tools_common)
 if(NOT SONOPIPE_PYTHON_EXECUTABLE)
   # Fail loudly rather than skip: the suite must not pass without its Python half.
   add_test(NAME python_interpreter_found
-           COMMAND ${CMAKE_COMMAND} -E echo "no Python with numpy, zmq, google.protobuf, h5py, matplotlib: run tools/install-deps.sh and re-run cmake")
+           COMMAND ${CMAKE_COMMAND} -E echo "no Python with numpy, zmq, google.protobuf, h5py, matplotlib:"
+                   "run tools/install-deps.sh and re-run cmake")
   set_tests_properties(python_interpreter_found PROPERTIES WILL_FAIL ON)  # echo succeeds -> test fails
   return()
 endif()

@@ -75,12 +75,16 @@ class ArfiView:
         time, time_label = _track_times(result, tracks, context)
         depth, depth_label = units.coordinates(axes[depth_index], units.speed_of_sound(header))
 
-        with np.errstate(invalid="ignore"):
-            peak = np.nanmax(values, axis=1) if np.isfinite(values).any() else np.zeros((locations, depths))
-        location = self.location if self.location is not None else int(np.nanargmax(np.nan_to_num(peak, nan=-np.inf)) // depths)
-        location = min(max(location, 0), locations - 1)
+        # NaN marks zero-energy windows: peaks over the finite values only, NaN where none is
+        finite = np.where(np.isfinite(values), values, -np.inf)
+        peak_finite = finite.max(axis=1)  # [location, depth]
+        peak = np.where(np.isfinite(peak_finite), peak_finite, np.nan)
+        if self.location is None:  # default: the location holding the largest displacement
+            location = int(np.unravel_index(np.argmax(peak_finite), peak_finite.shape)[0])
+        else:
+            location = min(max(self.location, 0), locations - 1)
         at_location = values[location]  # [time, depth]
-        peak_depth = int(np.nanargmax(np.nan_to_num(np.nanmax(at_location, axis=0), nan=-np.inf)))
+        peak_depth = int(np.argmax(peak_finite[location]))
 
         left, middle, right = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.2, 1, 1.2]})
         limits = panels.robust_limits(at_location, high=99.5, symmetric=True)
@@ -101,4 +105,4 @@ class ArfiView:
                      "peak displacement over time", "peak displacement (µm)", cmap="inferno",
                      limits=(0.0, panels.robust_limits(peak, high=99.5)[1]))
         right.axvline(lateral[location], color="c", lw=0.8, ls="--")
-        fig.suptitle(f"ARFI  {header.pipeline}/{header.output}  (peak {np.nanmax(peak):.2f} µm)", fontsize=11)
+        fig.suptitle(f"ARFI  {header.pipeline}/{header.output}  (peak {peak_finite.max():.2f} µm)", fontsize=11)

@@ -23,14 +23,15 @@ def robust_limits(values, low=2.0, high=98.0, symmetric=False):
 
 def image(fig, ax, values, x, x_label, y, y_label, title, colorbar_label, cmap="viridis", limits=None):
     """values[row, column] drawn with rows along y (downwards: depth) and columns along x; true
-    aspect ratio when both axes are lengths in mm."""
+    aspect ratio when both axes are in mm (or both in voxels)."""
     values = np.asarray(values, dtype=np.float32)
     vmin, vmax = limits if limits is not None else robust_limits(values)
     x0, x1 = units.extent(x)
     y0, y1 = units.extent(y)
-    same_length_unit = units.unit_of(x_label) == units.unit_of(y_label) and units.unit_of(x_label) in ("mm", "voxel")
-    artist = ax.imshow(values, extent=(x0, x1, y1, y0), aspect="equal" if same_length_unit else "auto", cmap=cmap, vmin=vmin, vmax=vmax,
-                       interpolation="nearest")
+    unit = units.unit_of(x_label)
+    true_aspect = unit == units.unit_of(y_label) and unit in ("mm", "voxel")
+    artist = ax.imshow(values, extent=(x0, x1, y1, y0), aspect="equal" if true_aspect else "auto", cmap=cmap,
+                       vmin=vmin, vmax=vmax, interpolation="nearest")
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
     ax.set_title(title, fontsize=10)
