@@ -97,15 +97,24 @@ class Viewer:
         self.figures = {}  # pipeline -> matplotlib figure (window mode)
         self.images = {}   # pipeline -> images written
         self.errors = 0
+        self.incomplete = 0  # groups the pipeline's view could not draw (outputs missing)
 
     def view_for(self, group):
-        if group.pipeline not in self.views:
+        """The pipeline's view, or None when this group lacks what it draws (a live group cut short
+        by conflation). Auto: the first chain view that accepts; a pipeline first shown by the
+        generic view moves to a chain view as soon as one accepts a group of it."""
+        view = self.views.get(group.pipeline)
+        if view is None or (self.options.chain == "auto" and view.name == "generic"):
             name = self.options.chain
             if name == "auto":
                 name = next(n for n, (accepts, _) in VIEWS.items() if accepts(group))
-            self.views[group.pipeline] = VIEWS[name][1](self.options)
-            log.info("pipeline '%s': %s view (outputs %s)", group.pipeline, name, sorted(group.outputs))
-        return self.views[group.pipeline]
+            if view is None or name != view.name:
+                view = self.views[group.pipeline] = VIEWS[name][1](self.options)
+                log.info("pipeline '%s': %s view (outputs %s)", group.pipeline, name, sorted(group.outputs))
+        if not VIEWS[view.name][0](group):
+            self.incomplete += 1
+            return None
+        return view
 
     def show(self, group, context, stats):
         import matplotlib.pyplot as plt
@@ -116,6 +125,8 @@ class Viewer:
         if self.options.max_images is not None and self.images.get(group.pipeline, 0) >= self.options.max_images:
             return
         view = self.view_for(group)
+        if view is None:
+            return
         if self.options.png:
             fig = plt.figure(figsize=view.figure_size, layout="constrained")
         else:
@@ -188,6 +199,8 @@ def run(options):
               f"missing {stats.missing} in {stats.gaps} gaps, malformed {stats.malformed}, {elapsed:.1f} s")
     if options.png:
         print(f"sonopipe-view: images in {os.path.abspath(options.png)}")
+    if viewer.incomplete:
+        print(f"sonopipe-view: {viewer.incomplete} result sets lacked outputs their view draws (not drawn)")
     if viewer.errors:
         print(f"sonopipe-view: {viewer.errors} result sets could not be drawn (see the log)", file=sys.stderr)
         return 1
