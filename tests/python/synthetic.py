@@ -157,3 +157,44 @@ def write_perfusion_fit_results(path, frames_path, rng=None, time_points=16):
     header.input_kind = frame_pb2.FRAME_KIND_DCE
     sonopipe.write_recording(path, results=[(header, table)])
     return maps, liver
+
+
+def dce_curves(time_s, arterial, portal, k_a, k_p, k_l, tau_a=1.0, tau_p=2.0, refine=40):
+    """Dual-input single-compartment tissue curves (wang2012; rates in ml/100g/min, k = 400 is
+    4 /min), the integral evaluated by the trapezoid rule on a grid `refine` times finer, inputs
+    linear between samples and zero before the first (the perfusion_fit stage's conventions)."""
+    fine = np.linspace(time_s[0], time_s[-1], (len(time_s) - 1) * refine + 1)
+    step = fine[1] - fine[0]
+    delayed_a = np.interp(fine - tau_a, time_s, arterial, left=0.0)
+    delayed_p = np.interp(fine - tau_p, time_s, portal, left=0.0)
+    per_s = 1 / 100 / 60  # ml/100g/min -> 1/s
+    curves = []
+    for a, p, l in zip(np.ravel(k_a), np.ravel(k_p), np.ravel(k_l)):
+        source = a * per_s * delayed_a + p * per_s * delayed_p
+        decay = np.exp(-l * per_s * step)
+        tissue = np.zeros_like(fine)
+        for i in range(1, len(fine)):  # exact recursion of the trapezoid-rule convolution
+            tissue[i] = tissue[i - 1] * decay + 0.5 * step * (source[i - 1] * decay + source[i])
+        curves.append(tissue[::refine])
+    return np.array(curves)
+
+
+def write_dce_batches(path, rng=None, time_points=64, dt_s=1.5, cnr=100.0):
+    """One DCE frame (kind dce, float64 [voxel, time], vectors time_s, arterial_input,
+    portal_input, attribute slice_shape) of the perfusion_maps() slice: what the perfusion_fit
+    stage takes. Returns the true maps and the tumour mask."""
+    rng = rng or np.random.default_rng(5)
+    maps, tumour = perfusion_maps(rows=24, columns=32)
+    time_s = np.arange(time_points) * dt_s
+    arterial = 6.0 * (time_s / 8) ** 2 * np.exp(-time_s / 8) + 0.3 * (1 - np.exp(-time_s / 30))  # mM
+    kernel = np.exp(-time_s / 6.0)
+    portal = np.convolve(np.interp(time_s - 4.0, time_s, arterial, left=0.0), kernel / kernel.sum())[:time_points]
+    curves = dce_curves(time_s, arterial, portal, maps["k_a"], maps["k_p"], maps["k_l"])
+    curves = curves + rng.normal(0.0, curves.max() / cnr, curves.shape)
+    rows, columns = tumour.shape
+    header = sonopipe.make_frame_header(curves, kind="dce", axes=["voxel", ("time", dt_s, "s")], stream_id=0,
+                                        sequence=0, acquisition_time_ns=0,
+                                        attributes={"slice_shape": f"{rows}x{columns}"},
+                                        vectors={"time_s": time_s, "arterial_input": arterial, "portal_input": portal})
+    sonopipe.write_recording(path, frames=[(header, curves)])
+    return maps, tumour

@@ -14,7 +14,7 @@ if(NOT SONOPIPE_PYTHON_EXECUTABLE)
   return()
 endif()
 
-set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}")
+set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}" "SONOPIPE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 foreach(pair IN ITEMS DAEMON:sonopiped SIM:sonopipe-sim RECORD:sonopipe-record REPLAY:sonopipe-replay)
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 variable)

@@ -103,6 +103,6 @@ class ArfiView:
 
         panels.image(fig, right, peak.T, lateral, lateral_label, depth, depth_label,
                      "peak displacement over time", "peak displacement (µm)", cmap="inferno",
-                     limits=(0.0, panels.robust_limits(peak, high=99.5)[1]))
+                     limits=(0.0, panels.robust_limits(peak, high=99.5)[1]), aspect="auto")  # ~5x deeper than wide
         right.axvline(lateral[location], color="c", lw=0.8, ls="--")
         fig.suptitle(f"ARFI  {header.pipeline}/{header.output}  (peak {peak_finite.max():.2f} µm)", fontsize=11)

@@ -40,7 +40,8 @@ class PipelineMeter:
         if header.backend:
             parts.append(f"backend {header.backend}")
         rate = self.rate_hz()
-        parts.append(f"{rate:.1f} results/s" if rate else "rate n/a")
+        what = "result sets/s received" if self.live else "frames/s into the daemon"
+        parts.append(f"{rate:.1f} {what}" if rate else "rate n/a (one set)")
         if self._daemon_ms:
             parts.append(f"daemon latency p50 {np.median(self._daemon_ms):.1f} ms")
         if self._end_to_end_ms:

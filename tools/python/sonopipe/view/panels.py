@@ -21,16 +21,18 @@ def robust_limits(values, low=2.0, high=98.0, symmetric=False):
     return lo, hi
 
 
-def image(fig, ax, values, x, x_label, y, y_label, title, colorbar_label, cmap="viridis", limits=None):
-    """values[row, column] drawn with rows along y (downwards: depth) and columns along x; true
-    aspect ratio when both axes are in mm (or both in voxels)."""
+def image(fig, ax, values, x, x_label, y, y_label, title, colorbar_label, cmap="viridis", limits=None,
+          aspect=None):
+    """values[row, column] drawn with rows along y (downwards: depth) and columns along x; by
+    default true aspect ratio when both axes are in mm (or both in voxels), else filling the axes."""
     values = np.asarray(values, dtype=np.float32)
     vmin, vmax = limits if limits is not None else robust_limits(values)
     x0, x1 = units.extent(x)
     y0, y1 = units.extent(y)
-    unit = units.unit_of(x_label)
-    true_aspect = unit == units.unit_of(y_label) and unit in ("mm", "voxel")
-    artist = ax.imshow(values, extent=(x0, x1, y1, y0), aspect="equal" if true_aspect else "auto", cmap=cmap,
+    if aspect is None:
+        unit = units.unit_of(x_label)
+        aspect = "equal" if unit == units.unit_of(y_label) and unit in ("mm", "voxel") else "auto"
+    artist = ax.imshow(values, extent=(x0, x1, y1, y0), aspect=aspect, cmap=cmap,
                        vmin=vmin, vmax=vmax, interpolation="nearest")
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
