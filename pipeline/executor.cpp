@@ -19,8 +19,10 @@ std::int64_t steady_ns() {
 }
 double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return (to_ns - from_ns) * 1e-6; }
 
-// Frames whose payload is not this aligned are copied into the slot's aligned input on the CPU.
-constexpr std::uintptr_t kCpuInputAlignment = 64;
+// The CPU stages read the payload in place when it is aligned for the widest element type
+// (float64, complex64); otherwise it is copied into the slot's aligned input first. Large ZeroMQ
+// messages usually arrive 8-byte aligned.
+constexpr std::uintptr_t kCpuInputAlignment = 8;
 
 }  // namespace
 
@@ -31,7 +33,9 @@ struct PipelineExecutor::Slot {
   std::vector<std::vector<Buffer>> outputs;   // [stage][output]
   std::vector<std::vector<void*>> output_pointers;
   std::vector<Buffer> workspace, staging;     // [stage]
-  std::vector<Buffer> published_host;         // [published output], pinned (CUDA only)
+  // [published output] host memory the results are published from (pinned for CUDA). CPU stages
+  // write published outputs straight into these; CUDA copies them back into these.
+  std::vector<std::shared_ptr<Buffer>> results;
 
   // CUDA handles (null on the CPU backend), created once.
   std::unique_ptr<GpuStreamHandle> stream;
@@ -169,12 +173,14 @@ void PipelineExecutor::configure(const FrameMeta& frame) {
       slot->workspace[i].reserve(data_memory, plan.workspace_bytes);
       slot->staging[i].reserve(staging_memory, plan.host_staging_bytes);
     }
-    if (backend == Backend::cuda) {
-      slot->published_host.resize(published_outputs_.size());
-      for (std::size_t p = 0; p < published_outputs_.size(); ++p)
-        slot->published_host[p].reserve(MemoryKind::pinned, published_outputs_[p].spec.byte_size());
+    // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
+    slot->results.clear();
+    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+      slot->results.push_back(std::make_shared<Buffer>());
+      slot->results[p]->reserve(staging_memory, published_outputs_[p].spec.byte_size());
     }
   }
+  spare_results_.assign(published_outputs_.size(), {});
   configured_frame_ = frame;
   configured_ = true;
 }
@@ -202,6 +208,7 @@ void PipelineExecutor::submit_loop() {
       slot_changed_.wait(lock, [&] { return !slot.busy; });
       slot.busy = true;
     }
+    prepare_result_buffers(slot);
     slot.frame = std::move(*frame);
     slot.produced = false;
     slot.failed = false;
@@ -232,6 +239,38 @@ void PipelineExecutor::submit_loop() {
     submit_finished_ = true;
   }
   slot_changed_.notify_all();
+}
+
+void PipelineExecutor::prepare_result_buffers(Slot& slot) {
+  const MemoryKind kind = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
+  for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+    std::shared_ptr<Buffer>& current = slot.results[p];
+    if (current.use_count() > 1) {
+      // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
+      // take a released spare, or grow the spares when receivers lag (not in the steady state).
+      std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
+      std::shared_ptr<Buffer> released;
+      for (std::size_t i = 0; i < spares.size(); ++i) {
+        if (spares[i].use_count() == 1) {
+          released = std::move(spares[i]);
+          spares[i] = std::move(spares.back());
+          spares.pop_back();
+          break;
+        }
+      }
+      if (!released) {
+        released = std::make_shared<Buffer>();
+        released->reserve(kind, published_outputs_[p].spec.byte_size());
+      }
+      spares.push_back(std::move(current));
+      current = std::move(released);
+    }
+    // CPU stages write published outputs directly into the result buffer.
+    if (options_.backend == Backend::cpu) {
+      const PublishedOutput& out = published_outputs_[p];
+      slot.output_pointers[out.stage][out.output] = current->data();
+    }
+  }
 }
 
 void PipelineExecutor::run_on_cpu(Slot& slot) {
@@ -300,7 +339,7 @@ void PipelineExecutor::enqueue_on_cuda(Slot& slot) {
   if (produced) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
       const PublishedOutput& out = published_outputs_[p];
-      copy_to_host_async(slot.published_host[p].data(), slot.output_pointers[out.stage][out.output],
+      copy_to_host_async(slot.results[p]->data(), slot.output_pointers[out.stage][out.output],
                          out.spec.byte_size(), stream);
     }
   }
@@ -375,6 +414,12 @@ void PipelineExecutor::finish(Slot& slot) {
     }
   }
   if (slot.failed) {
+    if (cuda) {
+      try {
+        slot.done->synchronize();  // work issued before the error still reads the slot's buffers
+      } catch (const std::exception&) {
+      }
+    }
     report_stage_error(slot.frame.meta, slot.error);
     return;
   }
@@ -383,10 +428,10 @@ void PipelineExecutor::finish(Slot& slot) {
   if (slot.produced && callbacks_.publish) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
       const PublishedOutput& out = published_outputs_[p];
-      const void* data = cuda ? slot.published_host[p].data() : slot.output_pointers[out.stage][out.output];
       callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
-                                         .spec = out.spec, .data = data, .bytes = out.spec.byte_size(),
-                                         .timing = timing, .backend = options_.backend});
+                                         .spec = out.spec, .data = slot.results[p]->data(),
+                                         .bytes = out.spec.byte_size(), .timing = timing,
+                                         .backend = options_.backend, .owner = slot.results[p]});
       published_.fetch_add(1, std::memory_order_relaxed);
     }
   }

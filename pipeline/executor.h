@@ -62,7 +62,9 @@ struct ResultTiming {
   std::int64_t compute_end_ns = 0;
 };
 
-// One published array. `data` is host memory valid only during the callback.
+// One published array. `data` is host memory valid during the callback; a receiver that wants
+// to send it without copying keeps `owner` (a reference to the buffer) until it is done: the
+// executor never reuses a result buffer somebody else still holds.
 struct PublishedResult {
   const std::string& pipeline;
   const std::string& output;
@@ -72,6 +74,7 @@ struct PublishedResult {
   std::size_t bytes;
   ResultTiming timing;
   Backend backend;
+  std::shared_ptr<const void> owner;
 };
 
 struct ExecutorCallbacks {
@@ -138,6 +141,7 @@ class PipelineExecutor {
   void enqueue_on_cuda(Slot& slot);
   void finish(Slot& slot);
   void record_trace(const FrameTrace& trace);
+  void prepare_result_buffers(Slot& slot);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
 
   const std::string name_;
@@ -153,6 +157,9 @@ class PipelineExecutor {
   std::vector<StagePlan> plans_;
   std::vector<PublishedOutput> published_outputs_;
   std::vector<Buffer> state_;  // one per stage (empty unless keeps_state)
+  // Host buffers of published outputs that a receiver still held when their slot came round
+  // again, per published output; reused once released (submit thread only).
+  std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
 
   std::vector<std::unique_ptr<Slot>> slots_;
   std::size_t next_slot_ = 0;

@@ -68,7 +68,8 @@ void Buffer::reserve(MemoryKind kind, std::size_t bytes) {
       break;
     }
 #ifdef SONOPIPE_WITH_CUDA
-    case MemoryKind::pinned: SONOPIPE_CUDA_CHECK(cudaMallocHost(&data_, bytes)); break;
+    // Portable: a result buffer may be released last by another thread (a ZeroMQ I/O thread).
+    case MemoryKind::pinned: SONOPIPE_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocPortable)); break;
     case MemoryKind::device: SONOPIPE_CUDA_CHECK(cudaMalloc(&data_, bytes)); break;
 #else
     default: no_cuda();

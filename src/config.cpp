@@ -53,8 +53,10 @@ class ConfigReader {
   // A mapping whose keys must all be in `known`.
   void expect_map(const YAML::Node& node, const std::string& key, std::initializer_list<const char*> known) const {
     if (!node.IsMap()) fail(node, key, "expected a mapping");
+    std::set<std::string> seen;
     for (const auto& entry : node) {
       const std::string name = entry.first.as<std::string>();
+      if (!seen.insert(name).second) fail(entry.first, join(key, name), "given twice; expected each key once");
       bool ok = false;
       for (const char* k : known) ok = ok || name == k;
       if (!ok) {
@@ -154,6 +156,7 @@ std::map<std::string, RawParam> read_raw_params(const ConfigReader& reader, cons
   if (!node.IsMap()) reader.fail(node, key, "expected a mapping of parameter names to values");
   for (const auto& entry : node) {
     const std::string name = entry.first.as<std::string>();
+    if (raw.count(name)) reader.fail(entry.first, key + "." + name, "given twice; expected each parameter once");
     const YAML::Node& value = entry.second;
     RawParam param;
     param.line = line_of(entry.first);

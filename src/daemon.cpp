@@ -122,6 +122,7 @@ v1::Status Daemon::status() const {
   status.set_backend_reason(backend_.reason);
   status.set_device_name(backend_.device_name);
   status.set_frames_received(ingest_ ? ingest_->received() : 0);
+  status.set_frames_missing(ingest_ ? ingest_->missing() : 0);
   status.set_frames_rejected(rejects_.total());
   for (const auto& [reason, count] : rejects_.by_reason()) (*status.mutable_rejected_by_reason())[reason] = count;
   status.set_draining(draining_.load());

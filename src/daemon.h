@@ -38,7 +38,7 @@ class Daemon {
   DaemonConfig config_;
   BackendSelection backend_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  zmq::context_t context_{1};
+  zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
   RejectLog rejects_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Publisher> publisher_;

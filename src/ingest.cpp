@@ -101,6 +101,10 @@ void Ingest::handle(std::vector<zmq::message_t>& parts) {
                         std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
     return;
   }
+  // Gaps in a stream's sequence numbers are frames lost before they reached us.
+  auto [next, first] = next_sequence_.try_emplace(frame.meta.stream_id, frame.meta.sequence);
+  if (!first && frame.meta.sequence > next->second) missing_.fetch_add(frame.meta.sequence - next->second);
+  next->second = frame.meta.sequence + 1;
   // The payload stays in ZeroMQ's buffer; the pipelines share it until they are done with it.
   auto message = std::make_shared<zmq::message_t>(std::move(parts[1]));
   frame.payload_bytes = message->size();

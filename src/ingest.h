@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <unordered_map>
 
 #include <zmq.hpp>
 
@@ -31,6 +32,7 @@ class Ingest {
   // Reads until `stop` is set (checked at least every 100 ms). Runs on its own thread.
   void run(const std::atomic<bool>& stop);
   std::uint64_t received() const { return received_.load(std::memory_order_relaxed); }
+  std::uint64_t missing() const { return missing_.load(std::memory_order_relaxed); }
 
  private:
   void handle(std::vector<zmq::message_t>& parts);
@@ -41,6 +43,8 @@ class Ingest {
   Dispatch dispatch_;
   RejectLog& rejects_;
   std::atomic<std::uint64_t> received_{0};
+  std::atomic<std::uint64_t> missing_{0};                   // sequence gaps, all streams
+  std::unordered_map<std::uint32_t, std::uint64_t> next_sequence_;  // per stream (ingest thread only)
 };
 
 }  // namespace sonopipe

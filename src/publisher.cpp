@@ -62,7 +62,16 @@ void Publisher::publish_result(const PublishedResult& result) {
   const std::string topic = result_topic(result.pipeline, result.output);
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(header_bytes_), zmq::send_flags::sndmore);
-  socket_.send(zmq::const_buffer(result.data, result.bytes), zmq::send_flags::none);
+  if (!result.owner) {
+    socket_.send(zmq::const_buffer(result.data, result.bytes), zmq::send_flags::none);
+    return;
+  }
+  // Zero copy: the message references the executor's result buffer and holds a reference to it
+  // until ZeroMQ has written it out (or dropped it), when the free function lets go.
+  auto* keep = new std::shared_ptr<const void>(result.owner);
+  zmq::message_t payload(const_cast<void*>(result.data), result.bytes,
+                         [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
+  socket_.send(payload, zmq::send_flags::none);
 }
 
 void Publisher::publish_status(const v1::Status& status) {

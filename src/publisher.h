@@ -23,7 +23,7 @@ class Publisher {
  public:
   Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark);
 
-  // Copies the payload into the message (the slot's buffer is reused for a later frame).
+  // Sends the payload without copying when the result has an owner (see PublishedResult).
   void publish_result(const PublishedResult& result);
   void publish_status(const v1::Status& status);
   // Gives queued messages up to `milliseconds` to leave, then closes the socket.

@@ -1,6 +1,9 @@
 // Every built-in stage, one line each. Adding a stage = stages/x.*, cuda/x.cu, a test, one line here.
 #include "pipeline/registry.h"
 #include "stages/convert.h"
+#include "stages/loupas.h"
+#include "stages/motion_filter.h"
+#include "stages/upsample.h"
 
 namespace sonopipe {
 
@@ -8,6 +11,10 @@ const StageRegistry& builtin_stages() {
   static const StageRegistry registry = [] {
     StageRegistry r;
     r.add(ConvertStage::info());
+    r.add(UpsampleStage::info());
+    r.add(LoupasStage::info());
+    r.add(LoupasStage::kasai_info());
+    r.add(MotionFilterStage::info());
     return r;
   }();
   return registry;

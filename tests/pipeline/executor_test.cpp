@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "pipeline/thread_pool.h"
@@ -357,6 +358,77 @@ TEST_CASE("overflow block holds the producer until there is room and loses nothi
   CHECK(executor.stats().dropped == 0);
   REQUIRE(got.items.size() == 10);
   for (std::size_t n = 0; n < 10; ++n) CHECK(got.items[n].sequence == n);
+}
+
+TEST_CASE("a result buffer a receiver still holds is never overwritten by later frames", "[executor]") {
+  // What the zero-copy publisher does: keep `owner` until ZeroMQ has sent the message. Here the
+  // receiver holds every result of the first 20 frames, then lets go; later frames must neither
+  // touch the held buffers nor keep allocating once they are released.
+  ThreadPool pool(2);
+  struct Held {
+    std::shared_ptr<const void> owner;
+    const void* data;
+    std::vector<std::byte> copy;
+  };
+  std::vector<Held> held;
+  std::mutex mutex;
+  std::set<const void*> addresses_after_release;
+  std::atomic<bool> released{false};
+  ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
+    std::lock_guard lock(mutex);
+    if (!released) {
+      auto* begin = static_cast<const std::byte*>(r.data);
+      held.push_back({r.owner, r.data, {begin, begin + r.bytes}});
+    } else {
+      addresses_after_release.insert(r.data);
+    }
+  }};
+  std::mt19937_64 rng(test::fresh_seed());
+  PipelineExecutor executor("hold", one_stage(std::make_unique<PickyStage>()),
+                            {.slots = 3, .queue_depth = 4, .pool = &pool}, callbacks);
+  for (std::uint64_t n = 0; n < 20; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (executor.stats().processed < 20 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(executor.stats().processed == 20);
+  {
+    std::lock_guard lock(mutex);
+    REQUIRE(held.size() == 20);
+    std::set<const void*> distinct;
+    for (const Held& h : held) distinct.insert(h.data);
+    CHECK(distinct.size() == 20);  // every held result got its own buffer
+    released = true;
+    held.clear();  // the receiver lets go of all of them
+  }
+  for (std::uint64_t n = 20; n < 120; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
+  executor.drain();
+  CHECK(executor.stats().published == 120);
+  // Released buffers are reused: 100 more frames publish from no more buffers than exist already.
+  CHECK(addresses_after_release.size() <= 20 + 3);
+}
+
+TEST_CASE("held result buffers keep their contents while later frames are processed", "[executor]") {
+  ThreadPool pool(2);
+  struct Held {
+    std::shared_ptr<const void> owner;
+    const void* data;
+    std::vector<std::byte> copy;
+  };
+  std::vector<Held> held;
+  std::mutex mutex;
+  ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
+    auto* begin = static_cast<const std::byte*>(r.data);
+    std::lock_guard lock(mutex);
+    if (r.frame.sequence % 3 == 0) held.push_back({r.owner, r.data, {begin, begin + r.bytes}});
+  }};
+  std::mt19937_64 rng(test::fresh_seed());
+  {
+    PipelineExecutor executor("hold", one_stage(std::make_unique<PickyStage>()),
+                              {.slots = 2, .queue_depth = 4, .pool = &pool}, callbacks);
+    for (std::uint64_t n = 0; n < 60; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
+  }
+  REQUIRE(held.size() == 20);
+  for (const Held& h : held) REQUIRE(std::memcmp(h.data, h.copy.data(), h.copy.size()) == 0);
 }
 
 #ifdef SONOPIPE_WITH_CUDA

@@ -41,16 +41,27 @@ struct Received {
   std::string payload;
 };
 
+// The daemon under test: $SONOPIPED when set (e.g. binaries copied to a GPU machine), else the
+// build tree's src/sonopiped.
+inline std::string daemon_binary() {
+  if (const char* path = std::getenv("SONOPIPED")) return path;
+  return binary_path("src/sonopiped");
+}
+
 class DaemonHarness {
  public:
   // `settings` is YAML placed after the endpoint keys (pipelines, queue settings, ...).
-  explicit DaemonHarness(const std::string& settings) {
+  // `ingest` replaces the default ingest line (a PULL bound at endpoint("ingest")); "{dir}" in it
+  // stands for the temporary folder.
+  explicit DaemonHarness(const std::string& settings, std::string ingest = "") {
     char pattern[] = "/tmp/sonopipe-test-XXXXXX";
     if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
     config_path_ = dir_ + "/config.yaml";
     std::ofstream config(config_path_);
-    config << "ingest: {endpoint: \"" << endpoint("ingest") << "\"}\n"
+    if (ingest.empty()) ingest = "{endpoint: \"" + endpoint("ingest") + "\"}";
+    for (auto at = ingest.find("{dir}"); at != std::string::npos; at = ingest.find("{dir}")) ingest.replace(at, 5, dir_);
+    config << "ingest: " << ingest << "\n"
            << "publish: {endpoint: \"" << endpoint("publish") << "\", status_interval_s: 0.1}\n"
            << "control: {endpoint: \"" << endpoint("control") << "\"}\n"
            << settings << "\n";
@@ -58,6 +69,7 @@ class DaemonHarness {
   ~DaemonHarness() {
     push_.reset();
     sub_.reset();
+    pub_.reset();
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       int status = 0;
@@ -81,7 +93,7 @@ class DaemonHarness {
   // Starts sonopiped with `extra_args`, connects the client and waits until results can flow
   // (a status heartbeat has arrived on the SUB socket).
   void start(const std::vector<std::string>& extra_args = {}) {
-    std::vector<std::string> args{binary_path("src/sonopiped"), "--config", config_path_};
+    std::vector<std::string> args{daemon_binary(), "--config", config_path_};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     pid_ = spawn(args, dir_ + "/daemon.log");
     sub_.emplace(context_, zmq::socket_type::sub);
@@ -102,7 +114,7 @@ class DaemonHarness {
 
   // Runs sonopiped to completion (for --check-config and friends); returns the exit code.
   int run_to_exit(const std::vector<std::string>& args, std::string& output) {
-    std::vector<std::string> argv{binary_path("src/sonopiped")};
+    std::vector<std::string> argv{daemon_binary()};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string out_path = dir_ + "/run.out";
     pid_t pid = spawn(argv, out_path);
@@ -119,6 +131,18 @@ class DaemonHarness {
     REQUIRE(push_->send(zmq::buffer(header), zmq::send_flags::sndmore));
     REQUIRE(push_->send(zmq::const_buffer(payload, bytes), zmq::send_flags::none));
   }
+  // A PUB socket bound at `name` (for SUB ingest); frames sent on it are lost until the daemon's
+  // subscription has arrived, so the caller waits for that (e.g. until frames_received grows).
+  void bind_publisher(const std::string& name) {
+    pub_.emplace(context_, zmq::socket_type::pub);
+    pub_->set(zmq::sockopt::sndhwm, 0);
+    pub_->bind(endpoint(name));
+  }
+  void publish_frame(const std::string& header, const void* payload, std::size_t bytes) {
+    REQUIRE(pub_->send(zmq::buffer(header), zmq::send_flags::sndmore));
+    REQUIRE(pub_->send(zmq::const_buffer(payload, bytes), zmq::send_flags::none));
+  }
+
   void send_parts(const std::vector<std::string>& parts) {
     for (std::size_t i = 0; i < parts.size(); ++i)
       REQUIRE(push_->send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore
@@ -241,7 +265,7 @@ class DaemonHarness {
   std::string dir_, config_path_;
   pid_t pid_ = -1;
   zmq::context_t context_{1};
-  std::optional<zmq::socket_t> sub_, push_;
+  std::optional<zmq::socket_t> sub_, push_, pub_;
   v1::Status last_status_;
   bool have_status_ = false;
 };

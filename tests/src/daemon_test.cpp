@@ -1,6 +1,7 @@
 // Integration tests against the real sonopiped binary over ipc endpoints (see daemon_harness.h).
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "pipeline/registry.h"
 
@@ -74,6 +75,7 @@ TEST_CASE("lossless: N frames through convert arrive exactly once, in order, byt
   CHECK(status.frames_received() == kFrames);
   CHECK(status.results_published() == kFrames);
   CHECK(status.frames_rejected() == 0);
+  CHECK(status.frames_missing() == 0);
   CHECK(status.frames_dropped() == 0);
   auto reply = daemon.control("stop");
   REQUIRE(reply);
@@ -98,6 +100,13 @@ TEST_CASE("status answers over the control socket and stop ends the daemon with 
   CHECK(status.pipelines(0).queue_capacity() == 16);
   REQUIRE(status.stages_size() == 1);
   CHECK(status.stages(0).stage() == "convert");
+  // Sequence gaps are counted as frames missing before the daemon: 0, 1, then 5 leaves out 2..4.
+  std::vector<std::int16_t> samples(2 * 3 * 2, 7);
+  for (std::uint64_t n : {0, 1, 5}) daemon.send(test::iq_header(n, 2, 3).SerializeAsString(), samples.data(), 24);
+  v1::Status counted = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == 3; });
+  CHECK(counted.frames_received() == 3);
+  CHECK(counted.frames_missing() == 3);
+  CHECK(counted.stages(0).frames() == 3);
   auto unknown = daemon.control("reboot");
   REQUIRE(unknown);
   CHECK_FALSE(unknown->ok());
@@ -220,6 +229,8 @@ pipelines:
   auto samples = test::random_samples(kLines * kSamples * 2, rng);
   for (std::uint64_t n = 0; n < kFrames; ++n)
     daemon.send(test::iq_header(n, kLines, kSamples).SerializeAsString(), samples.data(), samples.size() * 2);
+  // Sends only queue in our socket: make sure the daemon has taken some before it is told to stop.
+  daemon.wait_for_status([](const v1::Status& s) { return s.frames_received() > 0; });
   daemon.signal(SIGTERM);
 
   // Results, then the final heartbeat (draining = true) that the daemon sends once it has drained.
@@ -279,4 +290,133 @@ TEST_CASE("--backend cuda without a usable device is a clear error with a non-ze
   std::string output;
   CHECK(daemon.run_to_exit({"--config", daemon.config_path(), "--backend", "cuda"}, output) == 3);
   CHECK(output.find("backend cuda requested but unavailable") != std::string::npos);
+}
+
+TEST_CASE("live SUB ingest with drop_oldest: results stay in order and every frame is accounted for", "[daemon]") {
+  test::DaemonHarness daemon(R"(
+backend: cpu
+cpu_threads: 1
+slots: 1
+queue_depth: 1
+overflow: drop_oldest
+pipelines:
+  - name: live
+    stages:
+      - {type: convert}
+)",
+                               // the daemon connects its SUB to the scanner's PUB
+                               R"({endpoint: "ipc://{dir}/scanner", pattern: sub, bind: false})");
+  daemon.bind_publisher("scanner");
+  daemon.start();
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::int64_t kLines = 64, kSamples = 4096;  // 1 MiB in, 2 MiB out: the executor falls behind
+  auto samples = test::random_samples(kLines * kSamples * 2, rng);
+  const std::string probe = test::iq_header(0, kLines, kSamples).SerializeAsString();
+  // Subscriptions travel asynchronously: send until the daemon has seen a frame.
+  std::uint64_t sequence = 0;
+  const auto deadline = test::Clock::now() + 20s;
+  while (test::Clock::now() < deadline) {
+    daemon.publish_frame(test::iq_header(sequence++, kLines, kSamples).SerializeAsString(), samples.data(),
+                         samples.size() * 2);
+    if (auto reply = daemon.control("status"); reply && reply->status().frames_received() > 0) break;
+  }
+  for (int n = 0; n < 100; ++n)
+    daemon.publish_frame(test::iq_header(sequence++, kLines, kSamples).SerializeAsString(), samples.data(),
+                         samples.size() * 2);
+  auto stop = daemon.control("stop");
+  REQUIRE(stop);
+  std::vector<test::Received> results;
+  std::optional<v1::Status> final_status;
+  const auto drain_deadline = test::Clock::now() + 60s;
+  while (!final_status && test::Clock::now() < drain_deadline) {
+    auto message = daemon.receive(200ms);
+    if (!message) continue;
+    if (message->topic != "status") results.push_back(std::move(*message));
+    else if (daemon.last_status().draining()) final_status = daemon.last_status();
+  }
+  REQUIRE(final_status);
+  CHECK(daemon.wait_exit() == 0);
+  const v1::PipelineStatus& live = final_status->pipelines(0);
+  WARN("live: " << sequence << " sent, " << final_status->frames_received() << " received, "
+                << final_status->frames_missing() << " missing, " << live.frames_dropped() << " dropped, "
+                << live.frames_processed() << " processed");
+
+  REQUIRE(final_status->frames_received() > 0);
+  CHECK(live.frames_accepted() == final_status->frames_received());
+  CHECK(live.frames_accepted() == live.frames_processed() + live.frames_dropped());
+  CHECK(results.size() == live.frames_processed());
+  for (std::size_t n = 1; n < results.size(); ++n)
+    REQUIRE(results[n].header.input_sequence() > results[n - 1].header.input_sequence());
+}
+
+TEST_CASE("CUDA backend through the daemon: lossless frames arrive in order, byte-exact", "[daemon][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  test::DaemonHarness daemon(R"(
+backend: cuda
+slots: 3
+queue_depth: 16
+pipelines:
+  - name: demo
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)");
+  daemon.start();
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::size_t kFrames = 300;
+  constexpr std::int64_t kLines = 256, kSamples = 2048;  // 2 MiB in, 4 MiB out
+  std::vector<std::vector<std::int16_t>> inputs;
+  for (int i = 0; i < 4; ++i) inputs.push_back(test::random_samples(kLines * kSamples * 2, rng));
+  std::vector<std::string> expected;
+  for (const auto& input : inputs) expected.push_back(expected_convert(input));
+  std::thread sender([&] {
+    for (std::uint64_t n = 0; n < kFrames; ++n)
+      daemon.send(test::iq_header(n, kLines, kSamples).SerializeAsString(), inputs[n % 4].data(),
+                  inputs[n % 4].size() * 2);
+  });
+  auto results = daemon.receive_results(kFrames, 120s);
+  sender.join();
+  REQUIRE(results.size() == kFrames);
+  for (std::size_t n = 0; n < kFrames; ++n) {
+    REQUIRE(results[n].header.input_sequence() == n);
+    REQUIRE(results[n].header.backend() == "cuda");
+    REQUIRE(results[n].payload == expected[n % 4]);
+  }
+  auto reply = daemon.control("status");
+  REQUIRE(reply);
+  const v1::PipelineStatus& p = reply->status().pipelines(0);
+  WARN("daemon on " << reply->status().device_name() << ", 2 MiB int16 IQ frames: latency p50 " << p.latency_ms_p50()
+                    << " ms p99 " << p.latency_ms_p99() << ", H2D p50 " << p.h2d_ms_p50() << " ms, D2H p50 "
+                    << p.d2h_ms_p50() << " ms, GPU busy/frame p50 " << p.busy_ms_p50() << " ms, interval p50 "
+                    << p.interval_ms_p50() << " ms, convert GPU p50 " << reply->status().stages(0).compute_ms_p50()
+                    << " ms, enqueue p50 " << reply->status().stages(0).enqueue_ms_p50() << " ms");
+  CHECK(daemon.control("stop"));
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("sonopipe-ctl prints the status as text or JSON and stops the daemon", "[daemon][ctl]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  const std::string ctl = test::binary_path("tools/ctl/sonopipe-ctl");
+  auto run = [&](const std::string& args, std::string& output) {
+    const std::string path = daemon.config_path() + ".ctl.out";
+    int status = std::system((ctl + " " + args + " --endpoint " + daemon.endpoint("control") + " > " + path + " 2>&1").c_str());
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    output = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string output;
+  REQUIRE(run("status", output) == 0);
+  CHECK(output.find("backend: cpu (cpu requested)") != std::string::npos);
+  CHECK(output.find("frames: 0 received, 0 processed") != std::string::npos);
+  CHECK(output.find("stage convert: compute ms p50") != std::string::npos);
+  REQUIRE(run("status --json", output) == 0);
+  CHECK(output.find("\"backend\": \"cpu\"") != std::string::npos);
+  CHECK(output.find("\"framesReceived\": \"0\"") != std::string::npos);
+  REQUIRE(run("stop --wait", output) == 0);
+  CHECK(daemon.wait_exit() == 0);
+  // Nobody answers now: exit code 2 after the timeout.
+  CHECK(run("status --timeout-ms 300", output) == 2);
+  CHECK(output.find("no answer from") != std::string::npos);
 }

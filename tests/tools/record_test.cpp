@@ -233,3 +233,17 @@ TEST_CASE("a raw recording made by sonopipe-record replays identically", "[recor
   }
   CHECK(second.wait(seconds(10)) == std::optional<int>(0));
 }
+
+TEST_CASE("record --duration stops on time even when nothing arrives", "[record]") {
+  TempPath endpoint("record-duration", ".ipc"), out("record-duration");
+  const auto started = steady_clock::now();
+  const auto run = test::run_tool({test::tool("record"), "--out", out.path, "--endpoint", endpoint.ipc(),
+                                   "--duration", "0.5"});
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("wrote 0 results") != std::string::npos);
+  CHECK(run.output.find("stopped by duration") != std::string::npos);
+  CHECK(steady_clock::now() - started < seconds(10));
+  recording::Reader reader(out.path);  // an empty recording is still a valid file
+  CHECK(reader.result_outputs().empty());
+}

@@ -3,6 +3,7 @@
 // without slow-joiner loss, and a clear failure without a receiver.
 #include <zmq.hpp>
 
+#include <csignal>
 #include <cstring>
 
 #include "src/wire.h"
@@ -233,4 +234,56 @@ TEST_CASE("replay without a receiver fails with a clear message", "[replay]") {
   CHECK(run.output.find("no receiver attached") != std::string::npos);
   const auto missing = test::run_tool({test::tool("replay"), file.path + ".missing"});
   CHECK(missing.exit_code != 0);
+}
+
+TEST_CASE("replay streaming from the file (no preload) sends the same bytes", "[replay]") {
+  TempPath file("replay-stream");
+  const auto written = write_recording(file.path);
+  ReplayRun run(file.path, {"--max", "--preload-mb", "0"});
+  const auto received = receive_frames(run.socket, kFrames, seconds(10));
+  const std::string output = run.finish();
+  REQUIRE(received.size() == kFrames);
+  for (std::size_t i = 0; i < kFrames; ++i) CHECK(received[i].payload == written[i].payload);
+  CHECK(output.find("read from file") != std::string::npos);
+}
+
+TEST_CASE("replay --loop 0 runs until SIGINT and then reports", "[replay]") {
+  TempPath file("replay-endless");
+  write_recording(file.path);
+  ReplayRun run(file.path, {"--loop", "0", "--speed", "4"});
+  // Two passes prove it loops past the recording's end.
+  const auto received = receive_frames(run.socket, 2 * kFrames, seconds(10));
+  REQUIRE(received.size() == 2 * kFrames);
+  run.child->send_signal(SIGINT);
+  const std::string output = run.finish();  // exit 0: a requested stop is a clean stop
+  CHECK(output.find("stopped by signal") != std::string::npos);
+  CHECK(output.find("/endless") != std::string::npos);
+}
+
+TEST_CASE("replay --stream selects streams and refuses unknown ones", "[replay]") {
+  TempPath file("replay-streams");
+  {
+    recording::Writer writer(file.path);
+    for (std::uint32_t stream : {4u, 5u}) {
+      sim::SpeckleParams params;
+      params.shape = {8};
+      params.stream_id = stream;
+      params.frames = 3;
+      params.seed = 1 + stream;
+      sim::SpeckleGenerator generator(params);
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto payload = generator.frame(i);
+        writer.append_frame(generator.frame_meta(i), payload.data(), payload.size());
+      }
+    }
+  }
+  ReplayRun run(file.path, {"--max", "--stream", "5"});
+  const auto received = receive_frames(run.socket, 3, seconds(10));
+  run.finish();
+  REQUIRE(received.size() == 3);
+  for (const Received& r : received) CHECK(r.meta.stream_id == 5);
+  CHECK(receive_frames(run.socket, 1, milliseconds(200)).empty());
+  const auto unknown = test::run_tool({test::tool("replay"), file.path, "--stream", "6"});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.output.find("has no stream 6") != std::string::npos);
 }

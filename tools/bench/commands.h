@@ -6,5 +6,6 @@
 namespace sonopipe::bench {
 
 void add_core_bench(CLI::App& app);   // core_bench.cpp: daemon throughput/latency, ZeroMQ baseline
+void add_arfi_bench(CLI::App& app);   // arfi_bench.cpp: ARFI chain vs the paper, floors
 
 }  // namespace sonopipe::bench

@@ -21,7 +21,7 @@ std::string status_text(const v1::Status& status) {
       << "uptime: " << ms(status.uptime_s()) << " s" << (status.draining() ? " (draining)" : "") << "\n"
       << "frames: " << status.frames_received() << " received, " << status.frames_processed() << " processed, "
       << status.results_published() << " results published, " << status.frames_rejected() << " rejected, "
-      << status.frames_dropped() << " dropped\n";
+      << status.frames_dropped() << " dropped, " << status.frames_missing() << " missing (sequence gaps)\n";
   if (!status.rejected_by_reason().empty()) {
     out << "rejected by reason:";
     for (const auto& [reason, count] : status.rejected_by_reason()) out << " " << reason << "=" << count;

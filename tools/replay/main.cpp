@@ -2,6 +2,7 @@
 // receiver) with original timing, a speed factor, a fixed rate or as fast as possible, once,
 // N times or until stopped, and reports what it sent and how late.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include <iostream>
 
@@ -60,8 +61,8 @@ int main(int argc, char** argv) {
     }
     replay::Schedule schedule(source.times_ns(), timing);
     if (timing.mode == replay::TimingMode::original && schedule.recorded_span_ns() == 0 && source.size() > 1)
-      std::cerr << "sonopipe-replay: warning: all frames share one acquisition time; original timing sends them "
-                   "back to back (use --rate)\n";
+      spdlog::warn("sonopipe-replay: all frames share one acquisition time; original timing sends them back to "
+                   "back (use --rate)");
     const replay::PlayerReport report = replay::play(source, schedule, options);
     std::cout << replay::describe(report, schedule, options, source) << std::endl;
     return 0;

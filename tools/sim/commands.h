@@ -6,5 +6,6 @@
 namespace sonopipe::sim {
 
 void add_speckle_command(CLI::App& app);   // speckle_command.cpp: generic IQ/RF frames
+void add_arfi_command(CLI::App& app);      // arfi_command.cpp: ARFI sets with displacement truth
 
 }  // namespace sonopipe::sim

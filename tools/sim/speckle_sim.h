@@ -72,6 +72,8 @@ class SpeckleGenerator {
   double noise_sd_ = 0.0;              // in output units
   mutable std::size_t clipped_ = 0;
   std::unique_ptr<ThreadPool> pool_;   // lines are synthesised in parallel
+  mutable std::unique_ptr<std::vector<double>> cached_echo_;  // clean echo of the last shift
+  mutable double cached_shift_m_ = 0.0;
 };
 
 }  // namespace sonopipe::sim

@@ -1,0 +1,136 @@
+// The tools around the real sonopiped: a simulated recording replayed through the daemon's
+// convert stage and recorded arrives exactly once, in order and byte-exact (int16 -> complex64 at
+// scale 1 is exact in float32); live replay (PUB -> daemon SUB) delivers at a slow rate; the core
+// benchmark runs end to end on a tiny size.
+#include <complex>
+#include <cstring>
+#include <filesystem>
+
+#include "tests/tools/tool_test_support.h"
+#include "tools/common/daemon_launcher.h"
+#include "tools/common/recording.h"
+
+using namespace sonopipe;
+using namespace std::chrono;
+using test::TempPath;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/sonopipe-tools-XXXXXX";
+    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+std::string convert_config(const tools::DaemonEndpoints& e, const std::string& pattern) {
+  return "ingest: {endpoint: \"" + e.ingest + "\", pattern: " + pattern + (pattern == "sub" ? ", bind: true" : "") +
+         "}\npublish: {endpoint: \"" + e.publish + "\"}\ncontrol: {endpoint: \"" + e.control +
+         "\"}\nbackend: cpu\ncpu_threads: 2\nlog_level: info\n"
+         "pipelines:\n  - name: demo\n    stages:\n      - {type: convert, params: {scale: 1.0}}\n";
+}
+
+void simulate(const std::string& path, std::size_t frames) {
+  const auto run = test::run_tool({test::tool("sim"), "speckle", "--out", path, "--frames", std::to_string(frames),
+                                   "--shape", "6x128", "--kind", "iq", "--type", "int16", "--frame-rate-hz", "40",
+                                   "--seed", std::to_string(test::fresh_seed())});
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+}
+
+// Every recorded result is the exact complex64 conversion of the frame it names.
+void check_results_match_frames(const std::string& frames_path, const std::string& results_path, std::size_t count) {
+  recording::Reader frames(frames_path), results(results_path);
+  REQUIRE(results.result_outputs() == std::vector<std::pair<std::string, std::string>>{{"demo", "converted"}});
+  REQUIRE(results.result_count("demo", "converted") == count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const recording::Result result = results.read_result("demo", "converted", i);
+    CHECK(result.header.input_sequence() == i);  // exactly once, in order
+    const recording::Frame frame = frames.read_frame(0, result.header.input_sequence());
+    CHECK(result.header.acquisition_time_ns() == frame.meta.acquisition_time_ns);
+    CHECK(result.header.element_type() == v1::ELEMENT_TYPE_COMPLEX64);
+    REQUIRE(result.payload.size() == frame.payload.size() * 2);  // int16 (I, Q) -> float32 (re, im)
+    std::vector<std::int16_t> counts(frame.payload.size() / 2);
+    std::memcpy(counts.data(), frame.payload.data(), frame.payload.size());
+    std::vector<float> values(counts.size());
+    std::memcpy(values.data(), result.payload.data(), result.payload.size());
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < counts.size(); ++k) wrong += values[k] != static_cast<float>(counts[k]);
+    CHECK(wrong == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("replay -> sonopiped convert -> record is lossless, ordered and exact", "[tools][daemon]") {
+  constexpr std::size_t kFrames = 12;
+  TempDir dir;
+  const std::string frames_path = dir.path + "/frames.h5", results_path = dir.path + "/results.h5";
+  simulate(frames_path, kFrames);
+  const auto endpoints = tools::pick_endpoints("ipc", dir.path);
+  tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), convert_config(endpoints, "pull"), endpoints.control,
+                               dir.path, seconds(30));
+  const std::string ready = dir.path + "/record.ready", record_log = dir.path + "/record.log";
+  tools::ChildProcess recorder({test::tool("record"), "--out", results_path, "--endpoint", endpoints.publish,
+                                "--count", std::to_string(kFrames), "--ready-file", ready},
+                               record_log);
+  REQUIRE(test::wait_for_file(ready, seconds(10)));
+  const auto replay = test::run_tool({test::tool("replay"), frames_path, "--endpoint", endpoints.ingest, "--lossless",
+                                      "--max"});
+  INFO(replay.output);
+  CHECK(replay.exit_code == 0);
+  const auto recorded = recorder.wait(seconds(30));
+  INFO(tools::read_text_file(record_log));
+  REQUIRE(recorded == std::optional<int>(0));
+  const v1::Status status = daemon.status();
+  CHECK(status.frames_received() == kFrames);
+  CHECK(status.frames_rejected() == 0);
+  CHECK(daemon.stop(seconds(20)) == 0);
+  check_results_match_frames(frames_path, results_path, kFrames);
+}
+
+TEST_CASE("live replay (PUB) into a daemon subscribing delivers every frame at a modest rate", "[tools][daemon]") {
+  constexpr std::size_t kFrames = 8;
+  TempDir dir;
+  const std::string frames_path = dir.path + "/frames.h5", results_path = dir.path + "/results.h5";
+  simulate(frames_path, kFrames);
+  const auto endpoints = tools::pick_endpoints("ipc", dir.path);
+  tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), convert_config(endpoints, "sub"), endpoints.control,
+                               dir.path, seconds(30));
+  const std::string ready = dir.path + "/record.ready", record_log = dir.path + "/record.log";
+  tools::ChildProcess recorder({test::tool("record"), "--out", results_path, "--endpoint", endpoints.publish,
+                                "--count", std::to_string(kFrames), "--ready-file", ready},
+                               record_log);
+  REQUIRE(test::wait_for_file(ready, seconds(10)));
+  // The daemon binds its SUB; replay connects its PUB and starts once the subscription arrived.
+  // 40 frames/s of 3 KB: far below what even a loaded machine converts, so nothing is dropped.
+  const auto replay = test::run_tool({test::tool("replay"), frames_path, "--endpoint", endpoints.ingest});
+  INFO(replay.output);
+  CHECK(replay.exit_code == 0);
+  CHECK(replay.output.find("dropped: 0") != std::string::npos);
+  const auto recorded = recorder.wait(seconds(30));
+  INFO(tools::read_text_file(record_log));
+  REQUIRE(recorded == std::optional<int>(0));
+  CHECK(daemon.stop(seconds(20)) == 0);
+  check_results_match_frames(frames_path, results_path, kFrames);
+}
+
+TEST_CASE("sonopipe-bench core runs against the real daemon and prints its table", "[tools][daemon][bench]") {
+  const auto run = test::run_tool({test::binary_path("tools/bench/sonopipe-bench"), "core", "--daemon",
+                                   test::binary_path("src/sonopiped"), "--backend", "cpu", "--sizes-mb", "0.0625",
+                                   "--transports", "ipc", "--frames", "10", "--latency-frames", "5", "--warmup", "2"},
+                                  seconds(120));
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("backend cpu") != std::string::npos);
+  CHECK(run.output.find("daemon f/s") != std::string::npos);
+  CHECK(run.output.find("ipc ") != std::string::npos);
+  // The overlap column is for CUDA only: a CPU run must not invent one.
+  CHECK(run.output.find(" ms = ") == std::string::npos);
+}

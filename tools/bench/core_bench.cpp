@@ -1,0 +1,463 @@
+// `sonopipe-bench core`: throughput and latency of frames through a real sonopiped (convert stage)
+// over tcp loopback and ipc, next to raw ZeroMQ PUSH/PULL throughput measured in the same run.
+//
+// Per transport one daemon is started (generated config: ingest pull, one pipeline with convert);
+// per frame size:
+//   warm-up   W frames through the daemon (first-shape configuration, allocation, caches);
+//   throughput N frames pushed as fast as the daemon takes them (lossless PUSH) while the results
+//             are collected on a SUB: frames/s = N / (last result received - first frame sent);
+//   status    the daemon's own timing after the throughput run: per-frame H2D + stage + D2H (CUDA)
+//             against the measured wall time per frame gives the slot overlap;
+//   latency   L frames one at a time (next sent when the previous result arrived): end-to-end =
+//             result received - frame sent (one host clock), and the daemon's received->published;
+//   raw ZeroMQ N frames of the same size PUSH -> PULL on the same transport, no daemon: the
+//             ceiling the daemon's ingest hop is compared with (the issue's goal);
+//   relay     N frames PUSH -> [PULL -> PUB an output-sized payload] -> SUB: the daemon's two hops
+//             without its work, so the table separates transport cost from processing cost.
+// Goals (issue 2): daemon >= 90 % of raw ZeroMQ frames/s at 8 MB, e2e p99 <= 2 ms at 1 MB.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "src/wire.h"
+#include "tools/bench/commands.h"
+#include "tools/common/clock.h"
+#include "tools/common/daemon_launcher.h"
+#include "tools/common/zmq_io.h"
+
+namespace sonopipe::bench {
+
+namespace {
+
+using tools::SteadyClock;
+constexpr std::int64_t kSamplesPerLine = 4096;
+constexpr auto kReceiveTimeout = std::chrono::seconds(20);
+constexpr auto kSubscriptionMargin = std::chrono::milliseconds(200);
+
+struct CoreOptions {
+  std::string daemon;
+  std::string backend = "auto";
+  std::vector<double> sizes_mb = {1, 8};
+  std::vector<std::string> transports = {"tcp", "ipc"};
+  std::size_t frames = 200;
+  std::size_t latency_frames = 200;
+  std::size_t warmup = 20;
+  int slots = 3;
+  int queue_depth = 8;
+  int cpu_threads = 0;
+  std::string type = "int16";
+  std::string work_dir;
+  bool keep = false;
+};
+
+// One synthetic frame: RF lines of kSamplesPerLine samples, int16 or float32, random (never
+// zeros: they can take faster paths than real data).
+struct BenchFrame {
+  FrameMeta meta;
+  std::vector<std::byte> payload;
+};
+
+BenchFrame make_frame(double size_mb, const std::string& type) {
+  BenchFrame frame;
+  frame.meta.kind = FrameKind::rf;
+  frame.meta.payload.dtype = type == "float32" ? DType::float32 : DType::int16;
+  const std::size_t element = dtype_size(frame.meta.payload.dtype);
+  const auto bytes = static_cast<std::int64_t>(size_mb * (1 << 20));
+  const std::int64_t lines = std::max<std::int64_t>(1, bytes / (kSamplesPerLine * static_cast<std::int64_t>(element)));
+  frame.meta.payload.axes = {{"line", lines, 3e-4, "m"}, {"sample", kSamplesPerLine, 1.925e-5, "m"}};
+  frame.meta.sampling_frequency_hz = 40e6;
+  frame.meta.center_frequency_hz = 5e6;
+  frame.payload.resize(frame.meta.payload.byte_size());
+  std::mt19937 rng(12345);
+  if (frame.meta.payload.dtype == DType::int16) {
+    auto* values = reinterpret_cast<std::int16_t*>(frame.payload.data());
+    std::uniform_int_distribution<int> counts(-32768, 32767);
+    for (std::size_t i = 0; i < frame.payload.size() / 2; ++i) values[i] = static_cast<std::int16_t>(counts(rng));
+  } else {
+    auto* values = reinterpret_cast<float*>(frame.payload.data());
+    std::normal_distribution<float> normal(0.0f, 1000.0f);
+    for (std::size_t i = 0; i < frame.payload.size() / 4; ++i) values[i] = normal(rng);
+  }
+  return frame;
+}
+
+std::string header_for(BenchFrame& frame, std::uint64_t sequence) {
+  frame.meta.sequence = sequence;
+  frame.meta.acquisition_time_ns = tools::wall_clock_ns();
+  return wire::frame_header_from_meta(frame.meta).SerializeAsString();
+}
+
+zmq::message_t zero_copy(const BenchFrame& frame) {
+  // The payload outlives every socket of the run, so ZeroMQ may read it in place.
+  return zmq::message_t(const_cast<std::byte*>(frame.payload.data()), frame.payload.size(), nullptr, nullptr);
+}
+
+double percentile(std::vector<double> values, double fraction) {
+  if (values.empty()) return std::nan("");
+  const std::size_t k = std::min(values.size() - 1, static_cast<std::size_t>(fraction * static_cast<double>(values.size())));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end());
+  return values[k];
+}
+
+struct Row {
+  std::string transport;
+  double size_mb = 0;
+  std::size_t frame_bytes = 0;
+  double daemon_fps = 0, raw_fps = 0, relay_fps = 0;
+  std::size_t output_bytes = 0;
+  double e2e_p50_ms = 0, e2e_p99_ms = 0, daemon_p50_ms = 0, daemon_p99_ms = 0;
+  bool cuda = false;
+  double gpu_busy_ms = 0, gpu_bottleneck_ms = 0;  // per frame from the daemon's status (CUDA only)
+  std::size_t daemon_rejected = 0;
+};
+
+// Raw ZeroMQ: a PUSH thread sends `count` frames to a PULL on the same transport.
+double raw_zeromq_fps(const std::string& transport, const std::string& directory, const BenchFrame& frame,
+                      std::size_t count) {
+  zmq::context_t context(2);
+  zmq::socket_t pull(context, zmq::socket_type::pull);
+  pull.set(zmq::sockopt::linger, 0);
+  pull.set(zmq::sockopt::rcvtimeo, static_cast<int>(std::chrono::milliseconds(kReceiveTimeout).count()));
+  std::string endpoint;
+  if (transport == "tcp") {
+    pull.bind("tcp://127.0.0.1:*");
+    endpoint = pull.get(zmq::sockopt::last_endpoint);
+  } else {
+    endpoint = "ipc://" + (std::filesystem::path(directory) / "raw-zeromq.ipc").string();
+    pull.bind(endpoint);
+  }
+  BenchFrame copy = frame;
+  const std::string header = header_for(copy, 0);
+  std::atomic<bool> failed{false};
+  SteadyClock::time_point first_send;
+  std::thread sender([&] {
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, -1);  // closing waits until every queued frame is delivered
+    push.connect(endpoint);
+    first_send = SteadyClock::now();
+    for (std::size_t i = 0; i < count; ++i)
+      if (tools::send_frame(push, header, zero_copy(frame), false) != tools::SendResult::sent) failed = true;
+  });
+  std::vector<zmq::message_t> parts;
+  std::size_t received = 0;
+  while (received < count && tools::receive_message(pull, parts)) ++received;
+  const auto last = SteadyClock::now();
+  sender.join();
+  if (failed || received < count) throw std::runtime_error("raw ZeroMQ run received " + std::to_string(received) + " of " + std::to_string(count));
+  return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
+}
+
+// Raw ZeroMQ relay: the daemon's I/O without its work. PUSH -> [PULL -> PUB] -> SUB, the relay
+// thread publishing an output-sized payload per frame as the daemon does ([topic][header][payload]).
+double raw_relay_fps(const std::string& transport, const std::string& directory, const BenchFrame& frame,
+                     std::size_t output_bytes, std::size_t count) {
+  zmq::context_t context(2);
+  auto endpoint_for = [&](zmq::socket_t& socket, const std::string& name) {
+    if (transport == "tcp") {
+      socket.bind("tcp://127.0.0.1:*");
+      return socket.get(zmq::sockopt::last_endpoint);
+    }
+    const std::string endpoint = "ipc://" + (std::filesystem::path(directory) / name).string();
+    socket.bind(endpoint);
+    return endpoint;
+  };
+  zmq::socket_t relay_in(context, zmq::socket_type::pull), relay_out(context, zmq::socket_type::pub),
+      sub(context, zmq::socket_type::sub);
+  for (zmq::socket_t* s : {&relay_in, &relay_out, &sub}) s->set(zmq::sockopt::linger, 0);
+  relay_out.set(zmq::sockopt::sndhwm, 0);
+  sub.set(zmq::sockopt::rcvhwm, 0);
+  sub.set(zmq::sockopt::rcvtimeo, static_cast<int>(std::chrono::milliseconds(kReceiveTimeout).count()));
+  sub.set(zmq::sockopt::subscribe, tools::kResultTopicPrefix);
+  const std::string in_endpoint = endpoint_for(relay_in, "relay-in.ipc");
+  const std::string out_endpoint = endpoint_for(relay_out, "relay-out.ipc");
+  {
+    tools::PeerWatch watch(context, sub);
+    sub.connect(out_endpoint);
+    if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("relay: no handshake");
+    std::this_thread::sleep_for(kSubscriptionMargin);
+  }
+  const std::vector<std::byte> output(output_bytes, std::byte{1});
+  const std::string topic = tools::result_topic("bench", "relay");
+  std::thread relay([&] {
+    std::vector<zmq::message_t> parts;
+    for (std::size_t i = 0; i < count && tools::receive_message(relay_in, parts); ++i) {
+      relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+      relay_out.send(parts[0], zmq::send_flags::sndmore);
+      relay_out.send(zmq::message_t(const_cast<std::byte*>(output.data()), output.size(), nullptr, nullptr),
+                     zmq::send_flags::none);
+    }
+  });
+  BenchFrame copy = frame;
+  const std::string header = header_for(copy, 0);
+  SteadyClock::time_point first_send;
+  std::thread sender([&] {
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, -1);
+    push.connect(in_endpoint);
+    first_send = SteadyClock::now();
+    for (std::size_t i = 0; i < count; ++i) tools::send_frame(push, header, zero_copy(frame), false);
+  });
+  std::vector<zmq::message_t> parts;
+  std::size_t received = 0;
+  while (received < count && tools::receive_message(sub, parts)) ++received;
+  const auto last = SteadyClock::now();
+  sender.join();
+  relay.join();
+  if (received < count)
+    throw std::runtime_error("raw relay run received " + std::to_string(received) + " of " + std::to_string(count));
+  return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
+}
+
+std::string daemon_config(const tools::DaemonEndpoints& endpoints, const CoreOptions& options, std::size_t max_bytes) {
+  std::ostringstream yaml;
+  yaml << "# generated by sonopipe-bench core\n"
+       << "ingest: {endpoint: \"" << endpoints.ingest << "\", pattern: pull}\n"
+       << "publish: {endpoint: \"" << endpoints.publish << "\", high_water_mark: 100000}\n"
+       << "control: {endpoint: \"" << endpoints.control << "\"}\n"
+       << "backend: " << options.backend << "\n"
+       << "slots: " << options.slots << "\n"
+       << "queue_depth: " << options.queue_depth << "\n"
+       << "overflow: block\n"
+       << "max_frame_bytes: " << max_bytes << "\n"
+       << "non_finite: pass\n"
+       << "cpu_threads: " << options.cpu_threads << "\n"
+       << "log_level: warn\n"
+       << "pipelines:\n"
+       << "  - name: bench\n"
+       << "    stages:\n"
+       << "      - {type: convert, params: {scale: 1.0}}\n";
+  return yaml.str();
+}
+
+// The bench's two sockets on one daemon: PUSH to its ingest, SUB on its results.
+struct DaemonClient {
+  zmq::context_t context{2};
+  zmq::socket_t push{context, zmq::socket_type::push};
+  zmq::socket_t sub{context, zmq::socket_type::sub};
+  std::vector<zmq::message_t> parts;
+
+  explicit DaemonClient(const tools::DaemonEndpoints& endpoints) {
+    push.set(zmq::sockopt::linger, 0);
+    sub.set(zmq::sockopt::linger, 0);
+    sub.set(zmq::sockopt::rcvhwm, 0);  // never drop a result on our side
+    sub.set(zmq::sockopt::rcvtimeo, static_cast<int>(std::chrono::milliseconds(kReceiveTimeout).count()));
+    sub.set(zmq::sockopt::subscribe, tools::kResultTopicPrefix);
+    tools::PeerWatch watch(context, sub);
+    sub.connect(endpoints.publish);
+    if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("no handshake with the daemon's publisher");
+    std::this_thread::sleep_for(kSubscriptionMargin);  // the subscription travels after the handshake
+    push.connect(endpoints.ingest);
+  }
+
+  // Next result: its header and the wall time it arrived.
+  v1::ResultHeader receive(std::int64_t& received_ns) {
+    if (!tools::receive_message(sub, parts))
+      throw std::runtime_error("no result from the daemon within " +
+                               std::to_string(std::chrono::seconds(kReceiveTimeout).count()) + " s");
+    received_ns = tools::wall_clock_ns();
+    v1::ResultHeader header;
+    if (parts.size() != 3 || !header.ParseFromArray(parts[1].data(), static_cast<int>(parts[1].size())))
+      throw std::runtime_error("daemon published a message that is not [topic][ResultHeader][payload]");
+    return header;
+  }
+};
+
+void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame, const CoreOptions& options,
+               std::uint64_t& sequence, Row& row) {
+  std::int64_t received_ns = 0;
+  // Warm-up, one at a time, so the first-shape configuration is out of the numbers.
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, options.warmup); ++i) {
+    tools::send_frame(client.push, header_for(frame, sequence++), zero_copy(frame), false);
+    client.receive(received_ns);
+    row.output_bytes = client.parts.back().size();
+  }
+  const std::size_t rejected_before = daemon.status().frames_rejected();
+
+  // Throughput: a sender thread pushes N frames; this thread collects N results.
+  const std::uint64_t first_sequence = sequence;
+  sequence += options.frames;
+  const auto start = SteadyClock::now();
+  std::thread sender([&] {
+    BenchFrame local = frame;  // own header state; the payload is shared read-only
+    for (std::size_t i = 0; i < options.frames; ++i)
+      tools::send_frame(client.push, header_for(local, first_sequence + i), zero_copy(frame), false);
+  });
+  std::size_t results = 0;
+  try {
+    while (results < options.frames) {
+      client.receive(received_ns);
+      ++results;
+    }
+  } catch (...) {
+    sender.join();
+    throw;
+  }
+  const double seconds = tools::seconds_since(start);
+  sender.join();
+  row.daemon_fps = static_cast<double>(options.frames) / seconds;
+
+  const v1::Status status = daemon.status();
+  row.daemon_rejected = status.frames_rejected() - rejected_before;
+  row.cuda = status.backend() == "cuda";
+  if (row.cuda && status.pipelines_size() > 0) {
+    const v1::PipelineStatus& pipeline = status.pipelines(0);
+    double stages_ms = 0;
+    for (const v1::StageTiming& stage : status.stages()) stages_ms += stage.compute_ms_p50();
+    // The daemon's own per-frame sum when it reports one, else the sum of the medians.
+    row.gpu_busy_ms = pipeline.busy_ms_p50() > 0 ? pipeline.busy_ms_p50()
+                                                 : pipeline.h2d_ms_p50() + stages_ms + pipeline.d2h_ms_p50();
+    row.gpu_bottleneck_ms = std::max({pipeline.h2d_ms_p50(), stages_ms, pipeline.d2h_ms_p50()});
+  }
+
+  // Latency: one frame in flight at a time.
+  std::vector<double> e2e_ms, daemon_ms;
+  for (std::size_t i = 0; i < options.latency_frames; ++i) {
+    const std::uint64_t expected = sequence;
+    const std::int64_t sent_ns = tools::wall_clock_ns();
+    tools::send_frame(client.push, header_for(frame, sequence++), zero_copy(frame), false);
+    v1::ResultHeader header = client.receive(received_ns);
+    if (header.input_sequence() != expected)
+      throw std::runtime_error("latency run: result for frame " + std::to_string(header.input_sequence()) +
+                               ", expected " + std::to_string(expected));
+    e2e_ms.push_back(static_cast<double>(received_ns - sent_ns) * 1e-6);
+    daemon_ms.push_back(static_cast<double>(header.timing().published_ns() - header.timing().received_ns()) * 1e-6);
+  }
+  row.e2e_p50_ms = percentile(e2e_ms, 0.50);
+  row.e2e_p99_ms = percentile(e2e_ms, 0.99);
+  row.daemon_p50_ms = percentile(daemon_ms, 0.50);
+  row.daemon_p99_ms = percentile(daemon_ms, 0.99);
+}
+
+std::string fixed(double value, int precision) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(precision) << value;
+  return out.str();
+}
+
+void print_table(const std::vector<Row>& rows) {
+  std::cout << "\n"
+            << std::left << std::setw(5) << "tx" << std::right << std::setw(7) << "MB" << std::setw(11) << "daemon f/s"
+            << std::setw(9) << "GB/s" << std::setw(11) << "raw f/s" << std::setw(9) << "GB/s" << std::setw(8) << "ratio"
+            << std::setw(11) << "relay f/s" << std::setw(8) << "ratio"
+            << std::setw(10) << "e2e p50" << std::setw(9) << "e2e p99" << std::setw(10) << "dmn p50" << std::setw(9)
+            << "dmn p99" << "  GPU overlap (H2D+kernels+D2H per frame / wall per frame)\n";
+  for (const Row& r : rows) {
+    const double gb = static_cast<double>(r.frame_bytes) / 1e9;
+    std::cout << std::left << std::setw(5) << r.transport << std::right << std::setw(7) << fixed(r.size_mb, 1)
+              << std::setw(11) << fixed(r.daemon_fps, 1) << std::setw(9) << fixed(r.daemon_fps * gb, 3) << std::setw(11)
+              << fixed(r.raw_fps, 1) << std::setw(9) << fixed(r.raw_fps * gb, 3) << std::setw(7)
+              << fixed(100.0 * r.daemon_fps / r.raw_fps, 1) << "%" << std::setw(11) << fixed(r.relay_fps, 1)
+              << std::setw(7) << fixed(100.0 * r.daemon_fps / r.relay_fps, 1) << "%" << std::setw(10) << fixed(r.e2e_p50_ms, 3)
+              << std::setw(9) << fixed(r.e2e_p99_ms, 3) << std::setw(10) << fixed(r.daemon_p50_ms, 3) << std::setw(9)
+              << fixed(r.daemon_p99_ms, 3);
+    if (r.cuda) {
+      const double wall_ms = 1000.0 / r.daemon_fps;
+      std::cout << "  " << fixed(r.gpu_busy_ms, 3) << " / " << fixed(wall_ms, 3) << " ms = "
+                << fixed(r.gpu_busy_ms / wall_ms, 2) << " (slowest engine " << fixed(100.0 * r.gpu_bottleneck_ms / wall_ms, 0)
+                << " % of wall)";
+    }
+    if (r.daemon_rejected) std::cout << "  [" << r.daemon_rejected << " rejected!]";
+    std::cout << "\n";
+  }
+  std::cout << "(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
+               "daemon's output size, its I/O without its work;\n latency in ms: e2e = frame sent -> result received, one "
+               "in flight; dmn = the daemon's received -> published; GB/s counts input bytes)\n";
+}
+
+void print_goals(const std::vector<Row>& rows) {
+  for (const Row& r : rows) {
+    if (std::abs(r.size_mb - 8) < 1e-9) {
+      const double ratio = 100.0 * r.daemon_fps / r.raw_fps;
+      std::cout << "goal " << r.transport << " 8 MB throughput >= 90 % of raw ZeroMQ: " << fixed(ratio, 1) << " % "
+                << (ratio >= 90 ? "PASS" : "MISS") << "\n";
+    }
+    if (std::abs(r.size_mb - 1) < 1e-9)
+      std::cout << "goal " << r.transport << " 1 MB e2e p99 <= 2 ms: " << fixed(r.e2e_p99_ms, 3) << " ms "
+                << (r.e2e_p99_ms <= 2.0 ? "PASS" : "MISS") << "\n";
+  }
+}
+
+void run_core_bench(const CoreOptions& options_in) {
+  CoreOptions options = options_in;
+  if (options.daemon.empty()) options.daemon = tools::path_next_to_executable("../../src/sonopiped");
+  namespace fs = std::filesystem;
+  const bool own_dir = options.work_dir.empty();
+  const fs::path work = own_dir ? fs::temp_directory_path() / ("sonopipe-bench-core-" + std::to_string(::getpid()))
+                                : fs::path(options.work_dir);
+  fs::create_directories(work);
+  spdlog::set_level(spdlog::level::warn);
+
+  double max_mb = 0;
+  for (double mb : options.sizes_mb) max_mb = std::max(max_mb, mb);
+  const std::size_t max_bytes = static_cast<std::size_t>(max_mb * (1 << 20)) * 2 + (1 << 20);
+  std::vector<Row> rows;
+  std::string backend_line;
+  for (const std::string& transport : options.transports) {
+    const fs::path dir = work / transport;
+    fs::create_directories(dir);
+    const tools::DaemonEndpoints endpoints = tools::pick_endpoints(transport, dir.string());
+    tools::DaemonLauncher daemon(options.daemon, daemon_config(endpoints, options, max_bytes), endpoints.control,
+                                 dir.string(), std::chrono::seconds(30));
+    const v1::Status first = daemon.status();
+    backend_line = first.backend() + " on " + first.device_name() + " (" + first.backend_reason() + ")";
+    DaemonClient client(endpoints);
+    std::uint64_t sequence = 0;
+    for (double size_mb : options.sizes_mb) {
+      BenchFrame frame = make_frame(size_mb, options.type);
+      Row row{.transport = transport, .size_mb = size_mb, .frame_bytes = frame.payload.size()};
+      run_point(daemon, client, frame, options, sequence, row);
+      row.raw_fps = raw_zeromq_fps(transport, dir.string(), frame, options.frames);
+      row.relay_fps = raw_relay_fps(transport, dir.string(), frame, row.output_bytes, options.frames);
+      std::cerr << "  " << transport << " " << size_mb << " MB: daemon " << fixed(row.daemon_fps, 1) << " frames/s, raw "
+                << fixed(row.raw_fps, 1) << " frames/s, relay " << fixed(row.relay_fps, 1) << " frames/s\n";
+      rows.push_back(row);
+    }
+    const int code = daemon.stop(std::chrono::seconds(20));
+    if (code != 0) std::cerr << "warning: sonopiped exited with " << code << ":\n" << daemon.log_tail();
+  }
+  std::cout << "sonopipe-bench core: " << options.daemon << ", backend " << backend_line << "\n"
+            << "convert " << options.type << " RF frames (lines x " << kSamplesPerLine << "), " << options.frames
+            << " frames per throughput point, " << options.latency_frames << " for latency, " << options.warmup
+            << " warm-up; slots " << options.slots << ", queue " << options.queue_depth << "\n";
+  print_table(rows);
+  print_goals(rows);
+  if (own_dir && !options.keep) fs::remove_all(work);
+  else std::cout << "daemon configs and logs kept in " << work.string() << "\n";
+}
+
+}  // namespace
+
+void add_core_bench(CLI::App& app) {
+  auto options = std::make_shared<CoreOptions>();
+  CLI::App* command = app.add_subcommand("core", "daemon throughput/latency (convert) vs raw ZeroMQ, tcp and ipc");
+  command->add_option("--daemon", options->daemon, "sonopiped binary (default: ../../src/sonopiped next to this tool)");
+  command->add_option("--backend", options->backend, "auto | cuda | cpu")->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  command->add_option("--sizes-mb", options->sizes_mb, "input frame sizes in MiB")->capture_default_str();
+  command->add_option("--transports", options->transports, "tcp and/or ipc")->capture_default_str()
+      ->check(CLI::IsMember({"tcp", "ipc"}));
+  command->add_option("--frames", options->frames, "frames per throughput point (daemon and raw ZeroMQ)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--latency-frames", options->latency_frames, "frames for the latency percentiles")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--warmup", options->warmup, "warm-up frames per point")->capture_default_str();
+  command->add_option("--slots", options->slots, "daemon slots (frames in flight)")->capture_default_str();
+  command->add_option("--queue-depth", options->queue_depth, "daemon queue depth")->capture_default_str();
+  command->add_option("--cpu-threads", options->cpu_threads, "daemon CPU threads (0: all)")->capture_default_str();
+  command->add_option("--type", options->type, "input element type: int16 (-> float32) | float32")
+      ->capture_default_str()->check(CLI::IsMember({"int16", "float32"}));
+  command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and ipc sockets");
+  command->add_flag("--keep", options->keep, "keep the work folder (configs, daemon logs)");
+  command->callback([options] { run_core_bench(*options); });
+}
+
+}  // namespace sonopipe::bench

@@ -1,0 +1,19 @@
+// The client side of the daemon's control socket (proto/sonopipe/v1/control.proto): one
+// ControlRequest, one ControlReply, with a timeout so a dead daemon cannot hang a tool.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "sonopipe/v1/control.pb.h"
+
+namespace sonopipe::tools {
+
+// "status" or "stop". nullopt when no reply came within the timeout (or the reply is not a
+// ControlReply). A fresh REQ socket per call: a timed-out REQ cannot be reused.
+std::optional<v1::ControlReply> control_request(zmq::context_t& context, const std::string& endpoint,
+                                                const std::string& command, std::chrono::milliseconds timeout);
+
+}  // namespace sonopipe::tools
