@@ -1,6 +1,7 @@
 // Every built-in stage, one line each. Adding a stage = stages/x.*, cuda/x.cu, a test, one line here.
 #include "pipeline/registry.h"
 #include "stages/convert.h"
+#include "stages/perfusion_fit.h"
 #include "stages/loupas.h"
 #include "stages/motion_filter.h"
 #include "stages/upsample.h"
@@ -11,6 +12,7 @@ const StageRegistry& builtin_stages() {
   static const StageRegistry registry = [] {
     StageRegistry r;
     r.add(ConvertStage::info());
+    r.add(PerfusionFitStage::info());
     r.add(UpsampleStage::info());
     r.add(LoupasStage::info());
     r.add(LoupasStage::kasai_info());

@@ -6,6 +6,7 @@
 namespace sonopipe::bench {
 
 void add_core_bench(CLI::App& app);   // core_bench.cpp: daemon throughput/latency, ZeroMQ baseline
+void add_perfusion_bench(CLI::App& app);  // perfusion_bench.cpp: wang2012 Tables 2 and 3, whole liver
 void add_arfi_bench(CLI::App& app);   // arfi_bench.cpp: ARFI chain vs the paper, floors
 
 }  // namespace sonopipe::bench

@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   CLI::App app{"sonopipe-bench: measure throughput and latency (tables on stdout)"};
   app.require_subcommand(1);
   sonopipe::bench::add_core_bench(app);
+  sonopipe::bench::add_perfusion_bench(app);
   sonopipe::bench::add_arfi_bench(app);
   try {
     app.parse(argc, argv);

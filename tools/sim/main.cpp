@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   CLI::App app{"sonopipe-sim: write synthetic recordings with ground truth"};
   app.require_subcommand(1);
   sonopipe::sim::add_speckle_command(app);
+  sonopipe::sim::add_perfusion_command(app);
   sonopipe::sim::add_arfi_command(app);
   try {
     app.parse(argc, argv);
