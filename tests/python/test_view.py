@@ -243,6 +243,21 @@ class ViewDrawsTheFields(unittest.TestCase):
         labels = [ax.get_ylabel() for ax in fig.axes if not ax.images]  # the colour bars
         self.assertTrue(all("ml/100g/min" in label for label in labels), labels)
 
+    def test_perfusion_batch_of_several_slices_shows_the_chosen_slice(self):
+        rows, columns, slices = 4, 5, 3
+        table = np.zeros((slices * rows * columns, 9))
+        table[:, 2] = np.arange(table.shape[0])  # k_l = flat voxel index (NIfTI order)
+        header = synthetic.result_header("perfusion", "perfusion_maps", table, ["voxel", "parameter"], 0, "")
+        path = self.folder.file("perfusion.h5")
+        sonopipe.write_recording(path, results=[(header, table)])
+        (group,), context = groups_of(path)
+        for slice_index, expected_first in ((None, 20), (2, 40)):  # default: the middle slice
+            context.options.slice, context.options.slice_shape = slice_index, f"{rows}x{columns}"
+            fig = plt.figure()
+            perfusion.PerfusionView(context.options).draw(fig, group, context)
+            k_l = [ax.images[0].get_array() for ax in fig.axes if ax.images and ax.get_title().startswith("k_l")][0]
+            np.testing.assert_array_equal(k_l, expected_first + np.arange(rows * columns).reshape(rows, columns))
+
     def test_perfusion_fit_table_of_masked_voxels_is_placed_into_its_slice(self):
         path, frames_path = self.folder.file("perfusion.h5"), self.folder.file("dce.h5")
         maps, liver = synthetic.write_perfusion_fit_results(path, frames_path, rng=self.rng)

@@ -8,7 +8,9 @@ Two result layouts are understood:
 Maps with two or more spatial axes are shown as a plane (the middle slice of 3-D maps, or
 --slice). A flat voxel axis is laid out as a slice of "rows x columns" from, in order: --slice-shape,
 the input DCE frame's attribute "slice_shape" (from the results recording or --frames), the
-result's attribute, a square when the voxel count is one, else one row. When the input frame
+result's attribute, a square when the voxel count is one, else one row. A batch holding several
+such slices (voxels in NIfTI order: columns fastest, then rows, then slices) shows slice --slice
+(default the middle one). When the input frame
 carries a vector "voxel_index" (flat index of each voxel in the slice, e.g. only the voxels of a
 liver mask), voxels are placed there and the rest of the slice is blank.
 """
@@ -63,8 +65,8 @@ def _slice_layout(result, voxels, context, slice_shape):
         rows = columns = math.isqrt(voxels)
     else:
         rows, columns = 1, voxels
-    if index is None and rows * columns != voxels:
-        raise ValueError(f"slice shape {rows}x{columns} does not hold {voxels} voxels")
+    if index is None and voxels % (rows * columns):
+        raise ValueError(f"slice shape {rows}x{columns} does not divide the batch of {voxels} voxels")
     return rows, columns, index
 
 
@@ -79,7 +81,9 @@ def slice_map(values, result, context=None, slice_index=None, slice_shape=None):
         return plane, x, x_label, y, y_label
     rows, columns, index = _slice_layout(result, values.size, context, slice_shape)
     if index is None:
-        plane = values.reshape(rows, columns)
+        slices = values.size // (rows * columns)
+        chosen = slices // 2 if slice_index is None else min(max(slice_index, 0), slices - 1)
+        plane = values.reshape(slices, rows, columns)[chosen]
     else:
         plane = np.full(rows * columns, np.nan)
         plane[index] = values
