@@ -4,6 +4,8 @@
 #include "stages/perfusion_fit.h"
 #include "stages/loupas.h"
 #include "stages/motion_filter.h"
+#include "stages/ncc_track.h"
+#include "stages/strain.h"
 #include "stages/upsample.h"
 
 namespace sonopipe {
@@ -17,6 +19,8 @@ const StageRegistry& builtin_stages() {
     r.add(LoupasStage::info());
     r.add(LoupasStage::kasai_info());
     r.add(MotionFilterStage::info());
+    r.add(NccTrackStage::info());
+    r.add(StrainStage::info());
     return r;
   }();
   return registry;

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   sonopipe::bench::add_core_bench(app);
   sonopipe::bench::add_perfusion_bench(app);
   sonopipe::bench::add_arfi_bench(app);
+  sonopipe::bench::add_strain_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -33,6 +33,7 @@ struct PerfusionCommandOptions {
   std::vector<double> truth = {20, 100, 400, 1, 2};
   std::string model = "recursive";
   double vary = 0.0;
+  std::string phantom = "uniform";
   std::uint64_t seed = 0;
   std::string recording;        // optional HDF5 recording path
   std::size_t batch_voxels = 0; // voxels per DCE frame in the recording (0: all)
@@ -92,8 +93,13 @@ void run_perfusion(const PerfusionCommandOptions& o) {
   Rng rng(seed);
   const std::size_t voxels = static_cast<std::size_t>(o.shape[0] * o.shape[1] * o.shape[2]);
   const std::size_t n = static_cast<std::size_t>(s.samples);
+  if (o.phantom != "uniform" && o.phantom != "territories")
+    throw std::invalid_argument("--phantom: expected uniform or territories");
   std::vector<double> truths;
-  const PerfusionSimulation sim = simulate_varied(s, voxels, o.vary, rng, truths);
+  const PerfusionSimulation sim =
+      o.phantom == "territories"
+          ? simulate_voxels(s, truths = territory_truths(s, o.shape[0], o.shape[1], o.shape[2]), rng)
+          : simulate_varied(s, voxels, o.vary, rng, truths);
 
   std::filesystem::create_directories(o.output);
   const std::string dir = o.output + "/";
@@ -150,6 +156,9 @@ void add_perfusion_command(CLI::App& app) {
   cmd->add_option("--truth", o->truth, "k_a,k_p,k_l (ml/100g/min),tau_a,tau_p (s)")->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--vary", o->vary, "per-voxel truth factor drawn from [1-vary, 1+vary]")->capture_default_str();
+  cmd->add_option("--phantom", o->phantom,
+                  "uniform (--truth, --vary) | territories (normal liver, arterial lesion, portal-occluded segment)")
+      ->capture_default_str();
   cmd->add_option("--model", o->model, "tissue curves by the recursive or fft scheme")->capture_default_str();
   cmd->add_option("--cnr", o->settings.cnr_tissue, "tissue CNR (peak / noise SD); 0 = noise-free")
       ->capture_default_str();

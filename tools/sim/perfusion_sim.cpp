@@ -83,22 +83,18 @@ PerfusionSimulation simulate_perfusion(const PerfusionSimSettings& s, std::size_
   return sim;
 }
 
-PerfusionSimulation simulate_varied(const PerfusionSimSettings& s, std::size_t voxels, double vary,
-                                    Rng& rng, std::vector<double>& truths) {
+PerfusionSimulation simulate_voxels(const PerfusionSimSettings& s, const std::vector<double>& truths,
+                                    Rng& rng) {
   PerfusionSimulation sim;
   std::vector<double> arterial, portal;
   simulate_inputs(s, sim.time_s, arterial, portal);
   perfusion::FitProblem clean(sim.time_s, arterial, portal);
-  std::uniform_real_distribution<double> factor(1.0 - vary, 1.0 + vary);
   const std::size_t n = sim.time_s.size();
-  truths.resize(voxels * perfusion::kParameterCount);
+  const std::size_t voxels = truths.size() / perfusion::kParameterCount;
   sim.tissue.resize(voxels * n);
   for (std::size_t v = 0; v < voxels; ++v) {
     double p[perfusion::kParameterCount];
-    for (int j = 0; j < perfusion::kParameterCount; ++j) {
-      p[j] = s.truth[j] * factor(rng);
-      truths[v * perfusion::kParameterCount + j] = p[j];
-    }
+    for (int j = 0; j < perfusion::kParameterCount; ++j) p[j] = truths[v * perfusion::kParameterCount + j];
     perfusion::to_si(p);
     std::vector<double> curve = perfusion::model_curve(p, clean, s.tissue_model);
     if (v == 0) sim.tissue_clean = curve;
@@ -110,6 +106,38 @@ PerfusionSimulation simulate_varied(const PerfusionSimSettings& s, std::size_t v
   add_noise_at_cnr(sim.arterial, s.cnr_arterial, rng);
   add_noise_at_cnr(sim.portal, s.cnr_portal, rng);
   return sim;
+}
+
+PerfusionSimulation simulate_varied(const PerfusionSimSettings& s, std::size_t voxels, double vary,
+                                    Rng& rng, std::vector<double>& truths) {
+  std::uniform_real_distribution<double> factor(1.0 - vary, 1.0 + vary);
+  truths.resize(voxels * perfusion::kParameterCount);
+  for (std::size_t v = 0; v < voxels; ++v)
+    for (int j = 0; j < perfusion::kParameterCount; ++j)
+      truths[v * perfusion::kParameterCount + j] = s.truth[j] * factor(rng);
+  return simulate_voxels(s, truths, rng);
+}
+
+std::vector<double> territory_truths(const PerfusionSimSettings& s, std::int64_t nx, std::int64_t ny,
+                                     std::int64_t nz) {
+  // Normal liver takes the settings' truth (portal-dominated, wang2012). A round arterial-dominant
+  // lesion (hypervascular tumour) sits left of centre; the right quarter is a segment whose portal
+  // supply is occluded and partly compensated by the hepatic artery.
+  const std::array<double, perfusion::kParameterCount> lesion = {120.0, 10.0, 500.0, s.truth[3], s.truth[4]};
+  const std::array<double, perfusion::kParameterCount> occluded = {60.0, 25.0, 300.0, s.truth[3], s.truth[4]};
+  std::vector<double> truths(static_cast<std::size_t>(nx * ny * nz) * perfusion::kParameterCount);
+  const double cx = 0.38 * nx, cy = 0.5 * ny, radius = 0.18 * std::min(nx, ny);
+  for (std::int64_t z = 0; z < nz; ++z)
+    for (std::int64_t y = 0; y < ny; ++y)
+      for (std::int64_t x = 0; x < nx; ++x) {
+        const std::size_t v = static_cast<std::size_t>((z * ny + y) * nx + x);  // NIfTI order, x fastest
+        const double dx = x + 0.5 - cx, dy = y + 0.5 - cy;
+        const auto* truth = s.truth.data();
+        if (dx * dx + dy * dy <= radius * radius) truth = lesion.data();
+        else if (x >= nx - nx / 4) truth = occluded.data();
+        std::copy(truth, truth + perfusion::kParameterCount, truths.begin() + v * perfusion::kParameterCount);
+      }
+  return truths;
 }
 
 }  // namespace sonopipe::sim

@@ -53,6 +53,16 @@ PerfusionSimulation simulate_perfusion(const PerfusionSimSettings& s, std::size_
 PerfusionSimulation simulate_varied(const PerfusionSimSettings& s, std::size_t voxels, double vary,
                                     Rng& rng, std::vector<double>& truths);
 
+// One noisy tissue curve per voxel from its own truth (truths[v * 5 + j], edge units).
+PerfusionSimulation simulate_voxels(const PerfusionSimSettings& s, const std::vector<double>& truths,
+                                    Rng& rng);
+
+// A liver slab with perfusion territories (x fastest): normal liver with the settings' truth, a
+// round arterial-dominant lesion (k_a 120, k_p 10, k_l 500) and a portal-occluded right quarter
+// (k_a 60, k_p 25, k_l 300); delays from the settings.
+std::vector<double> territory_truths(const PerfusionSimSettings& s, std::int64_t nx, std::int64_t ny,
+                                     std::int64_t nz);
+
 // Adds N(0, (peak / cnr)^2) to every sample, peak = max |curve|; no-op for cnr <= 0 or inf.
 // Returns the SD used.
 double add_noise_at_cnr(std::vector<double>& curve, double cnr, Rng& rng);

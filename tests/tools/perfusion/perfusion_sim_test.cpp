@@ -112,3 +112,31 @@ TEST_CASE("sonopipe-sim perfusion writes a recording of DCE batches the stage fi
   }
   CHECK(bottom >= 32 * 3 / 5);
 }
+
+TEST_CASE("the territories phantom puts the lesion, the occluded segment and normal liver where documented",
+          "[perfusion_sim]") {
+  sim::PerfusionSimSettings settings;
+  const std::int64_t nx = 40, ny = 20, nz = 2;
+  const std::vector<double> truths = sim::territory_truths(settings, nx, ny, nz);
+  REQUIRE(truths.size() == static_cast<std::size_t>(nx * ny * nz) * 5);
+  auto k_a = [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    return truths[static_cast<std::size_t>((z * ny + y) * nx + x) * 5];
+  };
+  auto k_p = [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    return truths[static_cast<std::size_t>((z * ny + y) * nx + x) * 5 + 1];
+  };
+  // Lesion centre (0.38 nx, 0.5 ny) on every slice: arterial-dominant.
+  CHECK(k_a(15, 10, 1) == 120.0);
+  CHECK(k_p(15, 10, 0) == 10.0);
+  // Right quarter: portal supply occluded.
+  CHECK(k_p(nx - 1, 0, 0) == 25.0);
+  CHECK(k_p(nx - nx / 4, ny - 1, 1) == 25.0);
+  // Elsewhere: the settings' (wang2012) truth.
+  CHECK(k_a(0, 0, 0) == settings.truth[0]);
+  CHECK(k_p(nx - nx / 4 - 1, 0, 1) == settings.truth[1]);
+  // Delays always from the settings.
+  for (std::size_t v = 0; v < truths.size() / 5; ++v) {
+    REQUIRE(truths[v * 5 + 3] == settings.truth[3]);
+    REQUIRE(truths[v * 5 + 4] == settings.truth[4]);
+  }
+}
