@@ -226,6 +226,28 @@ class ViewDrawsTheFields(unittest.TestCase):
         self.assertEqual(bmode_image.shape, (600, 64))  # the RF frame's samples x lines
         self.assertAlmostEqual(float(bmode_image.max()), 0.0)  # dB relative to the maximum
 
+    def test_strain_bmode_comes_from_the_rf_the_pipeline_published_for_the_previous_frame(self):
+        path, frames_path = self.folder.file("strain.h5"), self.folder.file("rf.h5")
+        synthetic.write_strain_results(path, rng=self.rng, frames_path=frames_path)
+        # as config/demo.yaml publishes it: result/strain2d/rf_converted for every frame, float32
+        rf = sonopipe.read_recording(frames_path).streams[5]
+        results = sonopipe.read_recording(path).results
+        converted = [(synthetic.result_header("strain2d", "rf_converted", a.astype(np.float32),
+                                              sonopipe.arrays.axes_from_proto(h.axes), h.sequence, "", stream_id=5),
+                      a.astype(np.float32)) for h, a in rf]
+        sonopipe.write_recording(path, results=converted + [(h, a) for series in results.values() for h, a in series])
+        groups, context = groups_of(path)
+        self.assertEqual([sorted(g.outputs) for g in groups], [["rf_converted"], ["correlation", "rf_converted", "strain"]])
+        context.remember(groups[0])
+        fig = plt.figure()
+        strain.StrainView(context.options).draw(fig, groups[1], context)
+        bmode_image = images_by_title(fig)["B-mode, pre-compression frame #0"].get_array()
+        self.assertEqual(bmode_image.shape, (600, 64))
+        png = self.folder.file("png")
+        completed = run_view("--recording", path, "--png", png)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        self.assertEqual(sorted(os.listdir(png)), ["strain2d_000000.png", "strain2d_000001.png"])  # 0: the RF alone
+
     def test_perfusion_maps_show_both_territories_in_ml_per_100g_per_min(self):
         path = self.folder.file("perfusion.h5")
         maps = synthetic.write_perfusion_results(path, rng=self.rng)

@@ -73,11 +73,22 @@ class Context:
         self.recording = recording
         self.frames_recording = frames_recording
         self.options = options
+        self._published_frames = {}  # (stream, input sequence) -> (ResultHeader, array), the last few
+
+    def remember(self, group):
+        """Keeps input frames a pipeline publishes itself (a `convert` stage with publish: true, an
+        output name ending in "converted", real values: the RF) for later groups' views."""
+        for name, result in group.outputs.items():
+            if name.endswith("converted") and result.array is not None and not np.iscomplexobj(result.array):
+                self._published_frames[(group.stream_id, group.input_sequence)] = (result.header, result.array)
+        while len(self._published_frames) > 16:
+            self._published_frames.pop(next(iter(self._published_frames)))
 
     def input_frame(self, stream_id, sequence):
-        """(FrameHeader, array) of raw frame `sequence` of `stream_id` from the results recording or
-        the --frames recording, or None. Results carry no frame side vectors (ensemble times) or
-        raw RF, so views look here for them."""
+        """(header, array) of input frame `sequence` of `stream_id`: from the results recording's or
+        the --frames recording's raw frames (FrameHeader), else as the pipeline published it
+        (ResultHeader), else None. Results carry no frame side vectors (ensemble times) and no raw
+        RF, so views look here for them."""
         for recording in (self.recording, self.frames_recording):
             if recording is None or stream_id not in recording.streams:
                 continue
@@ -85,7 +96,7 @@ class Context:
             matches = np.flatnonzero(stream.sequence == sequence)
             if matches.size:
                 return stream.frame(int(matches[0]))
-        return None
+        return self._published_frames.get((stream_id, sequence))
 
 
 class Viewer:
@@ -118,6 +129,7 @@ class Viewer:
 
     def show(self, group, context, stats):
         import matplotlib.pyplot as plt
+        context.remember(group)
         meter = self.meters.setdefault(group.pipeline, PipelineMeter(self.live))
         meter.add(group)
         if (meter.groups - 1) % self.options.every:

@@ -1,11 +1,11 @@
 """Strain view: B-mode of the pre-compression RF frame, the axial strain image with its colour bar,
 and the correlation (quality) map. Axes in mm.
 
-The pre-compression frame (input sequence - lag) is looked up, in order: in the raw frames of the
-results recording, in the raw recording given with --frames (e.g. the simulator's, which replay
-sent), and among the RF results the pipeline published itself (a `convert` stage with
-`publish: true`, output name ending in "converted"; kept for the last few frames). Without any,
-the B-mode panel is left out.
+The pre-compression frame (input sequence - lag) is looked up by Context.input_frame (cli.py): in
+the raw frames of the results recording, in the raw recording given with --frames (e.g. the
+simulator's, which replay sent), and among the RF results the pipeline published itself (a
+`convert` stage with `publish: true`, output name ending in "converted", as config/demo.yaml does).
+Without any, the B-mode panel is left out.
 
 Strain (unit "1") is shown in %: compression is negative, a stiff inclusion strains less. A
 "component" axis, when present, is indexed by --component (default 0 = axial, as the strain and
@@ -36,13 +36,6 @@ def _plane(result, component):
     return np.asarray(values, dtype=np.float32), x, x_label, y, y_label
 
 
-def _published_rf(group):
-    for name, result in group.outputs.items():
-        if name.endswith("converted") and result.array is not None and not np.iscomplexobj(result.array):
-            return result
-    return None
-
-
 class StrainView:
     name = "strain"
     figure_size = (15, 4.8)
@@ -50,25 +43,13 @@ class StrainView:
     def __init__(self, options):
         self.component = getattr(options, "component", 0) or 0
         self.lag = getattr(options, "lag", None)
-        self._published_rf = {}  # (stream, input sequence) -> (header, array), the last few
-
-    def _reference_rf(self, group, context, header, lag):
-        published = _published_rf(group)
-        if published is not None:
-            self._published_rf[(header.stream_id, header.input_sequence)] = (published.header, published.array)
-            while len(self._published_rf) > 8:
-                self._published_rf.pop(next(iter(self._published_rf)))
-        frame = context.input_frame(header.stream_id, header.input_sequence - lag)
-        if frame is not None:
-            return frame
-        return self._published_rf.get((header.stream_id, header.input_sequence - lag))
 
     def draw(self, fig, group, context):
         strain = _find(group, "strain")
         correlation = _find(group, "correlation")
         header = strain.header
         lag = self.lag if self.lag is not None else int(header.attributes.get("lag", "1") or 1)
-        rf = self._reference_rf(group, context, header, lag)
+        rf = context.input_frame(header.stream_id, header.input_sequence - lag)
         count = 1 + (rf is not None) + (correlation is not None)
         axes = list(np.atleast_1d(fig.subplots(1, count)))
 
