@@ -1,0 +1,22 @@
+"""sonopipe: Python clients of the sonopiped daemon.
+
+    from sonopipe import Subscriber, Publisher, Control, read_recording, write_recording
+
+The protobuf modules (sonopipe.v1.*_pb2) are generated at build time into the build tree; the
+environment variable SONOPIPE_PROTO_PY names their folder (see _proto.py). The launchers
+build/tools/python/sonopipe-python and env.sh set it.
+"""
+from sonopipe import _proto
+
+_proto.extend_package_path(__path__)
+
+from sonopipe.arrays import Axis, PayloadError, dtype_of, element_type_of  # noqa: E402
+from sonopipe.control import Control, ControlError  # noqa: E402
+from sonopipe.publisher import Publisher, make_frame_header  # noqa: E402
+from sonopipe.recording import (Recording, RecordingError, RecordingWriter, read_recording,  # noqa: E402
+                                write_recording)
+from sonopipe.subscriber import Result, Subscriber, SubscriberStats  # noqa: E402
+
+__all__ = ["Axis", "Control", "ControlError", "PayloadError", "Publisher", "Recording", "RecordingError",
+           "RecordingWriter", "Result", "Subscriber", "SubscriberStats", "dtype_of", "element_type_of",
+           "make_frame_header", "read_recording", "write_recording"]

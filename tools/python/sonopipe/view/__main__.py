@@ -1,0 +1,5 @@
+import sys
+
+from sonopipe.view.cli import main
+
+sys.exit(main())
