@@ -45,7 +45,9 @@ TEST_CASE("lossless: N frames through convert arrive exactly once, in order, byt
   std::vector<std::string> expected;
   for (std::uint64_t n = 0; n < kFrames; ++n) {
     auto samples = test::random_samples(kLines * kSamples * 2, rng);
-    daemon.send(test::iq_header(n, kLines, kSamples).SerializeAsString(), samples.data(), samples.size() * 2);
+    v1::FrameHeader header = test::iq_header(n, kLines, kSamples);
+    (*header.mutable_attributes())["probe"] = "L11-4v #" + std::to_string(n);
+    daemon.send(header.SerializeAsString(), samples.data(), samples.size() * 2);
     expected.push_back(expected_convert(samples));
   }
   auto results = daemon.receive_results(kFrames);
@@ -62,6 +64,8 @@ TEST_CASE("lossless: N frames through convert arrive exactly once, in order, byt
     CHECK(r.header.axes(0).name() == "line");
     CHECK(r.header.axes(1).size() == kSamples);
     CHECK(r.header.acquisition_time_ns() == static_cast<std::int64_t>(1000000 * n));
+    // The frame's attributes travel with its results.
+    CHECK(r.header.attributes().at("probe") == "L11-4v #" + std::to_string(n));
     const v1::Timing& t = r.header.timing();
     CHECK(t.received_ns() > 0);
     CHECK(t.received_ns() <= t.compute_start_ns());

@@ -22,12 +22,16 @@ bool cuda_device_present() {
   return present;
 }
 
+// The environment overrides the paths compiled in, so that test binaries copied to another
+// machine (the GPU device) find the sources and the other binaries there.
 std::string source_path(const std::string& relative) {
-  return std::string(SONOPIPE_SOURCE_DIR) + "/" + relative;
+  const char* root = std::getenv("SONOPIPE_SOURCE_DIR");
+  return std::string(root ? root : SONOPIPE_SOURCE_DIR) + "/" + relative;
 }
 
 std::string binary_path(const std::string& relative) {
-  return std::string(SONOPIPE_BINARY_DIR) + "/" + relative;
+  const char* root = std::getenv("SONOPIPE_BINARY_DIR");
+  return std::string(root ? root : SONOPIPE_BINARY_DIR) + "/" + relative;
 }
 
 }  // namespace sonopipe::test

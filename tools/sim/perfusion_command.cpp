@@ -66,6 +66,13 @@ void write_recording(const PerfusionCommandOptions& o, const PerfusionSimulation
     meta.vectors[PerfusionFitStage::kTimeVector] = sim.time_s;
     meta.vectors[PerfusionFitStage::kArterialVector] = sim.arterial;
     meta.vectors[PerfusionFitStage::kPortalVector] = sim.portal;
+    // Where the batch's voxels lie, for displays: rows x columns of a slice (voxels in NIfTI
+    // order, x fastest) and, for a single slice, each voxel's flat index in it.
+    meta.attributes["slice_shape"] = std::to_string(o.shape[1]) + "x" + std::to_string(o.shape[0]);
+    if (o.shape[2] == 1) {
+      std::vector<double>& voxel_index = meta.vectors["voxel_index"];
+      for (std::size_t i = 0; i < batch; ++i) voxel_index.push_back(static_cast<double>(f * batch + i));
+    }
     writer.append_frame(meta, sim.tissue.data() + f * batch * n, batch * n * sizeof(double));
   }
   for (int j = 0; j < perfusion::kParameterCount; ++j) {
