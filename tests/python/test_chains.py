@@ -112,7 +112,7 @@ class ChainThroughTheDaemon(unittest.TestCase):
         results = self.record_replay(frames, 2, endpoints, daemon)
         self.view(results, frames, arfi.ArfiView.figure_size, 2)
         (group, *_), context = groups_of(results)
-        context.frames_recording = sonopipe.read_recording(frames)
+        context.frames_recordings = [sonopipe.read_recording(frames)]
         import matplotlib.pyplot as plt
         fig = plt.figure()
         arfi.ArfiView(context.options).draw(fig, group, context)
@@ -144,7 +144,7 @@ class ChainThroughTheDaemon(unittest.TestCase):
         results = self.record_replay(frames, published, endpoints, daemon)
         self.view(results, frames, strain.StrainView.figure_size, 1)
         (group,), context = groups_of(results)
-        context.frames_recording = recording
+        context.frames_recordings = [recording]
         import matplotlib.pyplot as plt
         fig = plt.figure()
         strain.StrainView(context.options).draw(fig, group, context)
@@ -166,7 +166,7 @@ class ChainThroughTheDaemon(unittest.TestCase):
         results = self.record_replay(frames, 1, endpoints, daemon)
         self.view(results, frames, perfusion.PerfusionView.figure_size, 1)
         (group,), context = groups_of(results)
-        context.frames_recording = sonopipe.read_recording(frames)
+        context.frames_recordings = [sonopipe.read_recording(frames)]
         import matplotlib.pyplot as plt
         fig = plt.figure()
         perfusion.PerfusionView(context.options).draw(fig, group, context)

@@ -188,7 +188,7 @@ class ViewDrawsTheFields(unittest.TestCase):
         synthetic.write_arfi_results(path, sets=1, rng=self.rng, frames_path=frames_path)
         (group,), context = groups_of(path)
         for frames, expected in ((None, (-0.5, 39.5)), (frames_path, (-0.05, 3.95))):  # index, then ms
-            context.frames_recording = sonopipe.read_recording(frames) if frames else None
+            context.frames_recordings = [sonopipe.read_recording(frames)] if frames else []
             fig = plt.figure()
             arfi.ArfiView(context.options).draw(fig, group, context)
             images = images_by_title(fig)
@@ -219,7 +219,7 @@ class ViewDrawsTheFields(unittest.TestCase):
         fig = plt.figure()
         strain.StrainView(context.options).draw(fig, group, context)
         self.assertNotIn("B-mode, pre-compression frame #0", images_by_title(fig), "no frames: no B-mode")
-        context.frames_recording = sonopipe.read_recording(frames_path)
+        context.frames_recordings = [sonopipe.read_recording(frames_path)]
         fig = plt.figure()
         strain.StrainView(context.options).draw(fig, group, context)
         bmode_image = images_by_title(fig)["B-mode, pre-compression frame #0"].get_array()
@@ -284,7 +284,7 @@ class ViewDrawsTheFields(unittest.TestCase):
         path, frames_path = self.folder.file("perfusion.h5"), self.folder.file("dce.h5")
         maps, liver = synthetic.write_perfusion_fit_results(path, frames_path, rng=self.rng)
         (group,), context = groups_of(path)
-        context.frames_recording = sonopipe.read_recording(frames_path)
+        context.frames_recordings = [sonopipe.read_recording(frames_path)]
         self.assertTrue(perfusion.accepts(group))
         fig = plt.figure()
         perfusion.PerfusionView(context.options).draw(fig, group, context)
@@ -300,7 +300,9 @@ class ViewDrawsTheFields(unittest.TestCase):
         labels = [ax.get_ylabel() for ax in fig.axes if not ax.images]
         self.assertTrue(all("ml/100g/min" in label for label in labels), labels)
         png = self.folder.file("png")
-        completed = run_view("--recording", path, "--frames", frames_path, "--png", png)
+        unrelated = self.folder.file("unrelated.h5")  # --frames repeats: one recording per simulated stream
+        synthetic.write_strain_results(self.folder.file("other.h5"), rng=self.rng, frames_path=unrelated)
+        completed = run_view("--recording", path, "--frames", unrelated, "--frames", frames_path, "--png", png)
         self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
         check_png(self, os.path.join(png, "perfusion_000000.png"), perfusion.PerfusionView.figure_size)
 

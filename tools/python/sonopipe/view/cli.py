@@ -39,8 +39,9 @@ def parse_arguments(argv):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--endpoint", help="the daemon's publish endpoint (live)")
     source.add_argument("--recording", help="HDF5 recording of results (sonopipe-record), offline")
-    parser.add_argument("--frames", metavar="FILE",
-                        help="raw recording of the input frames (e.g. sonopipe-sim's), for the strain B-mode")
+    parser.add_argument("--frames", metavar="FILE", action="append", default=[],
+                        help="raw recording of the input frames (e.g. sonopipe-sim's, as replayed): strain B-mode, "
+                             "ARFI track times; repeatable (one per simulated stream)")
     parser.add_argument("--pipeline", action="append", default=[],
                         help="show only this pipeline (repeatable; default: all)")
     parser.add_argument("--png", metavar="DIR", help="write <pipeline>_<input sequence>.png files instead of a window")
@@ -69,9 +70,9 @@ def parse_arguments(argv):
 class Context:
     """What views may use beyond the result group: the recording (raw frames), the options."""
 
-    def __init__(self, recording, options, frames_recording=None):
+    def __init__(self, recording, options, frames_recordings=()):
         self.recording = recording
-        self.frames_recording = frames_recording
+        self.frames_recordings = list(frames_recordings)
         self.options = options
         self._published_frames = {}  # (stream, input sequence) -> (ResultHeader, array), the last few
 
@@ -89,7 +90,7 @@ class Context:
         the --frames recording's raw frames (FrameHeader), else as the pipeline published it
         (ResultHeader), else None. Results carry no frame side vectors (ensemble times) and no raw
         RF, so views look here for them."""
-        for recording in (self.recording, self.frames_recording):
+        for recording in [self.recording, *self.frames_recordings]:
             if recording is None or stream_id not in recording.streams:
                 continue
             stream = recording.streams[stream_id]
@@ -182,7 +183,7 @@ def run(options):
         source = LiveSource(options.endpoint, topics, options.idle_exit)
         grouper = Grouper()
     viewer = Viewer(options, live_source=options.endpoint is not None)
-    context = Context(source.recording, options, read_recording(options.frames) if options.frames else None)
+    context = Context(source.recording, options, [read_recording(path) for path in options.frames])
     wanted = set(options.pipeline)
     started = time.monotonic()
     try:

@@ -5,7 +5,7 @@ The pre-compression frame (input sequence - lag) is looked up by Context.input_f
 the raw frames of the results recording, in the raw recording given with --frames (e.g. the
 simulator's, which replay sent), and among the RF results the pipeline published itself (a
 `convert` stage with `publish: true`, output name ending in "converted", as config/demo.yaml does).
-Without any, the B-mode panel is left out.
+Without it, the B-mode of the frame itself is shown when available (titled so), else none.
 
 Strain (unit "1") is shown in %: compression is negative, a stiff inclusion strains less. A
 "component" axis, when present, is indexed by --component (default 0 = axial, as the strain and
@@ -50,6 +50,10 @@ class StrainView:
         header = strain.header
         lag = self.lag if self.lag is not None else int(header.attributes.get("lag", "1") or 1)
         rf = context.input_frame(header.stream_id, header.input_sequence - lag)
+        bmode_title = f"B-mode, pre-compression frame #{header.input_sequence - lag}"
+        if rf is None:  # e.g. the stream's first frame only primed ncc_track and published nothing
+            rf = context.input_frame(header.stream_id, header.input_sequence)
+            bmode_title = f"B-mode, frame #{header.input_sequence} (#{header.input_sequence - lag} not kept)"
         count = 1 + (rf is not None) + (correlation is not None)
         axes = list(np.atleast_1d(fig.subplots(1, count)))
 
@@ -61,9 +65,7 @@ class StrainView:
             image_db = bmode.log_compress(bmode.envelope(values, axis=0))
             y, y_label = panels.axis_coordinates(rows, frame_header)
             x, x_label = panels.axis_coordinates(columns, frame_header, values.shape[1])
-            sequence = getattr(frame_header, "sequence", header.input_sequence - lag)
-            panels.image(fig, axes.pop(0), image_db, x, x_label, y, y_label,
-                         f"B-mode, pre-compression frame #{sequence}", "dB", cmap="gray",
+            panels.image(fig, axes.pop(0), image_db, x, x_label, y, y_label, bmode_title, "dB", cmap="gray",
                          limits=(-50.0, 0.0))
 
         values, x, x_label, y, y_label = _plane(strain, self.component)
