@@ -71,7 +71,7 @@ recorder=""
 cat "$out/status.txt"
 
 echo "== 5/5 rendering pictures"
-"$view" --recording "$out/results.h5" --frames "$out/strain.h5" --png "$out/png" > "$out/view.log" 2>&1 \
+"$view" --recording "$out/results.h5" --frames "$out/arfi.h5" --frames "$out/strain.h5" --png "$out/png" > "$out/view.log" 2>&1 \
   || { cat "$out/view.log"; exit 1; }
 "$python" "$root/tools/demo_summary.py" --results "$out/results.h5" --arfi "$out/arfi.h5" \
   --strain "$out/strain.h5" --perfusion "$out/perfusion.h5" --status "$out/status.json" \
