@@ -182,6 +182,20 @@ class DaemonHarness {
     return results;
   }
 
+  // After a stop or a signal: collects the remaining results until the final heartbeat
+  // (draining = true) that the daemon sends once it has drained; that Status, or none on timeout.
+  std::optional<v1::Status> receive_until_drained(std::vector<Received>& results,
+                                                  std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      auto message = receive(std::chrono::milliseconds(200));
+      if (!message) continue;
+      if (message->topic != "status") results.push_back(std::move(*message));
+      else if (last_status_.draining()) return last_status_;
+    }
+    return std::nullopt;
+  }
+
   // The latest heartbeat seen by receive() (valid when have_status()).
   const v1::Status& last_status() const { return last_status_; }
   bool have_status() const { return have_status_; }

@@ -239,14 +239,7 @@ pipelines:
 
   // Results, then the final heartbeat (draining = true) that the daemon sends once it has drained.
   std::vector<test::Received> results;
-  std::optional<v1::Status> final_status;
-  const auto deadline = test::Clock::now() + 60s;
-  while (!final_status && test::Clock::now() < deadline) {
-    auto message = daemon.receive(200ms);
-    if (!message) continue;
-    if (message->topic != "status") results.push_back(std::move(*message));
-    else if (daemon.last_status().draining()) final_status = daemon.last_status();
-  }
+  const std::optional<v1::Status> final_status = daemon.receive_until_drained(results);
   REQUIRE(final_status);
   CHECK(daemon.wait_exit() == 0);
   const std::uint64_t accepted = final_status->pipelines(0).frames_accepted();
@@ -330,14 +323,7 @@ pipelines:
   auto stop = daemon.control("stop");
   REQUIRE(stop);
   std::vector<test::Received> results;
-  std::optional<v1::Status> final_status;
-  const auto drain_deadline = test::Clock::now() + 60s;
-  while (!final_status && test::Clock::now() < drain_deadline) {
-    auto message = daemon.receive(200ms);
-    if (!message) continue;
-    if (message->topic != "status") results.push_back(std::move(*message));
-    else if (daemon.last_status().draining()) final_status = daemon.last_status();
-  }
+  const std::optional<v1::Status> final_status = daemon.receive_until_drained(results);
   REQUIRE(final_status);
   CHECK(daemon.wait_exit() == 0);
   const v1::PipelineStatus& live = final_status->pipelines(0);
