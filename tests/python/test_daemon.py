@@ -89,7 +89,8 @@ class DaemonRoundTrip(DaemonFixture):
             publisher.send(np.zeros((2, 8), np.int16), kind="rf", axes=["line", "sample"])
         deadline = time.monotonic() + 30
         status = self.control.status()
-        while status.results_published < 6 and time.monotonic() < deadline:
+        # Published and processed are counted one after the other; wait for both.
+        while min(status.results_published, status.frames_processed) < 6 and time.monotonic() < deadline:
             time.sleep(0.1)
             status = self.control.status()
         self.assertEqual((status.frames_received, status.frames_processed, status.results_published), (6, 6, 6))

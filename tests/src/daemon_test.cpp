@@ -196,7 +196,10 @@ pipelines:
     CHECK(results[n].header.input_sequence() == n);
     CHECK(results[n].payload == expected[n]);
   }
-  v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 9; });
+  // A subscriber can see a result before the completion thread counts it, so wait for both counts.
+  v1::Status status = daemon.wait_for_status([&](const v1::Status& s) {
+    return s.frames_rejected() >= 9 && s.results_published() >= expected.size();
+  });
   CHECK(status.frames_received() == expected.size() + 9);
   CHECK(status.frames_rejected() == 9);
   for (const char* reason : {"malformed_message", "unparsable_header", "unknown_schema", "bad_header", "size_mismatch",
