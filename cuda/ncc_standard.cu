@@ -6,8 +6,15 @@
 //   chip): a block takes `points_per_block` consecutive axial points of one lateral/elevational
 //   grid position; a thread takes R consecutive axial shifts of one point. The axial loop runs in
 //   chunks of R samples: R reference values and 2R-1 target values in registers feed R x R FMAs
-//   with static register indices (no register shuffling), 3R-1 shared loads per R^2 FMAs.
+//   with static register indices; the last R-1 target values carry over to the next chunk, so a
+//   chunk costs 2R shared loads per R^2 FMAs (Hopper issues one shared load per four FMAs per SM:
+//   R = 8 balances them).
+// - Threads of a warp take consecutive points first: their shared addresses differ by the axial
+//   step (odd in the papers' grids, so 32 different banks) instead of colliding on the same banks
+//   (a 3-way conflict on every load when the shift groups came first: the old kernel was
+//   shared-load bound at ~3x its FMA time).
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/cuda_check.h"
 #include "cuda/ncc_kernels.cuh"
@@ -150,10 +157,10 @@ __global__ void standard_kernel(Geometry geo, Tile tile, const float* f, const f
   const float count = static_cast<float>(geo.window_count());
   const float floor = static_cast<float>(geo.energy_floor());
   for (int w = threadIdx.x; w < work; w += blockDim.x) {
-    const int group = w % groups;
-    int rest = w / groups;
-    const int tp = rest % tile.points;
-    rest /= tile.points;
+    const int tp = w % tile.points;  // points fastest: see the bank note at the top
+    int rest = w / tile.points;
+    const int group = rest % groups;
+    rest /= groups;
     const int sl = rest % s_l, se = rest / s_l;
     const int pa = first_point_a + tp;
     if (pa >= geo.points[0]) continue;
@@ -166,16 +173,21 @@ __global__ void standard_kernel(Geometry geo, Tile tile, const float* f, const f
         const float* f_row = f_tile + (e * geo.kernel[1] + l) * tile.f_axial + tp * geo.step[0];
         const float* g_row = g_tile + ((e + se) * tile.g_lateral + (l + sl)) * tile.g_axial +
                              tp * geo.step[0] + sa0;
+        float gv[2 * R - 1];  // g_row[a0 .. a0 + 2R - 2]
+#pragma unroll
+        for (int k = 0; k < R - 1; ++k) gv[k] = g_row[k];
         for (int a0 = 0; a0 < geo.kernel[0]; a0 += R) {
-          float fv[R], gv[2 * R - 1];
+          float fv[R];
 #pragma unroll
           for (int q = 0; q < R; ++q) fv[q] = a0 + q < geo.kernel[0] ? f_row[a0 + q] : 0.f;
 #pragma unroll
-          for (int k = 0; k < 2 * R - 1; ++k) gv[k] = g_row[a0 + k];
+          for (int k = R - 1; k < 2 * R - 1; ++k) gv[k] = g_row[a0 + k];
 #pragma unroll
           for (int q = 0; q < R; ++q)
 #pragma unroll
             for (int r = 0; r < R; ++r) num[r] = fmaf(fv[q], gv[q + r], num[r]);  // eq. (1) numerator
+#pragma unroll
+          for (int k = 0; k < R - 1; ++k) gv[k] = gv[k + R];  // carried to the next chunk
         }
       }
     }
@@ -259,14 +271,23 @@ std::size_t standard_sums_floats(const Geometry& geo, StandardSums& layout) {
 }
 
 bool configure_standard(const Geometry& geo, StandardLaunch& launch) {
-  // R: the candidate that wastes the fewest axial shifts in the last group (ties: larger R).
-  int best_r = 8, best_waste = 1 << 30;
+  // R: the cheapest by (padded shifts) x (padded window) x max(1/4, shared loads per FMA = 2/R):
+  // below R = 8 the shared loads, not the FMAs, bound the kernel (ties: larger R).
+  int best_r = 8;
+  double best_cost = 1e300;
   for (int r : {8, 7, 6, 5, 4}) {
-    const int waste = ((geo.shifts(0) + r - 1) / r) * r - geo.shifts(0);
-    if (waste < best_waste) {
-      best_waste = waste;
+    const double padded_shifts = (geo.shifts(0) + r - 1) / r * r;
+    const double padded_window = (geo.kernel[0] + r - 1) / r * r;
+    const double cost = padded_shifts * padded_window * std::max(0.25, 2.0 / r);
+    if (cost < best_cost) {
+      best_cost = cost;
       best_r = r;
     }
+  }
+  // Tuning override for the benchmark (configure time only): SONOPIPE_NCC_STANDARD_R=4..8.
+  if (const char* forced = std::getenv("SONOPIPE_NCC_STANDARD_R")) {
+    const int r = std::atoi(forced);
+    if (r >= 4 && r <= kMaxR) best_r = r;
   }
   int device = 0, max_shared = 0;
   SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
