@@ -114,6 +114,25 @@ __global__ void window_sum_kernel(Geometry geo, WindowBox box, const float* run2
   if (sum) sum[id] = s1;
 }
 
+// R samples of one window row: R reference and R new target values from shared memory, R x R
+// FMAs (eq. (1) numerator); the last R-1 target values carry over to the next chunk. Tail: the
+// chunk passes the window end (reference values there read as zero).
+template <int R, bool Tail>
+__device__ __forceinline__ void axial_chunk(const float* f_row, const float* g_row, int a0, int width,
+                                            float (&gv)[2 * R - 1], float (&num)[R]) {
+  float fv[R];
+#pragma unroll
+  for (int q = 0; q < R; ++q) fv[q] = !Tail || a0 + q < width ? f_row[a0 + q] : 0.f;
+#pragma unroll
+  for (int k = R - 1; k < 2 * R - 1; ++k) gv[k] = g_row[a0 + k];
+#pragma unroll
+  for (int q = 0; q < R; ++q)
+#pragma unroll
+    for (int r = 0; r < R; ++r) num[r] = fmaf(fv[q], gv[q + r], num[r]);  // peng2019 eq. (1) numerator
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) gv[k] = gv[k + R];
+}
+
 template <int R, bool ZeroMean>
 __global__ void standard_kernel(Geometry geo, Tile tile, const float* f, const float* g,
                                 StandardSums sums, float* maps, unsigned* point_flags) {
@@ -176,19 +195,13 @@ __global__ void standard_kernel(Geometry geo, Tile tile, const float* f, const f
         float gv[2 * R - 1];  // g_row[a0 .. a0 + 2R - 2]
 #pragma unroll
         for (int k = 0; k < R - 1; ++k) gv[k] = g_row[k];
-        for (int a0 = 0; a0 < geo.kernel[0]; a0 += R) {
-          float fv[R];
-#pragma unroll
-          for (int q = 0; q < R; ++q) fv[q] = a0 + q < geo.kernel[0] ? f_row[a0 + q] : 0.f;
-#pragma unroll
-          for (int k = R - 1; k < 2 * R - 1; ++k) gv[k] = g_row[a0 + k];
-#pragma unroll
-          for (int q = 0; q < R; ++q)
-#pragma unroll
-            for (int r = 0; r < R; ++r) num[r] = fmaf(fv[q], gv[q + r], num[r]);  // eq. (1) numerator
-#pragma unroll
-          for (int k = 0; k < R - 1; ++k) gv[k] = gv[k + R];  // carried to the next chunk
-        }
+        // Whole chunks without the window-end test (the kernel is instruction-issue bound: every
+        // non-FMA instruction in this loop costs), then the partial last chunk with it.
+        const int whole = geo.kernel[0] / R * R;
+        int a0 = 0;
+#pragma unroll 2
+        for (; a0 < whole; a0 += R) axial_chunk<R, false>(f_row, g_row, a0, geo.kernel[0], gv, num);
+        if (a0 < geo.kernel[0]) axial_chunk<R, true>(f_row, g_row, a0, geo.kernel[0], gv, num);
       }
     }
     const int p = (pe * geo.points[1] + pl) * geo.points[0] + pa;
