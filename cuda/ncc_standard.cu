@@ -7,14 +7,13 @@
 //   grid position; a thread takes R consecutive axial shifts of one point. The axial loop runs in
 //   chunks of R samples: R reference values and 2R-1 target values in registers feed R x R FMAs
 //   with static register indices; the last R-1 target values carry over to the next chunk, so a
-//   chunk costs 2R shared loads per R^2 FMAs (Hopper issues one shared load per four FMAs per SM:
-//   R = 8 balances them).
+//   chunk costs 2R shared loads per R^2 FMAs (Hopper issues one shared load per four FMAs per SM).
+//   Whole chunks run without the window-end test, the partial last chunk with it: on the H100 the
+//   kernel is instruction-issue bound (ncu, 2-D 61x11 s11x7: ~54% of issued instructions on the
+//   FMA pipe), so every non-FMA instruction in the chunk loop costs.
 // - Threads of a warp take consecutive points first: their shared addresses differ by the axial
-//   step (odd in the papers' grids, so 32 different banks) instead of colliding on the same banks
-//   (a 3-way conflict on every load when the shift groups came first: the old kernel was
-//   shared-load bound at ~3x its FMA time).
+//   step (odd in the papers' grids, so different banks).
 #include <algorithm>
-#include <cstdlib>
 
 #include "cuda/cuda_check.h"
 #include "cuda/ncc_kernels.cuh"
@@ -284,8 +283,10 @@ std::size_t standard_sums_floats(const Geometry& geo, StandardSums& layout) {
 }
 
 bool configure_standard(const Geometry& geo, StandardLaunch& launch) {
-  // R: the cheapest by (padded shifts) x (padded window) x max(1/4, shared loads per FMA = 2/R):
-  // below R = 8 the shared loads, not the FMAs, bound the kernel (ties: larger R).
+  // R: the cheapest by (padded shifts) x (padded window) x max(1/4, shared loads per FMA = 2/R)
+  // (ties: larger R). Measured on the H100 (2026-11-22, R forced per run): the model's choice was
+  // the fastest or within the ~3% run-to-run spread for the four 2-D cases (s31x7: R = 8 0.188 ms
+  // vs R = 7 0.204 ms; s41x7: R = 7 0.221 ms vs R = 8 0.246 ms).
   int best_r = 8;
   double best_cost = 1e300;
   for (int r : {8, 7, 6, 5, 4}) {
@@ -296,11 +297,6 @@ bool configure_standard(const Geometry& geo, StandardLaunch& launch) {
       best_cost = cost;
       best_r = r;
     }
-  }
-  // Tuning override for the benchmark (configure time only): SONOPIPE_NCC_STANDARD_R=4..8.
-  if (const char* forced = std::getenv("SONOPIPE_NCC_STANDARD_R")) {
-    const int r = std::atoi(forced);
-    if (r >= 4 && r <= kMaxR) best_r = r;
   }
   int device = 0, max_shared = 0;
   SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
