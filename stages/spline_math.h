@@ -66,13 +66,26 @@ SONOPIPE_HOST_DEVICE inline KnotRange subset_window(KnotRange owned, std::int64_
   return {lo, hi + 1};
 }
 
+// The pivots of the forward sweep (Thomas algorithm): inverse(row, denominator) is 1 / pivot of
+// forward row `row` (0 = the window's first unknown); keep(slot, row, c) / ratio(slot, row) store
+// and recall the super-diagonal ratio c of a row kept for back substitution. This form divides and
+// keeps c in per-thread scratch (`scratch_c(slot)` returns a reference): it serves any boundary.
+// The CUDA kernel has a tabled form for natural windows, whose pivots depend only on the row.
+template <typename Real, typename ScratchC>
+struct ComputedPivots {
+  ScratchC scratch_c;
+  SONOPIPE_HOST_DEVICE Real inverse(std::int64_t, Real denominator) const { return Real(1) / denominator; }
+  SONOPIPE_HOST_DEVICE void keep(std::int64_t slot, std::int64_t, Real c) const { scratch_c(slot) = c; }
+  SONOPIPE_HOST_DEVICE Real ratio(std::int64_t slot, std::int64_t) const { return scratch_c(slot); }
+};
+
 // Solves the spline on window [w.begin, w.end) and writes M for the knots [keep.begin, keep.end)
-// (inside the window) through m_out(i, value). y(i) reads knot i. `scratch_c(r)`/`scratch_d(r)`
-// return references to slot r of per-thread scratch (Thomas coefficients), r < keep count + 2.
+// (inside the window) through m_out(i, value). y(i) reads knot i. `scratch_d(r)` returns a
+// reference to slot r of per-thread scratch, r < keep count + 2; `pivots` as above.
 // Every kept knot is written.
-template <typename Real, int C, typename YAt, typename ScratchC, typename ScratchD, typename MOut>
+template <typename Real, int C, typename YAt, typename Pivots, typename ScratchD, typename MOut>
 SONOPIPE_HOST_DEVICE void solve_window(KnotRange w, KnotRange keep, std::int64_t length,
-                                       Boundary boundary, YAt y, ScratchC scratch_c,
+                                       Boundary boundary, YAt y, const Pivots& pivots,
                                        ScratchD scratch_d, MOut m_out) {
   using V = Vec<Real, C>;
   const std::int64_t lo = w.begin, hi = w.end - 1;
@@ -104,11 +117,11 @@ SONOPIPE_HOST_DEVICE void solve_window(KnotRange w, KnotRange keep, std::int64_t
       diag = Real(6);
       sub = Real(0);
     }
-    const Real denom = diag - sub * c_prev;
-    const Real c = sup / denom;
-    const V d = (r - d_prev * sub) * (Real(1) / denom);
+    const Real inv_denom = pivots.inverse(i - lo - 1, diag - sub * c_prev);
+    const Real c = sup * inv_denom;  // sup is 0 or 1: exact
+    const V d = (r - d_prev * sub) * inv_denom;
     if (i >= store_from) {
-      scratch_c(i - store_from) = c;
+      pivots.keep(i - store_from, i - lo - 1, c);
       scratch_d(i - store_from) = d;
     }
     c_prev = c;
@@ -120,7 +133,7 @@ SONOPIPE_HOST_DEVICE void solve_window(KnotRange w, KnotRange keep, std::int64_t
   V m_next = V::zero(), m_next2 = V::zero();  // M_{i+1}, M_{i+2}
   V m_at_hi = V::zero();
   for (std::int64_t i = hi - 1; i >= store_from; --i) {
-    const V m = scratch_d(i - store_from) - m_next * scratch_c(i - store_from);
+    const V m = scratch_d(i - store_from) - m_next * pivots.ratio(i - store_from, i - lo - 1);
     if (i >= keep.begin && i < keep.end) m_out(i, m);
     if (i == hi - 2 && right_nak) m_at_hi = m_next * Real(2) - m;  // 2 M_{hi-1} - M_{hi-2}
     m_next2 = m_next;

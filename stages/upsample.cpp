@@ -106,7 +106,8 @@ void UpsampleStage::second_derivatives(const double* y, std::int64_t length,
     const spline::KnotRange owned{a, a + n < length ? a + n : length};
     const spline::KnotRange window =
         params.exact ? spline::KnotRange{0, length} : spline::subset_window(owned, k, length);
-    spline::solve_window<double, 1>(window, owned, length, params.boundary, y_at, c_at, d_at, m_at);
+    spline::solve_window<double, 1>(window, owned, length, params.boundary, y_at,
+                                    spline::ComputedPivots<double, decltype(c_at)>{c_at}, d_at, m_at);
   }
 }
 
