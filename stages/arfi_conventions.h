@@ -38,11 +38,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define SONOPIPE_HOST_DEVICE __host__ __device__
-#else
-#define SONOPIPE_HOST_DEVICE
-#endif
+#include "stages/host_device.h"
 
 namespace sonopipe::arfi {
 
@@ -66,7 +62,7 @@ struct Window {
   std::int64_t begin;
   std::int64_t end;  // exclusive
 };
-SONOPIPE_HOST_DEVICE inline Window kernel_window(std::int64_t j, std::int64_t kernel_samples,
+SONOPIPE_HD inline Window kernel_window(std::int64_t j, std::int64_t kernel_samples,
                                                  std::int64_t length) {
   std::int64_t begin = j - (kernel_samples - 1) / 2;
   std::int64_t end = begin + kernel_samples;
@@ -85,7 +81,7 @@ struct EstimateInputs {
 };
 
 template <typename Real>
-SONOPIPE_HOST_DEVICE inline void finish_estimate(const EstimateInputs<Real>& s, Real f_dem_hz,
+SONOPIPE_HD inline void finish_estimate(const EstimateInputs<Real>& s, Real f_dem_hz,
                                                  Real sample_period_s, Real speed_of_sound_m_per_s,
                                                  bool use_mean_frequency, Real& displacement_um,
                                                  Real& quality) {

@@ -66,11 +66,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SONOPIPE_HD __host__ __device__ __forceinline__
-#else
-#define SONOPIPE_HD inline
-#endif
+#include "stages/host_device.h"
 
 namespace sonopipe::ncc {
 

@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "stages/arfi_conventions.h"  // SONOPIPE_HOST_DEVICE
+#include "stages/host_device.h"
 
 namespace sonopipe::spline {
 
@@ -28,22 +28,22 @@ enum class Boundary : int { natural = 0, not_a_knot = 1 };
 template <typename Real, int C>
 struct alignas(sizeof(Real) * (C == 2 ? 2 : 1)) Vec {  // I/Q pairs move as one 8-byte access
   Real v[C];
-  SONOPIPE_HOST_DEVICE static Vec zero() {
+  SONOPIPE_HD static Vec zero() {
     Vec r;
     for (int c = 0; c < C; ++c) r.v[c] = Real(0);
     return r;
   }
-  SONOPIPE_HOST_DEVICE Vec operator+(const Vec& o) const {
+  SONOPIPE_HD Vec operator+(const Vec& o) const {
     Vec r;
     for (int c = 0; c < C; ++c) r.v[c] = v[c] + o.v[c];
     return r;
   }
-  SONOPIPE_HOST_DEVICE Vec operator-(const Vec& o) const {
+  SONOPIPE_HD Vec operator-(const Vec& o) const {
     Vec r;
     for (int c = 0; c < C; ++c) r.v[c] = v[c] - o.v[c];
     return r;
   }
-  SONOPIPE_HOST_DEVICE Vec operator*(Real s) const {
+  SONOPIPE_HD Vec operator*(Real s) const {
     Vec r;
     for (int c = 0; c < C; ++c) r.v[c] = v[c] * s;
     return r;
@@ -56,7 +56,7 @@ struct KnotRange {
 };
 
 // The window of knots [lo, hi] (inclusive) a subset owning [owned.begin, owned.end) solves.
-SONOPIPE_HOST_DEVICE inline KnotRange subset_window(KnotRange owned, std::int64_t overlap_k,
+SONOPIPE_HD inline KnotRange subset_window(KnotRange owned, std::int64_t overlap_k,
                                                     std::int64_t length) {
   std::int64_t hi = owned.end + overlap_k;  // the paper's n + 2k + 1 points
   if (hi > length - 1) hi = length - 1;
@@ -74,9 +74,9 @@ SONOPIPE_HOST_DEVICE inline KnotRange subset_window(KnotRange owned, std::int64_
 template <typename Real, typename ScratchC>
 struct ComputedPivots {
   ScratchC scratch_c;
-  SONOPIPE_HOST_DEVICE Real inverse(std::int64_t, Real denominator) const { return Real(1) / denominator; }
-  SONOPIPE_HOST_DEVICE void keep(std::int64_t slot, std::int64_t, Real c) const { scratch_c(slot) = c; }
-  SONOPIPE_HOST_DEVICE Real ratio(std::int64_t slot, std::int64_t) const { return scratch_c(slot); }
+  SONOPIPE_HD Real inverse(std::int64_t, Real denominator) const { return Real(1) / denominator; }
+  SONOPIPE_HD void keep(std::int64_t slot, std::int64_t, Real c) const { scratch_c(slot) = c; }
+  SONOPIPE_HD Real ratio(std::int64_t slot, std::int64_t) const { return scratch_c(slot); }
 };
 
 // Solves the spline on window [w.begin, w.end) and writes M for the knots [keep.begin, keep.end)
@@ -84,7 +84,7 @@ struct ComputedPivots {
 // reference to slot r of per-thread scratch, r < keep count + 2; `pivots` as above.
 // Every kept knot is written.
 template <typename Real, int C, typename YAt, typename Pivots, typename ScratchD, typename MOut>
-SONOPIPE_HOST_DEVICE void solve_window(KnotRange w, KnotRange keep, std::int64_t length,
+SONOPIPE_HD void solve_window(KnotRange w, KnotRange keep, std::int64_t length,
                                        Boundary boundary, YAt y, const Pivots& pivots,
                                        ScratchD scratch_d, MOut m_out) {
   using V = Vec<Real, C>;
@@ -148,7 +148,7 @@ SONOPIPE_HOST_DEVICE void solve_window(KnotRange w, KnotRange keep, std::int64_t
 // Position of output j on the input grid, factor = p / q: x = j q / p = i + rest / p, with the
 // interval i clamped to the last one (the last knot itself is i = length - 2, rest = p).
 // Input knot i lands exactly on output i p / q when that is whole (rest = 0: S = y_i exactly).
-SONOPIPE_HOST_DEVICE inline std::int64_t output_interval(std::int64_t j, std::int64_t p,
+SONOPIPE_HD inline std::int64_t output_interval(std::int64_t j, std::int64_t p,
                                                          std::int64_t q, std::int64_t length,
                                                          std::int64_t& rest) {
   const std::int64_t scaled = j * q;
@@ -163,7 +163,7 @@ SONOPIPE_HOST_DEVICE inline std::int64_t output_interval(std::int64_t j, std::in
 
 // rosenzweig2011 eq. (1) in second-derivative form (see the top of this file).
 template <typename Real, int C>
-SONOPIPE_HOST_DEVICE inline Vec<Real, C> evaluate(const Vec<Real, C>& y0, const Vec<Real, C>& y1,
+SONOPIPE_HD inline Vec<Real, C> evaluate(const Vec<Real, C>& y0, const Vec<Real, C>& y1,
                                                   const Vec<Real, C>& m0, const Vec<Real, C>& m1,
                                                   Real t) {
   const Real u = Real(1) - t;
@@ -175,7 +175,7 @@ SONOPIPE_HOST_DEVICE inline Vec<Real, C> evaluate(const Vec<Real, C>& y0, const 
 }
 
 // Output samples for an input line of `length` samples at factor p / q.
-SONOPIPE_HOST_DEVICE inline std::int64_t output_length(std::int64_t length, std::int64_t p,
+SONOPIPE_HD inline std::int64_t output_length(std::int64_t length, std::int64_t p,
                                                        std::int64_t q) {
   return (length - 1) * p / q + 1;
 }

@@ -17,11 +17,7 @@
 // axis (odd; 1 = off), clipped at the grid edges; the median of an even count is the lower middle.
 #pragma once
 
-#if defined(__CUDACC__)
-#define SONOPIPE_HD __host__ __device__ __forceinline__
-#else
-#define SONOPIPE_HD inline
-#endif
+#include "stages/host_device.h"
 
 namespace sonopipe::strain {
 
@@ -30,7 +26,7 @@ constexpr int kMaxMedianCount = 49;  // window points of the median (e.g. 7x7, 5
 // du/dx at index j of a line of n values u[0], u[stride], ... with half window h, per the policy
 // above. Returns the slope per grid step; the caller divides by the spacing.
 template <typename T, typename U>
-SONOPIPE_HD T slope_per_step(const U* u, long long stride, int j, int n, int h) {
+SONOPIPE_HD inline T slope_per_step(const U* u, long long stride, int j, int n, int h) {
   if (n < 2) return T(0);
   int hj = h;
   if (j < hj) hj = j;
@@ -46,7 +42,7 @@ SONOPIPE_HD T slope_per_step(const U* u, long long stride, int j, int n, int h) 
 
 // Lower-middle median of `count` values (insertion sort; count <= kMaxMedianCount).
 template <typename T>
-SONOPIPE_HD T median_of(T* values, int count) {
+SONOPIPE_HD inline T median_of(T* values, int count) {
   for (int i = 1; i < count; ++i) {
     const T v = values[i];
     int j = i - 1;

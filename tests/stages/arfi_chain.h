@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "stages/arfi_conventions.h"
 #include "stages/convert.h"
 #include "stages/loupas.h"
 #include "stages/motion_filter.h"
