@@ -51,8 +51,8 @@ void lewis_ncc(const ncc::Geometry& geometry, const int fft_size[ncc::kDims], in
                unsigned* point_flags, cudaStream_t stream);
 
 // standard: eq. (1) summed directly in shared-memory tiles, window energies (and sums) summed
-// directly once per window position. Returns false when the tile does not fit in shared memory
-// (caller reports). configure_standard picks the tile once.
+// directly once per window position; standard_ncc zeroes point_flags itself. Returns false when
+// the tile does not fit in shared memory (caller reports). configure_standard picks the tile once.
 struct StandardLaunch {
   int points_per_block;
   int shifts_per_thread;
@@ -60,7 +60,8 @@ struct StandardLaunch {
   std::size_t shared_bytes;
 };
 // Device scratch of the direct window sums: energies (and plain sums for Pearson) of every
-// reference window position and every target window position, plus the axial-run buffer.
+// reference window position and every target window position, plus the axial-run buffers of
+// both boxes (reference runs first).
 struct StandardSums {
   float* reference_energy;
   float* reference_sum;
@@ -80,8 +81,8 @@ void standard_ncc(const ncc::Geometry& geometry, const StandardLaunch& launch, c
                   cudaStream_t stream);
 
 // Peak search and refinement: one warp per point. point_flags: per point, the energy flags
-// (kFlagNoReferenceEnergy, kFlagNoTargetEnergy) the NCC kernels set with atomicOr (zeroed by the
-// caller before the NCC kernels).
+// (kFlagNoReferenceEnergy, kFlagNoTargetEnergy) the NCC kernels set with atomicOr (zeroed before
+// them: by the caller for lewis and luo, by standard_ncc's first kernel for standard).
 void find_peaks(const ncc::Geometry& geometry, const float* maps, const unsigned* point_flags,
                 int rank, const float spacing[ncc::kDims],
                 float* displacement, float* displacement_samples, float* correlation,

@@ -25,6 +25,7 @@ __global__ void peak_kernel(Geometry geo, const float* maps, const unsigned* poi
   const float* map = maps + static_cast<std::size_t>(warp) * shifts;
   float best = -3.0e38f;
   int best_index = shifts;
+#pragma unroll 4  // the map loads go out together (the kernel is latency-bound)
   for (int s = lane; s < shifts; s += 32) {
     const float v = map[s];
     if (v > best) {

@@ -185,7 +185,8 @@ void NccTracker::normalise(const float* in, float* out, std::size_t count, cudaS
 void NccTracker::correlate(ncc::Method method, const float* f, const float* g, cudaStream_t stream) {
   Impl& m = *impl_;
   const ncc::Geometry& geo = m.geo;
-  SONOPIPE_CUDA_CHECK(cudaMemsetAsync(m.point_flags, 0, sizeof(unsigned) * geo.point_count(), stream));
+  if (method == ncc::Method::luo || method == ncc::Method::lewis)  // standard zeroes them in its first kernel
+    SONOPIPE_CUDA_CHECK(cudaMemsetAsync(m.point_flags, 0, sizeof(unsigned) * geo.point_count(), stream));
   switch (method) {
     case ncc::Method::standard:
     case ncc::Method::auto_select:
