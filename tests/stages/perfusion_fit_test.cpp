@@ -190,13 +190,14 @@ TEST_CASE("perfusion fit on CUDA equals the CPU reference (parameters and iterat
   const std::uint64_t seed = test::fresh_seed();
   ThreadPool pool(0);
   for (Convolution scheme : {Convolution::recursive, Convolution::fft}) {
-    for (int samples : {48, 128}) {
+    for (auto [samples, linear_start] : {std::pair{48, false}, std::pair{128, false}, std::pair{128, true}}) {
       const auto sim = noise_free(samples, scheme, 1);
       FitProblem problem(sim.time_s, sim.arterial, sim.portal);
       const std::size_t voxels = scheme == Convolution::fft ? 700 : 3000;
       const auto tissue = random_curves(problem, voxels, 0.02, seed + samples, scheme);
       FitSettings settings;
       settings.convolution = scheme;
+      settings.linear_start = linear_start;  // `initialiser: linear`: the start is found on the GPU too
       std::vector<VoxelFit> cpu(voxels);
       fit_voxels_cpu(problem, settings, tissue.data(), voxels, cpu.data(), pool);
       // (layout, register cap): the default kernel and a register-capped (spilling) build.
@@ -219,7 +220,8 @@ TEST_CASE("perfusion fit on CUDA equals the CPU reference (parameters and iterat
             worst = std::max(worst, std::abs(gpu[v].parameters[j] - cpu[v].parameters[j]) /
                                         std::max(1.0, std::abs(cpu[v].parameters[j])));
         }
-        INFO(convolution_name(scheme) << " N_t " << samples << " layout " << static_cast<int>(layout)
+        INFO(convolution_name(scheme) << " N_t " << samples << " linear start " << linear_start
+             << " layout " << static_cast<int>(layout)
              << " min blocks " << min_blocks
              << ": worst relative parameter difference " << worst << ", count mismatches "
              << count_mismatches);
