@@ -121,8 +121,10 @@ __global__ void fit_block_per_voxel_kernel(ModelInputs inputs, FitConfig config,
       if (threadIdx.x == 0) out[v] = perfusion::skipped_voxel();
       continue;
     }
+    double start[perfusion::kParameterCount];  // every thread computes the same start
+    perfusion::voxel_start(in, config, curve, voxel_stride, start);
     BlockFftCost cost{&in, curve, voxel_stride, re, im};
-    const auto r = nelder_mead<perfusion::kParameterCount>(cost, config.start_si, config.optimiser);
+    const auto r = nelder_mead<perfusion::kParameterCount>(cost, start, config.optimiser);
     if (threadIdx.x == 0) out[v] = perfusion::finish_voxel(r);
   }
 }

@@ -81,13 +81,19 @@ SONOPIPE_HD inline bool tissue_finite(const double* tissue, int stride, int samp
   return true;
 }
 
+// Nelder-Mead's start for one voxel: the configured start, or the linear least-squares seed.
+SONOPIPE_HD inline void voxel_start(const ModelInputs& in, const FitConfig& config, const double* tissue,
+                                    int stride, double start[kParameterCount]) {
+  for (int j = 0; j < kParameterCount; ++j) start[j] = config.start_si[j];
+  if (config.linear_start) linear_start(in, tissue, stride, config.linear_grid, start);
+}
+
 // Fits tissue[i * stride], i < N. fft_scratch: 2 L doubles (unused by `recursive`).
 SONOPIPE_HD inline VoxelFit fit_voxel(const ModelInputs& in, const FitConfig& config,
                                       const double* tissue, int stride, double* fft_scratch) {
   if (!tissue_finite(tissue, stride, in.samples)) return skipped_voxel();
   double start[kParameterCount];
-  for (int j = 0; j < kParameterCount; ++j) start[j] = config.start_si[j];
-  if (config.linear_start) linear_start(in, tissue, stride, config.linear_grid, start);
+  voxel_start(in, config, tissue, stride, start);
   if (config.convolution == Convolution::recursive) {
     RecursiveCost cost{in, tissue, stride};
     return finish_voxel(nelder_mead<kParameterCount>(cost, start, config.optimiser));
