@@ -17,7 +17,30 @@ __device__ inline float to_output<float>(float v) { return v; }
 template <>
 __device__ inline __half to_output<__half>(float v) { return __float2half_rn(v); }
 
-// Direct sums, one thread per output depth (short kernels, and long ones a tile cannot hold).
+// The window sums' terms (rosenzweig2011 eq. (2) in the convention of stages/arfi_conventions.h).
+__device__ inline void add_sample(arfi::EstimateInputs<float>& a, float2 r, float2 t) {
+  a.slow_re += t.x * r.x + t.y * r.y;  // R_slow += t conj(r)
+  a.slow_im += t.y * r.x - t.x * r.y;
+  a.energy_ref += r.x * r.x + r.y * r.y;
+  a.energy_track += t.x * t.x + t.y * t.y;
+}
+
+__device__ inline void add_pair(arfi::EstimateInputs<float>& a, float2 r, float2 t, float2 r1, float2 t1) {
+  a.fast_re += r1.x * r.x + r1.y * r.y + t1.x * t.x + t1.y * t.y;  // R_fast += z[m+1] conj(z[m])
+  a.fast_im += r1.y * r.x - r1.x * r.y + t1.y * t.x - t1.x * t.y;
+}
+
+__device__ inline void add(arfi::EstimateInputs<float>& a, const arfi::EstimateInputs<float>& b) {
+  a.slow_re += b.slow_re;
+  a.slow_im += b.slow_im;
+  a.fast_re += b.fast_re;
+  a.fast_im += b.fast_im;
+  a.energy_ref += b.energy_ref;
+  a.energy_track += b.energy_track;
+}
+
+// Direct sums, one thread per output depth (kernels too short for the blocked form, and long ones a
+// tile cannot hold).
 // grid: x = depth tiles, y = track, z = location. Neighbouring threads read neighbouring samples,
 // so the window loads of a warp overlap and come from L1.
 template <typename Out>
@@ -33,15 +56,10 @@ loupas_direct_kernel(const float2* __restrict__ in, const float* __restrict__ f_
   arfi::EstimateInputs<float> sum{0, 0, 0, 0, 0, 0};
   float2 r = __ldg(ref + w.begin), t = __ldg(trk + w.begin);
   for (std::int64_t m = w.begin; m < w.end; ++m) {
-    // R_slow += t conj(r); energies
-    sum.slow_re += t.x * r.x + t.y * r.y;
-    sum.slow_im += t.y * r.x - t.x * r.y;
-    sum.energy_ref += r.x * r.x + r.y * r.y;
-    sum.energy_track += t.x * t.x + t.y * t.y;
-    if (m + 1 < w.end) {  // R_fast += r[m+1] conj(r[m]) + t[m+1] conj(t[m])
+    add_sample(sum, r, t);
+    if (m + 1 < w.end) {  // fast-time pairs need both samples inside the window
       const float2 r1 = __ldg(ref + m + 1), t1 = __ldg(trk + m + 1);
-      sum.fast_re += r1.x * r.x + r1.y * r.y + t1.x * t.x + t1.y * t.y;
-      sum.fast_im += r1.y * r.x - r1.x * r.y + t1.y * t.x - t1.x * t.y;
+      add_pair(sum, r, t, r1, t1);
       r = r1;
       t = t1;
     }
@@ -66,27 +84,6 @@ loupas_direct_kernel(const float2* __restrict__ in, const float* __restrict__ f_
 // are coalesced.
 constexpr int kBlockedThreads = 128;
 constexpr int kMaxStagedSamples = 3072;  // per line: 2 x 24 kB of float2, the default shared limit
-
-__device__ inline void add_sample(arfi::EstimateInputs<float>& a, float2 r, float2 t) {
-  a.slow_re += t.x * r.x + t.y * r.y;  // R_slow += t conj(r)
-  a.slow_im += t.y * r.x - t.x * r.y;
-  a.energy_ref += r.x * r.x + r.y * r.y;
-  a.energy_track += t.x * t.x + t.y * t.y;
-}
-
-__device__ inline void add_pair(arfi::EstimateInputs<float>& a, float2 r, float2 t, float2 r1, float2 t1) {
-  a.fast_re += r1.x * r.x + r1.y * r.y + t1.x * t.x + t1.y * t.y;  // R_fast += z[m+1] conj(z[m])
-  a.fast_im += r1.y * r.x - r1.x * r.y + t1.y * t.x - t1.x * t.y;
-}
-
-__device__ inline void add(arfi::EstimateInputs<float>& a, const arfi::EstimateInputs<float>& b) {
-  a.slow_re += b.slow_re;
-  a.slow_im += b.slow_im;
-  a.fast_re += b.fast_re;
-  a.fast_im += b.fast_im;
-  a.energy_ref += b.energy_ref;
-  a.energy_track += b.energy_track;
-}
 
 // Samples [b, b + M) and pairs [b, b + M - 1) of R windows spaced by `step`, staged indices.
 template <int R, int kStep>
