@@ -45,8 +45,9 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
                                                                     : zmq::socket_type::sub),
       max_frame_bytes_(config.max_frame_bytes), non_finite_(config.non_finite),
       dispatch_(std::move(dispatch)), rejects_(rejects) {
-  // Frames far over the limit are cut by libzmq itself (it drops the sender's connection); frames
-  // just over it arrive and are refused with reason too_large.
+  // Frames far over the limit are cut by libzmq itself (it drops the sender's connection; the loss
+  // shows as a sequence gap, counted and logged in handle()); frames just over it arrive and are
+  // refused with reason too_large.
   socket_.set(zmq::sockopt::maxmsgsize,
               static_cast<std::int64_t>(config.max_frame_bytes + kHeaderAllowanceBytes));
   // Few frames wait in the socket: the executor's queue is where frames wait, and a short socket
@@ -101,9 +102,21 @@ void Ingest::handle(std::vector<zmq::message_t>& parts) {
                         std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
     return;
   }
-  // Gaps in a stream's sequence numbers are frames lost before they reached us.
+  // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
+  // a SUB socket's full queue, or by libzmq, which refuses a message over ZMQ_MAXMSGSIZE by
+  // dropping the sender's connection (a PUSH sender reconnects and goes on).
   auto [next, first] = next_sequence_.try_emplace(frame.meta.stream_id, frame.meta.sequence);
-  if (!first && frame.meta.sequence > next->second) missing_.fetch_add(frame.meta.sequence - next->second);
+  if (!first && frame.meta.sequence > next->second) {
+    const std::uint64_t lost = frame.meta.sequence - next->second;
+    missing_.fetch_add(lost);
+    if (gap_lines_.allow(LineLimiter::Clock::now())) {
+      const std::uint64_t held_back = gap_lines_.take_held_back();
+      spdlog::warn("ingest: stream {}: {} frame(s) missing before sequence {} (lost upstream, or over "
+                   "max_frame_bytes + 1 MiB, which libzmq refuses by dropping the connection){}",
+                   frame.meta.stream_id, lost, frame.meta.sequence,
+                   held_back > 0 ? " (and " + std::to_string(held_back) + " more gaps since the last line)" : "");
+    }
+  }
   next->second = frame.meta.sequence + 1;
   // The payload stays in ZeroMQ's buffer; the pipelines share it until they are done with it.
   auto message = std::make_shared<zmq::message_t>(std::move(parts[1]));

@@ -12,6 +12,7 @@
 
 #include "pipeline/frame_queue.h"
 #include "src/config.h"
+#include "src/line_limiter.h"
 #include "src/reject_log.h"
 
 namespace sonopipe {
@@ -45,6 +46,7 @@ class Ingest {
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> missing_{0};                   // sequence gaps, all streams
   std::unordered_map<std::uint32_t, std::uint64_t> next_sequence_;  // per stream (ingest thread only)
+  LineLimiter gap_lines_;                                           // ingest thread only
 };
 
 }  // namespace sonopipe

@@ -7,20 +7,13 @@ namespace sonopipe {
 void RejectLog::reject(wire::RejectReason reason, const std::string& detail) {
   const auto index = static_cast<std::size_t>(reason);
   counts_[index].fetch_add(1, std::memory_order_relaxed);
-  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(log_mutex_);
-  if (last_logged_[index] != std::chrono::steady_clock::time_point{} &&
-      now - last_logged_[index] < std::chrono::seconds(1)) {
-    ++suppressed_[index];
-    return;
-  }
-  if (suppressed_[index] > 0)
+  if (!lines_[index].allow(LineLimiter::Clock::now())) return;
+  if (const std::uint64_t held_back = lines_[index].take_held_back(); held_back > 0)
     spdlog::warn("rejected frame ({}): {} (and {} more since the last line)", wire::reject_reason_name(reason),
-                 detail, suppressed_[index]);
+                 detail, held_back);
   else
     spdlog::warn("rejected frame ({}): {}", wire::reject_reason_name(reason), detail);
-  suppressed_[index] = 0;
-  last_logged_[index] = now;
 }
 
 std::uint64_t RejectLog::count(wire::RejectReason reason) const {

@@ -5,12 +5,12 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "src/line_limiter.h"
 #include "src/wire.h"
 
 namespace sonopipe {
@@ -27,8 +27,7 @@ class RejectLog {
 
  private:
   std::array<std::atomic<std::uint64_t>, kReasons> counts_{};
-  std::array<std::chrono::steady_clock::time_point, kReasons> last_logged_{};
-  std::array<std::uint64_t, kReasons> suppressed_{};
+  std::array<LineLimiter, kReasons> lines_;  // guarded by log_mutex_
   std::mutex log_mutex_;
 };
 

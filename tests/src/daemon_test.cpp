@@ -218,6 +218,40 @@ pipelines:
   CHECK(daemon.wait_exit() == 0);
 }
 
+TEST_CASE("a message far over the limit is cut by libzmq, and the loss is counted and logged", "[daemon]") {
+  test::DaemonHarness daemon(R"(
+backend: cpu
+cpu_threads: 2
+max_frame_bytes: 65536
+pipelines:
+  - name: demo
+    stages:
+      - {type: convert}
+)");
+  daemon.start();
+  std::vector<std::int16_t> samples(2 * 50 * 2, 3);
+  daemon.send(test::iq_header(0, 2, 50).SerializeAsString(), samples.data(), samples.size() * 2);
+  REQUIRE(daemon.receive_results(1).size() == 1);
+  // Over max_frame_bytes + 1 MiB: libzmq refuses it and drops the connection; the PUSH socket
+  // reconnects. Frames sent right after it may share its fate, so send until one arrives.
+  const std::vector<std::int16_t> huge(2 * 300000 * 2, 1);
+  daemon.send(test::iq_header(1, 2, 300000).SerializeAsString(), huge.data(), huge.size() * 2);
+  std::uint64_t sequence = 2;
+  std::vector<test::Received> arrived;
+  for (; sequence < 40 && arrived.empty(); ++sequence) {
+    daemon.send(test::iq_header(sequence, 2, 50).SerializeAsString(), samples.data(), samples.size() * 2);
+    arrived = daemon.receive_results(1, std::chrono::seconds(1));
+  }
+  REQUIRE(arrived.size() == 1);
+  const std::uint64_t first_after = arrived[0].header.input_sequence();
+  v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_missing() > 0; });
+  CHECK(status.frames_missing() == first_after - 1);  // the huge frame and any lost with it
+  CHECK(status.frames_rejected() == 0);               // nothing reached the checks
+  CHECK(daemon.log().find("frame(s) missing before sequence " + std::to_string(first_after)) != std::string::npos);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
+
 TEST_CASE("SIGTERM drains: every accepted frame is published, then the daemon exits 0", "[daemon]") {
   test::DaemonHarness daemon(R"(
 backend: cpu
