@@ -425,17 +425,20 @@ void PipelineExecutor::finish(Slot& slot) {
   }
   for (std::size_t i = 0; i < slot.stages_run; ++i) stage_enqueue_ms_[i]->add(slot.enqueue_ms[i]);
   busy_ms_.add(busy_ms);
-  if (slot.produced && callbacks_.publish) {
+  // Counted before the results leave, so whoever has received a result finds it in the status;
+  // published first, so that a status showing a frame processed shows its results published.
+  const bool publishing = slot.produced && callbacks_.publish;
+  if (publishing) published_.fetch_add(published_outputs_.size(), std::memory_order_release);
+  processed_.fetch_add(1, std::memory_order_release);
+  if (publishing) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
       const PublishedOutput& out = published_outputs_[p];
       callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
                                          .spec = out.spec, .data = slot.results[p]->data(),
                                          .bytes = out.spec.byte_size(), .timing = timing,
                                          .backend = options_.backend, .owner = slot.results[p]});
-      published_.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  processed_.fetch_add(1, std::memory_order_relaxed);
   const std::int64_t now_steady = steady_ns();
   latency_ms_.add(ms_between(slot.frame.received_ns, wall_ns()));
   if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));
@@ -462,8 +465,8 @@ PipelineStats PipelineExecutor::stats() const {
   PipelineStats stats;
   stats.name = name_;
   stats.accepted = accepted_.load();
-  stats.processed = processed_.load();
-  stats.published = published_.load();
+  stats.processed = processed_.load(std::memory_order_acquire);  // before published: see finish()
+  stats.published = published_.load(std::memory_order_acquire);
   stats.dropped = queue_.dropped();
   stats.stage_errors = stage_errors_.load();
   stats.queue_depth = queue_.depth();
