@@ -78,29 +78,30 @@ struct NccTracker::Impl {
   k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
 
   void build_energy_tables(const float* f, const float* g, cudaStream_t stream) const {
+    int reference_origin[kDims], target_origin[kDims];
+    for (int d = 0; d < kDims; ++d) {
+      reference_origin[d] = geo.start[d];
+      target_origin[d] = geo.target_origin(d);
+    }
+    build_energy_table(f, reference_origin, reference_extent, f2, f1, stream);  // eq. (A2)
+    build_energy_table(g, target_origin, target_extent, g2, g1, stream);        // eq. (A3)
+  }
+
+  // Sum-tables of signal^2 over the box, and of signal for Pearson (zero_mean).
+  void build_energy_table(const float* signal, const int* origin, const int* extent, double* squares,
+                          double* sums, cudaStream_t stream) const {
     k::TableSpec spec{};
     spec.tables = 1;
     for (int d = 0; d < kDims; ++d) {
-      spec.origin[d] = geo.start[d];
-      spec.extent[d] = reference_extent[d];
+      spec.origin[d] = origin[d];
+      spec.extent[d] = extent[d];
     }
-    spec.a = f;
-    spec.b = f;
-    k::build_tables(spec, geo, f2, stream);  // eq. (A2)
+    spec.a = signal;
+    spec.b = signal;
+    k::build_tables(spec, geo, squares, stream);
     if (geo.zero_mean) {
       spec.b = nullptr;
-      k::build_tables(spec, geo, f1, stream);
-    }
-    for (int d = 0; d < kDims; ++d) {
-      spec.origin[d] = geo.target_origin(d);
-      spec.extent[d] = target_extent[d];
-    }
-    spec.a = g;
-    spec.b = g;
-    k::build_tables(spec, geo, g2, stream);  // eq. (A3)
-    if (geo.zero_mean) {
-      spec.b = nullptr;
-      k::build_tables(spec, geo, g1, stream);
+      k::build_tables(spec, geo, sums, stream);
     }
   }
 };
