@@ -66,28 +66,13 @@ Id create_growing_dataset(hid_t group, const std::string& name, hid_t type,
             H5Dclose);
 }
 
-// Grows `dataset` to index+1 frames and writes one frame at `index`.
-void write_frame_at(hid_t dataset, hsize_t index, hid_t memory_type, const void* data,
-                    const std::vector<hsize_t>& frame_dims) {
-  std::vector<hsize_t> extent{index + 1}, start{index}, count{1};
-  for (hsize_t d : frame_dims) {
-    extent.push_back(d);
-    start.push_back(0);
-    count.push_back(d);
-  }
-  check(H5Dset_extent(dataset, extent.data()), "H5Dset_extent");
-  Id file_space(check(H5Dget_space(dataset), "H5Dget_space"), H5Sclose);
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-        "H5Sselect_hyperslab");
-  Id memory_space(check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
-                        "H5Screate_simple"),
-                  H5Sclose);
-  check(H5Dwrite(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data), "H5Dwrite");
-}
+// The file and memory spaces of frame `index` of `dataset` ([N, frame_dims...]).
+struct FrameSelection {
+  Id file_space;
+  Id memory_space;
+};
 
-// Reads frame `index` of `dataset` ([N, frame_dims...]) into `data`.
-void read_frame_at(hid_t dataset, hsize_t index, hid_t memory_type, void* data,
-                   const std::vector<hsize_t>& frame_dims) {
+FrameSelection select_frame(hid_t dataset, hsize_t index, const std::vector<hsize_t>& frame_dims) {
   std::vector<hsize_t> start{index}, count{1};
   for (hsize_t d : frame_dims) {
     start.push_back(0);
@@ -99,7 +84,26 @@ void read_frame_at(hid_t dataset, hsize_t index, hid_t memory_type, void* data,
   Id memory_space(check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
                         "H5Screate_simple"),
                   H5Sclose);
-  check(H5Dread(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data), "H5Dread");
+  return {std::move(file_space), std::move(memory_space)};
+}
+
+// Grows `dataset` to index+1 frames and writes one frame at `index`.
+void write_frame_at(hid_t dataset, hsize_t index, hid_t memory_type, const void* data,
+                    const std::vector<hsize_t>& frame_dims) {
+  std::vector<hsize_t> extent{index + 1};
+  extent.insert(extent.end(), frame_dims.begin(), frame_dims.end());
+  check(H5Dset_extent(dataset, extent.data()), "H5Dset_extent");
+  const FrameSelection frame = select_frame(dataset, index, frame_dims);
+  check(H5Dwrite(dataset, memory_type, frame.memory_space.get(), frame.file_space.get(), H5P_DEFAULT, data),
+        "H5Dwrite");
+}
+
+// Reads frame `index` of `dataset` ([N, frame_dims...]) into `data`.
+void read_frame_at(hid_t dataset, hsize_t index, hid_t memory_type, void* data,
+                   const std::vector<hsize_t>& frame_dims) {
+  const FrameSelection frame = select_frame(dataset, index, frame_dims);
+  check(H5Dread(dataset, memory_type, frame.memory_space.get(), frame.file_space.get(), H5P_DEFAULT, data),
+        "H5Dread");
 }
 
 std::vector<hsize_t> frame_dims_of(const TensorSpec& spec) {
