@@ -203,6 +203,19 @@ std::vector<PipelineStage> one_stage(std::unique_ptr<Stage> stage, const std::st
   return stages;
 }
 
+// A result a receiver keeps, as the zero-copy publisher does until ZeroMQ has sent it: the
+// buffer's owner, its address, and a copy of the bytes it had when published.
+struct HeldResult {
+  std::shared_ptr<const void> owner;
+  const void* data;
+  std::vector<std::byte> copy;
+};
+
+HeldResult hold(const PublishedResult& r) {
+  const auto* begin = static_cast<const std::byte*>(r.data);
+  return {r.owner, r.data, {begin, begin + r.bytes}};
+}
+
 }  // namespace
 
 TEST_CASE("executor publishes frames in arrival order with several slots", "[executor]") {
@@ -365,20 +378,14 @@ TEST_CASE("a result buffer a receiver still holds is never overwritten by later 
   // receiver holds every result of the first 20 frames, then lets go; later frames must neither
   // touch the held buffers nor keep allocating once they are released.
   ThreadPool pool(2);
-  struct Held {
-    std::shared_ptr<const void> owner;
-    const void* data;
-    std::vector<std::byte> copy;
-  };
-  std::vector<Held> held;
+  std::vector<HeldResult> held;
   std::mutex mutex;
   std::set<const void*> addresses_after_release;
   std::atomic<bool> released{false};
   ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
     std::lock_guard lock(mutex);
     if (!released) {
-      auto* begin = static_cast<const std::byte*>(r.data);
-      held.push_back({r.owner, r.data, {begin, begin + r.bytes}});
+      held.push_back(hold(r));
     } else {
       addresses_after_release.insert(r.data);
     }
@@ -395,7 +402,7 @@ TEST_CASE("a result buffer a receiver still holds is never overwritten by later 
     std::lock_guard lock(mutex);
     REQUIRE(held.size() == 20);
     std::set<const void*> distinct;
-    for (const Held& h : held) distinct.insert(h.data);
+    for (const HeldResult& h : held) distinct.insert(h.data);
     CHECK(distinct.size() == 20);  // every held result got its own buffer
     released = true;
     held.clear();  // the receiver lets go of all of them
@@ -409,17 +416,11 @@ TEST_CASE("a result buffer a receiver still holds is never overwritten by later 
 
 TEST_CASE("held result buffers keep their contents while later frames are processed", "[executor]") {
   ThreadPool pool(2);
-  struct Held {
-    std::shared_ptr<const void> owner;
-    const void* data;
-    std::vector<std::byte> copy;
-  };
-  std::vector<Held> held;
+  std::vector<HeldResult> held;
   std::mutex mutex;
   ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
-    auto* begin = static_cast<const std::byte*>(r.data);
     std::lock_guard lock(mutex);
-    if (r.frame.sequence % 3 == 0) held.push_back({r.owner, r.data, {begin, begin + r.bytes}});
+    if (r.frame.sequence % 3 == 0) held.push_back(hold(r));
   }};
   std::mt19937_64 rng(test::fresh_seed());
   {
@@ -428,7 +429,7 @@ TEST_CASE("held result buffers keep their contents while later frames are proces
     for (std::uint64_t n = 0; n < 60; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
   }
   REQUIRE(held.size() == 20);
-  for (const Held& h : held) REQUIRE(std::memcmp(h.data, h.copy.data(), h.copy.size()) == 0);
+  for (const HeldResult& h : held) REQUIRE(std::memcmp(h.data, h.copy.data(), h.copy.size()) == 0);
 }
 
 #ifdef SONOPIPE_WITH_CUDA
