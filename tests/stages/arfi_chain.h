@@ -12,9 +12,26 @@
 #include "stages/motion_filter.h"
 #include "stages/upsample.h"
 #include "tests/stages/stage_runner.h"
+#include "tests/support/test_support.h"
 #include "tools/sim/arfi_sim.h"
 
 namespace sonopipe::test {
+
+// The small simulated set the estimator tests share: 4 locations x 10 tracks x 260 samples, a push
+// at 16 mm depth (sigma 4 mm deep, 1 mm across), a fresh seed.
+inline sim::ArfiSimConfig small_push_set(double peak_um, double snr_db) {
+  sim::ArfiSimConfig config;
+  config.locations = 4;
+  config.tracks = 10;
+  config.samples = 260;
+  config.focus_depth_m = 0.016;
+  config.depth_sigma_m = 0.004;
+  config.lateral_sigma_m = 1e-3;
+  config.peak_um = peak_um;
+  config.snr_db = snr_db;
+  config.seed = fresh_seed();
+  return config;
+}
 
 struct ChainResult {
   std::vector<float> displacement_um;  // [location, track, depth]

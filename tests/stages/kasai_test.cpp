@@ -7,17 +7,8 @@ using namespace sonopipe;
 
 TEST_CASE("kasai is biased by f_mean / f_dem where loupas is not, on the same simulated set", "[kasai][sim]") {
   ThreadPool pool(2);
-  sim::ArfiSimConfig config;
-  config.locations = 4;
-  config.tracks = 10;
-  config.samples = 260;
-  config.focus_depth_m = 0.016;
-  config.depth_sigma_m = 0.004;
-  config.lateral_sigma_m = 1e-3;
-  config.peak_um = 6.0;
-  config.snr_db = 40;
+  sim::ArfiSimConfig config = test::small_push_set(6.0, 40);
   config.demodulation_frequency_hz = 4.6e6;
-  config.seed = test::fresh_seed();
   const auto set = sim::simulate_arfi(config, &pool);
   const double expected_gain = set.mean_frequency_hz / config.demodulation_frequency_hz;
   REQUIRE(expected_gain > 1.1);  // f_mean ~ 5.33 MHz vs f_dem 4.6 MHz: a bias no test can miss
@@ -38,18 +29,9 @@ TEST_CASE("kasai is biased by f_mean / f_dem where loupas is not, on the same si
 
 TEST_CASE("loupas stays unbiased when f_dem varies with depth (per-depth vector)", "[loupas][kasai][sim]") {
   ThreadPool pool(2);
-  sim::ArfiSimConfig config;
-  config.locations = 4;
-  config.tracks = 10;
-  config.samples = 260;
-  config.focus_depth_m = 0.016;
-  config.depth_sigma_m = 0.004;
-  config.lateral_sigma_m = 1e-3;
-  config.peak_um = -4.0;
-  config.snr_db = 40;
+  sim::ArfiSimConfig config = test::small_push_set(-4.0, 40);
   config.demodulation_frequency_hz = 4.4e6;
   config.demodulation_frequency_end_hz = 5.2e6;
-  config.seed = test::fresh_seed();
   const auto set = sim::simulate_arfi(config, &pool);
   REQUIRE(set.meta.vector(arfi::kDemodulationVector) != nullptr);
   const auto loupas = test::compare_with_truth(test::run_arfi_chain(set, "loupas", pool), set.displacement_um, config, 0.5);

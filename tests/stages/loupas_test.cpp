@@ -144,16 +144,7 @@ TEST_CASE("a per-depth f_dem vector equal to the scalar changes nothing; a wrong
 TEST_CASE("loupas tracks the simulator's displacement within 2 % of the peak, both signs, f_dem != f_mean", "[loupas][sim]") {
   ThreadPool pool(2);
   for (double peak : {5.0, -5.0}) {
-    sim::ArfiSimConfig config;
-    config.locations = 4;
-    config.tracks = 10;
-    config.samples = 260;
-    config.focus_depth_m = 0.016;
-    config.depth_sigma_m = 0.004;
-    config.lateral_sigma_m = 1e-3;
-    config.peak_um = peak;
-    config.snr_db = 35;
-    config.seed = test::fresh_seed();
+    const sim::ArfiSimConfig config = test::small_push_set(peak, 35);
     const auto set = sim::simulate_arfi(config, &pool);
     REQUIRE(std::abs(set.mean_frequency_hz - config.demodulation_frequency_hz) > 0.05 * config.demodulation_frequency_hz);
     const auto r = test::run_arfi_chain(set, "loupas", pool);
