@@ -169,8 +169,7 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
     const double sample = metric ? in.spacing : 1.0;
     out.spacing = geometry_.step[d] * sample;
     out.unit = metric ? in.unit : "samples";
-    out.origin = (metric ? in.origin : 0.0) +
-                 (geometry_.start[d] + 0.5 * (geometry_.kernel[d] - 1)) * sample;
+    out.origin = (metric ? in.origin : 0.0) + geometry_.centre_samples(d, 0) * sample;
     grid.axes.push_back(out);
   }
   TensorSpec displacement = grid;

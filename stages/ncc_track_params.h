@@ -120,6 +120,8 @@ struct Geometry {
   SONOPIPE_HD int target_origin(int d) const { return start[d] + search_min[d]; }
   SONOPIPE_HD int target_extent(int d) const { return reference_extent(d) + shifts(d) - 1; }
   SONOPIPE_HD double energy_floor() const { return kEnergyGuard * window_count(); }
+  // Where point `p` of axis d reports its displacement: its window's centre, in samples.
+  SONOPIPE_HD double centre_samples(int d, int p) const { return start[d] + p * step[d] + 0.5 * (kernel[d] - 1); }
 };
 
 // NCC from the window sums (double or float). sum_f/sum_g are only used for the Pearson form.

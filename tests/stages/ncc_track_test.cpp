@@ -355,8 +355,8 @@ TEST_CASE("2-D tracking of the simulated compression matches the truth at 30 dB"
   for (int l = 0; l < g.points[1]; ++l)
     for (int a = 0; a < g.points[0]; ++a) {
       const std::size_t p = static_cast<std::size_t>(l) * g.points[0] + a;
-      const double z = (g.start[0] + a * g.step[0] + 0.5 * (g.kernel[0] - 1)) * dz;
-      const double x = x0 + (g.start[1] + l * g.step[1] + 0.5 * (g.kernel[1] - 1)) * dx;
+      const double z = g.centre_samples(0, a) * dz;
+      const double x = x0 + g.centre_samples(1, l) * dx;
       // Background: columns clear of the inclusion. In the model the inclusion also shifts the
       // tissue above and below it by a lateral-varying offset (a shear zone near |x| = R), where a
       // window averages a laterally varying displacement; those columns are not background.
@@ -388,8 +388,8 @@ TEST_CASE("2-D tracking of the simulated compression matches the truth at 30 dB"
   for (int l = 0; l < g.points[1]; ++l)
     for (int a = 0; a < g.points[0]; ++a) {
       const std::size_t p = static_cast<std::size_t>(l) * g.points[0] + a;
-      const double z = (g.start[0] + a * g.step[0] + 0.5 * (g.kernel[0] - 1)) * dz;
-      const double x = x0 + (g.start[1] + l * g.step[1] + 0.5 * (g.kernel[1] - 1)) * dx;
+      const double z = g.centre_samples(0, a) * dz;
+      const double x = x0 + g.centre_samples(1, l) * dx;
       if (field.inside_inclusion(z, x, 0.0, 2e-3)) inside.push_back(strain[p * 2]);
       else if (!field.inside_inclusion(z, x, 0.0, -2.5e-3) && a >= 4 && a + 4 < g.points[0])
         outside.push_back(strain[p * 2]);
@@ -537,8 +537,8 @@ TEST_CASE("3-D tracking of a simulated homogeneous compressed volume matches the
   for (int l = 0; l < g.points[1]; ++l)
     for (int a = 0; a < g.points[0]; ++a) {
       const std::size_t p = static_cast<std::size_t>(l) * g.points[0] + a;
-      const double z = (g.start[0] + a * g.step[0] + 0.5 * (g.kernel[0] - 1)) * dz;
-      const double x = x0 + (g.start[1] + l * g.step[1] + 0.5 * (g.kernel[1] - 1)) * dx;
+      const double z = g.centre_samples(0, a) * dz;
+      const double x = x0 + g.centre_samples(1, l) * dx;
       double u[3];
       field.displacement(1, z, x, y, u);
       const double e = out.displacement_samples[p * 3] - u[0] / dz;
