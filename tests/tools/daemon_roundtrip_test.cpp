@@ -44,6 +44,25 @@ void simulate(const std::string& path, std::size_t frames) {
   REQUIRE(run.exit_code == 0);
 }
 
+// sonopipe-record taking `count` results from `endpoint` into `out`; constructed once subscribed.
+struct Recorder {
+  std::string ready, log;
+  tools::ChildProcess process;
+  Recorder(const std::string& folder, const std::string& endpoint, const std::string& out, std::size_t count)
+      : ready(folder + "/record.ready"), log(folder + "/record.log"),
+        process({test::tool("record"), "--out", out, "--endpoint", endpoint, "--count", std::to_string(count),
+                 "--ready-file", ready},
+                log) {
+    REQUIRE(test::wait_for_file(ready, seconds(10)));
+  }
+  // Waits until it has written its count and exited.
+  void finish() {
+    const auto recorded = process.wait(seconds(30));
+    INFO(tools::read_text_file(log));
+    REQUIRE(recorded == std::optional<int>(0));
+  }
+};
+
 // Every recorded result is the exact complex64 conversion of the frame it names.
 void check_results_match_frames(const std::string& frames_path, const std::string& results_path, std::size_t count) {
   recording::Reader frames(frames_path), results(results_path);
@@ -76,18 +95,12 @@ TEST_CASE("replay -> sonopiped convert -> record is lossless, ordered and exact"
   const auto endpoints = tools::pick_endpoints("ipc", dir.path);
   tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), convert_config(endpoints, "pull"), endpoints.control,
                                dir.path, seconds(30));
-  const std::string ready = dir.path + "/record.ready", record_log = dir.path + "/record.log";
-  tools::ChildProcess recorder({test::tool("record"), "--out", results_path, "--endpoint", endpoints.publish,
-                                "--count", std::to_string(kFrames), "--ready-file", ready},
-                               record_log);
-  REQUIRE(test::wait_for_file(ready, seconds(10)));
+  Recorder recorder(dir.path, endpoints.publish, results_path, kFrames);
   const auto replay = test::run_tool({test::tool("replay"), frames_path, "--endpoint", endpoints.ingest, "--lossless",
                                       "--max"});
   INFO(replay.output);
   CHECK(replay.exit_code == 0);
-  const auto recorded = recorder.wait(seconds(30));
-  INFO(tools::read_text_file(record_log));
-  REQUIRE(recorded == std::optional<int>(0));
+  recorder.finish();
   const v1::Status status = daemon.status();
   CHECK(status.frames_received() == kFrames);
   CHECK(status.frames_rejected() == 0);
@@ -103,20 +116,14 @@ TEST_CASE("live replay (PUB) into a daemon subscribing delivers every frame at a
   const auto endpoints = tools::pick_endpoints("ipc", dir.path);
   tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), convert_config(endpoints, "sub"), endpoints.control,
                                dir.path, seconds(30));
-  const std::string ready = dir.path + "/record.ready", record_log = dir.path + "/record.log";
-  tools::ChildProcess recorder({test::tool("record"), "--out", results_path, "--endpoint", endpoints.publish,
-                                "--count", std::to_string(kFrames), "--ready-file", ready},
-                               record_log);
-  REQUIRE(test::wait_for_file(ready, seconds(10)));
+  Recorder recorder(dir.path, endpoints.publish, results_path, kFrames);
   // The daemon binds its SUB; replay connects its PUB and starts once the subscription arrived.
   // 40 frames/s of 3 KB: far below what even a loaded machine converts, so nothing is dropped.
   const auto replay = test::run_tool({test::tool("replay"), frames_path, "--endpoint", endpoints.ingest});
   INFO(replay.output);
   CHECK(replay.exit_code == 0);
   CHECK(replay.output.find("dropped: 0") != std::string::npos);
-  const auto recorded = recorder.wait(seconds(30));
-  INFO(tools::read_text_file(record_log));
-  REQUIRE(recorded == std::optional<int>(0));
+  recorder.finish();
   CHECK(daemon.stop(seconds(20)) == 0);
   check_results_match_frames(frames_path, results_path, kFrames);
 }
