@@ -9,7 +9,7 @@
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #endif
 
 namespace sonopipe {

@@ -1,5 +1,5 @@
 // Stages by name. Each stage declares itself in one StageInfo (name, doc, parameters, factory);
-// stages/register.cpp adds every built-in stage with one line each.
+// stages/common/register.cpp adds every built-in stage with one line each.
 #pragma once
 
 #include <functional>
@@ -31,7 +31,7 @@ class StageRegistry {
   std::vector<StageInfo> stages_;
 };
 
-// The registry of every stage built into this binary (defined in stages/register.cpp).
+// The registry of every stage built into this binary (defined in stages/common/register.cpp).
 const StageRegistry& builtin_stages();
 
 }  // namespace sonopipe

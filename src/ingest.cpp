@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "src/wire.h"
+#include "src/wire/wire.h"
 
 namespace sonopipe {
 namespace {

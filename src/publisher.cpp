@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "src/wire.h"
+#include "src/wire/wire.h"
 
 namespace sonopipe {
 namespace {

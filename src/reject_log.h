@@ -11,7 +11,7 @@
 #include <string>
 
 #include "src/line_limiter.h"
-#include "src/wire.h"
+#include "src/wire/wire.h"
 
 namespace sonopipe {
 

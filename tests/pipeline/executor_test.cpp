@@ -10,13 +10,13 @@
 #include <thread>
 
 #include "pipeline/thread_pool.h"
-#include "stages/convert.h"
+#include "stages/common/convert.h"
 #include "tests/support/test_support.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #endif
 
 using namespace sonopipe;

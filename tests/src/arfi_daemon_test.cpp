@@ -4,9 +4,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "stages/motion_filter.h"
+#include "stages/arfi/motion_filter.h"
 #include "tests/src/daemon_harness.h"
-#include "tests/stages/arfi_chain.h"
+#include "tests/stages/arfi/arfi_chain.h"
 #include "tools/sim/arfi_sim.h"
 
 using namespace sonopipe;

@@ -24,7 +24,7 @@
 
 #include <zmq.hpp>
 
-#include "src/wire.h"
+#include "src/wire/wire.h"
 #include "tests/support/test_support.h"
 
 extern char** environ;

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "pipeline/thread_pool.h"
-#include "stages/perfusion_fit.h"
-#include "stages/perfusion_fitter.h"
+#include "stages/perfusion/perfusion_fit.h"
+#include "stages/perfusion/perfusion_fitter.h"
 #include "tests/src/daemon_harness.h"
 #include "tools/sim/perfusion_sim.h"
 

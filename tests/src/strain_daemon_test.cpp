@@ -98,7 +98,7 @@ TEST_CASE("a simulated 2-D sequence replayed losslessly through sonopiped gives 
   const double rms = std::sqrt(sum2 / count);
   INFO("background points " << count << ", rms axial error " << rms << " samples");
   CHECK(count > 1000);
-  CHECK(rms < 0.05);  // issue 4, as in tests/stages/ncc_track_test.cpp
+  CHECK(rms < 0.05);  // issue 4, as in tests/stages/strain/ncc_track_test.cpp
 
   for (std::uint64_t frame : {1u, 2u}) {
     const auto& strain = *by_key[{frame, "strain"}];

@@ -1,5 +1,5 @@
 // The wire door: FrameHeader <-> FrameMeta round trips and every refusal reason of decode_frame.
-#include "src/wire.h"
+#include "src/wire/wire.h"
 
 #include "tests/support/test_support.h"
 

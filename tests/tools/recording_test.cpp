@@ -7,7 +7,7 @@
 #include <fstream>
 #include <random>
 
-#include "src/wire.h"
+#include "src/wire/wire.h"
 #include "tests/support/test_support.h"
 
 using namespace sonopipe;

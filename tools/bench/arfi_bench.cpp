@@ -16,16 +16,16 @@
 
 #include "pipeline/gpu_device.h"
 #include "pipeline/thread_pool.h"
-#include "stages/convert.h"
-#include "stages/loupas.h"
-#include "stages/motion_filter.h"
-#include "stages/upsample.h"
+#include "stages/common/convert.h"
+#include "stages/arfi/loupas.h"
+#include "stages/arfi/motion_filter.h"
+#include "stages/arfi/upsample.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/arfi_sim.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
-#include "cuda/cuda_check.h"
+#include "cuda/common/cuda_check.h"
 #endif
 
 namespace sonopipe::bench {

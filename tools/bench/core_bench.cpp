@@ -28,7 +28,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/wire.h"
+#include "src/wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"

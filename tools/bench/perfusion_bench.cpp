@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "pipeline/thread_pool.h"
-#include "stages/perfusion_fit_gpu.h"
-#include "stages/perfusion_fitter.h"
+#include "stages/perfusion/perfusion_fit_gpu.h"
+#include "stages/perfusion/perfusion_fitter.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/perfusion_sim.h"
 

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "pipeline/thread_pool.h"
-#include "stages/ncc_reference.h"
-#include "stages/ncc_track_params.h"
+#include "stages/strain/ncc_reference.h"
+#include "stages/strain/ncc_track_params.h"
 #include "tools/bench/commands.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
-#include "cuda/cuda_check.h"
-#include "cuda/ncc_track.cuh"
+#include "cuda/common/cuda_check.h"
+#include "cuda/strain/ncc_track.cuh"
 #endif
 
 namespace sonopipe::bench {

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <thread>
 
-#include "src/wire.h"
+#include "src/wire/wire.h"
 #include "tools/ctl/status_text.h"
 
 namespace {

@@ -8,7 +8,7 @@
 
 #include "pipeline/backend.h"
 #include "pipeline/thread_pool.h"
-#include "stages/perfusion_fitter.h"
+#include "stages/perfusion/perfusion_fitter.h"
 #include "tools/perfusion/curve_csv.h"
 #include "tools/perfusion/nifti_volume.h"
 

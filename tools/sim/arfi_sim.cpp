@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "pipeline/thread_pool.h"
-#include "stages/arfi_conventions.h"
+#include "stages/arfi/arfi_conventions.h"
 #include "tools/sim/sim_random.h"
 
 namespace sonopipe::sim {

@@ -1,6 +1,6 @@
 // ARFI simulator physics (no I/O): one ARFI set (reference + tracks at every lateral location) as
 // the scanner would deliver it, with its ground-truth displacement field. Used by
-// `sonopipe-sim arfi` and by the tests. Conventions: stages/arfi_conventions.h.
+// `sonopipe-sim arfi` and by the tests. Conventions: stages/arfi/arfi_conventions.h.
 //
 // Model, per lateral location (independent speckle per location):
 //  - point scatterers, uniform in depth, Gaussian amplitudes, >= 10 per axial resolution cell

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "stages/perfusion_problem.h"
+#include "stages/perfusion/perfusion_problem.h"
 
 namespace sonopipe::sim {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "stages/perfusion_model.h"
+#include "stages/perfusion/perfusion_model.h"
 #include "tools/sim/sim_random.h"
 
 namespace sonopipe::sim {

@@ -7,9 +7,9 @@
 #include <filesystem>
 
 #include "pipeline/thread_pool.h"
-#include "stages/perfusion_fit.h"
-#include "stages/perfusion_fitter.h"
-#include "tests/stages/perfusion_test_data.h"
+#include "stages/perfusion/perfusion_fit.h"
+#include "stages/perfusion/perfusion_fitter.h"
+#include "tests/stages/perfusion/perfusion_test_data.h"
 #include "tools/common/recording.h"
 
 using namespace sonopipe;

@@ -4,7 +4,7 @@
 #include <complex>
 
 #include "pipeline/thread_pool.h"
-#include "stages/arfi_conventions.h"
+#include "stages/arfi/arfi_conventions.h"
 #include "tests/support/test_support.h"
 
 using namespace sonopipe;

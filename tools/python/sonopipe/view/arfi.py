@@ -2,7 +2,7 @@
 and the peak displacement across locations (depth x lateral). Axes in mm / ms, values in um.
 
 Input: a displacement result with a location axis, a slow-time axis (track/time/ensemble) and a
-depth axis (depth/sample), positive = away from the transducer (stages/arfi_conventions.h). Track
+depth axis (depth/sample), positive = away from the transducer (stages/arfi/arfi_conventions.h). Track
 times come from the vector "ensemble_time_s" (entry 0 = the reference) of the result or of its
 input frame (results recording or --frames), else from the track axis.
 """

@@ -3,7 +3,7 @@
 Two result layouts are understood:
 - the `perfusion_fit` stage's single output `perfusion_maps`, float64 [voxel, parameter = 9] with
   columns k_a, k_p, k_l, tau_a, tau_p, cost, iterations, evaluations, converged
-  (stages/perfusion_fit.h);
+  (stages/perfusion/perfusion_fit.h);
 - one output per parameter named k_a, k_p, k_l.
 Maps with two or more spatial axes are shown as a plane (the middle slice of 3-D maps, or
 --slice). A flat voxel axis is laid out as a slice of "rows x columns" from, in order: --slice-shape,
@@ -104,7 +104,7 @@ class PerfusionView:
         axes = list(np.atleast_1d(fig.subplots(1, len(maps))))
         for ax, (name, values, result) in zip(axes, maps):
             plane, x, x_label, y, y_label = slice_map(values, result, context, self.slice_index, self.slice_shape)
-            unit = "ml/100g/min"  # perfusion_fit reports rates in ml/100g/min (stages/perfusion_units.h)
+            unit = "ml/100g/min"  # perfusion_fit reports rates in ml/100g/min (stages/perfusion/perfusion_units.h)
             if result.header.output == name and result.header.unit:
                 unit = result.header.unit
             low, high = panels.robust_limits(plane, low=1.0, high=99.0)

@@ -1,0 +1,29 @@
+// Every built-in stage, one line each. Adding a stage = stages/x.*, cuda/x.cu, a test, one line here.
+#include "pipeline/registry.h"
+#include "stages/common/convert.h"
+#include "stages/perfusion/perfusion_fit.h"
+#include "stages/arfi/loupas.h"
+#include "stages/arfi/motion_filter.h"
+#include "stages/strain/ncc_track.h"
+#include "stages/strain/strain.h"
+#include "stages/arfi/upsample.h"
+
+namespace sonopipe {
+
+const StageRegistry& builtin_stages() {
+  static const StageRegistry registry = [] {
+    StageRegistry r;
+    r.add(ConvertStage::info());
+    r.add(PerfusionFitStage::info());
+    r.add(UpsampleStage::info());
+    r.add(LoupasStage::info());
+    r.add(LoupasStage::kasai_info());
+    r.add(MotionFilterStage::info());
+    r.add(NccTrackStage::info());
+    r.add(StrainStage::info());
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace sonopipe
