@@ -10,9 +10,12 @@
 
 namespace sonopipe {
 
-enum class FrameKind : std::uint8_t { iq, rf, dce };
+// channel_rf / channel_iq: per-element data before beamforming (stages/beamform/channel_conventions.h).
+enum class FrameKind : std::uint8_t { iq, rf, dce, channel_rf, channel_iq };
+inline constexpr FrameKind all_frame_kinds[] = {FrameKind::iq, FrameKind::rf, FrameKind::dce,
+                                                FrameKind::channel_rf, FrameKind::channel_iq};
 
-std::string_view frame_kind_name(FrameKind kind);  // "iq", "rf", "dce"
+std::string_view frame_kind_name(FrameKind kind);  // "iq", "rf", "dce", "channel_rf", "channel_iq"
 bool parse_frame_kind(std::string_view name, FrameKind& out);
 
 struct FrameMeta {

@@ -133,10 +133,10 @@ FrameMatch read_match(const ConfigReader& reader, const YAML::Node& node, const 
   FrameMatch match;
   if (const YAML::Node kinds = node["kinds"]) {
     if (!kinds.IsSequence() || kinds.size() == 0)
-      reader.fail(kinds, key + ".kinds", "expected a non-empty list of iq, rf, dce");
+      reader.fail(kinds, key + ".kinds", "expected a non-empty list of iq, rf, dce, channel_rf, channel_iq");
     for (std::size_t i = 0; i < kinds.size(); ++i) {
       FrameKind kind;
-      parse_frame_kind(reader.choice(kinds[i], key + ".kinds[" + std::to_string(i) + "]", {"iq", "rf", "dce"}), kind);
+      parse_frame_kind(reader.choice(kinds[i], key + ".kinds[" + std::to_string(i) + "]", {"iq", "rf", "dce", "channel_rf", "channel_iq"}), kind);
       match.kinds.push_back(kind);
     }
   }

@@ -51,6 +51,8 @@ FrameKind frame_kind_from_proto(v1::FrameKind kind) {
     case v1::FRAME_KIND_IQ: return FrameKind::iq;
     case v1::FRAME_KIND_RF: return FrameKind::rf;
     case v1::FRAME_KIND_DCE: return FrameKind::dce;
+    case v1::FRAME_KIND_CHANNEL_RF: return FrameKind::channel_rf;
+    case v1::FRAME_KIND_CHANNEL_IQ: return FrameKind::channel_iq;
     default:
       throw WireError(RejectReason::bad_header,
                       "frame kind " + std::to_string(static_cast<int>(kind)) + " is not supported");
@@ -62,6 +64,8 @@ v1::FrameKind frame_kind_to_proto(FrameKind kind) {
     case FrameKind::iq: return v1::FRAME_KIND_IQ;
     case FrameKind::rf: return v1::FRAME_KIND_RF;
     case FrameKind::dce: return v1::FRAME_KIND_DCE;
+    case FrameKind::channel_rf: return v1::FRAME_KIND_CHANNEL_RF;
+    case FrameKind::channel_iq: return v1::FRAME_KIND_CHANNEL_IQ;
   }
   return v1::FRAME_KIND_UNSPECIFIED;
 }

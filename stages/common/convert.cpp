@@ -34,7 +34,7 @@ StagePlan ConvertStage::configure(const FrameMeta& frame, const TensorSpec& inpu
       out.axes.pop_back();
       out.dtype = DType::complex64;
     } else {
-      if (frame.kind == FrameKind::iq)
+      if (frame.kind == FrameKind::iq || frame.kind == FrameKind::channel_iq)
         throw StageError("convert: int16 IQ needs a last axis named 'iq' of size 2 (I, Q)");
       out.dtype = DType::float32;
     }

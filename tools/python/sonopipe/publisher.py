@@ -13,11 +13,12 @@ from sonopipe.arrays import (PayloadError, array_from_payload, axes_to_proto, el
                              payload_of)
 from sonopipe.v1 import common_pb2, frame_pb2
 
-_KINDS = {"iq": frame_pb2.FRAME_KIND_IQ, "rf": frame_pb2.FRAME_KIND_RF, "dce": frame_pb2.FRAME_KIND_DCE}
+_KINDS = {"iq": frame_pb2.FRAME_KIND_IQ, "rf": frame_pb2.FRAME_KIND_RF, "dce": frame_pb2.FRAME_KIND_DCE,
+          "channel_rf": frame_pb2.FRAME_KIND_CHANNEL_RF, "channel_iq": frame_pb2.FRAME_KIND_CHANNEL_IQ}
 
 
 def frame_kind(kind):
-    """FrameKind value of 'iq' | 'rf' | 'dce' (or the enum value itself)."""
+    """FrameKind value of 'iq' | 'rf' | 'dce' | 'channel_rf' | 'channel_iq' (or the enum value itself)."""
     if isinstance(kind, str):
         try:
             return _KINDS[kind.lower()]

@@ -26,7 +26,8 @@ from sonopipe.v1 import frame_pb2, result_pb2
 
 FORMAT_NAME = "sonopipe-recording"
 FORMAT_VERSION = 1
-_KIND_NAMES = {frame_pb2.FRAME_KIND_IQ: "iq", frame_pb2.FRAME_KIND_RF: "rf", frame_pb2.FRAME_KIND_DCE: "dce"}
+_KIND_NAMES = {frame_pb2.FRAME_KIND_IQ: "iq", frame_pb2.FRAME_KIND_RF: "rf", frame_pb2.FRAME_KIND_DCE: "dce",
+               frame_pb2.FRAME_KIND_CHANNEL_RF: "channel_rf", frame_pb2.FRAME_KIND_CHANNEL_IQ: "channel_iq"}
 _BYTES = h5py.vlen_dtype(np.dtype("uint8"))
 _STRING = h5py.string_dtype()
 _INDEX_CHUNK = 256  # elements per chunk of the per-frame datasets, as the C++ writer
