@@ -9,5 +9,6 @@ void add_speckle_command(CLI::App& app);   // speckle_command.cpp: generic IQ/RF
 void add_perfusion_command(CLI::App& app);  // perfusion_command.cpp: DCE liver series + truth (NIfTI)
 void add_arfi_command(CLI::App& app);      // arfi_command.cpp: ARFI sets with displacement truth
 void add_strain_command(CLI::App& app);    // strain_command.cpp: compression + inclusion, truth
+void add_channel_command(CLI::App& app);   // channel_command.cpp: per-element data before beamforming
 
 }  // namespace sonopipe::sim
