@@ -4,9 +4,12 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "pipeline/plugin_loader.h"
 
 namespace sonopipe {
 
@@ -248,9 +251,29 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
   reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "slots", "queue_depth",
                                "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
-                               "pipelines"});
+                               "plugins", "pipelines"});
   DaemonConfig config;
   config.source = source_name;
+
+  // Plugins before pipelines, whatever their order in the file: pipelines may use their stages.
+  auto stages = std::make_shared<StageRegistry>(registry);
+  if (const YAML::Node plugins = root["plugins"]) {
+    if (!plugins.IsSequence() || plugins.size() == 0)
+      reader.fail(plugins, "plugins", "expected a non-empty list of shared libraries (stage plugins)");
+    const std::filesystem::path folder = std::filesystem::path(source_name).parent_path();
+    for (std::size_t i = 0; i < plugins.size(); ++i) {
+      const std::string key = "plugins[" + std::to_string(i) + "]";
+      std::filesystem::path path = reader.text(plugins[i], key);
+      if (path.is_relative()) path = folder / path;
+      try {
+        load_stage_plugin(path.string(), *stages);
+      } catch (const PluginError& e) {
+        reader.fail(plugins[i], key, std::string("expected a loadable sonopipe stage plugin: ") + e.what());
+      }
+      config.plugins.push_back(path.string());
+    }
+  }
+  config.registry = stages;
 
   if (const YAML::Node ingest = root["ingest"]) {
     reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind"});
@@ -298,7 +321,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   std::set<std::string> names;
   for (std::size_t i = 0; i < pipelines.size(); ++i) {
     const std::string key = "pipelines[" + std::to_string(i) + "]";
-    PipelineConfig pipeline = read_pipeline(reader, pipelines[i], key, registry);
+    PipelineConfig pipeline = read_pipeline(reader, pipelines[i], key, *stages);
     if (!names.insert(pipeline.name).second)
       reader.fail(pipelines[i]["name"], key + ".name", "pipeline '" + pipeline.name + "' is defined twice; expected unique names");
     config.pipelines.push_back(std::move(pipeline));

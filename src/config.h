@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -43,16 +44,21 @@ struct DaemonConfig {
   NonFinitePolicy non_finite = NonFinitePolicy::reject;
   int cpu_threads = 0;  // 0: one per hardware thread
   std::string log_level = "info";
+  std::vector<std::string> plugins;  // stage plugin libraries, resolved against the config's folder
 
   std::vector<PipelineConfig> pipelines;
+  // The stages the pipelines were checked against and are built from: the registry given to
+  // parse_config plus every plugin's stages.
+  std::shared_ptr<const StageRegistry> registry;
 };
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Parses YAML text; `source_name` is used in messages. Stage types and parameters are checked
-// against `registry`. Throws ConfigError.
+// Parses YAML text; `source_name` is used in messages (and relative plugin paths are resolved
+// against its folder). Plugins are loaded first; stage types and parameters are checked against
+// `registry` plus the plugins' stages. Throws ConfigError.
 DaemonConfig parse_config(const std::string& yaml_text, const std::string& source_name,
                           const StageRegistry& registry);
 DaemonConfig load_config_file(const std::string& path, const StageRegistry& registry);

@@ -51,7 +51,7 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
                           .queue_depth = config_.queue_depth, .overflow = config_.overflow, .pool = pool_.get()};
   for (const PipelineConfig& pipeline : config_.pipelines) {
     executors_.push_back(std::make_unique<PipelineExecutor>(
-        pipeline.name, build_stages(pipeline, builtin_stages()), options, callbacks));
+        pipeline.name, build_stages(pipeline, config_.registry ? *config_.registry : builtin_stages()), options, callbacks));
     matches_.push_back(pipeline.match);
     std::string chain;
     for (const StageConfig& stage : pipeline.stages) chain += (chain.empty() ? "" : " -> ") + stage.type;

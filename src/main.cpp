@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "pipeline/plugin_loader.h"
 #include "pipeline/registry.h"
 #include "src/backend_choice.h"
 #include "src/config.h"
@@ -18,17 +19,28 @@ int main(int argc, char** argv) {
   CLI::App app{"sonopiped: real-time ultrasound pipeline daemon"};
   std::string config_path, log_level, backend_flag;
   bool list_stages = false, check_config = false;
+  std::vector<std::string> plugins;
   app.add_option("--config", config_path, "YAML configuration file (see config/demo.yaml)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (overrides the config)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--backend", backend_flag, "auto|cuda|cpu (overrides the config)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   app.add_flag("--list-stages", list_stages, "print every stage with its parameters and exit");
+  app.add_option("--plugins", plugins, "with --list-stages: stage plugin libraries to load first");
   app.add_flag("--check-config", check_config, "load and check the config, print a summary and exit");
   CLI11_PARSE(app, argc, argv);
 
   if (list_stages) {
-    std::cout << builtin_stages().describe();
+    StageRegistry stages = builtin_stages();
+    for (const std::string& plugin : plugins) {
+      try {
+        load_stage_plugin(plugin, stages);
+      } catch (const PluginError& e) {
+        std::cerr << "sonopiped: plugin error: " << e.what() << "\n";
+        return 2;
+      }
+    }
+    std::cout << stages.describe();
     return 0;
   }
   if (config_path.empty()) {
