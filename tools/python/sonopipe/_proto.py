@@ -5,6 +5,7 @@ folder of the build tree (``build/tools/python/proto_py``); the environment vari
 SONOPIPE_PROTO_PY names that folder. The launchers CMake generates (``sonopipe-python``,
 ``sonopipe-view``, ``env.sh``) set it. The folder's ``sonopipe/`` is appended to this package's
 search path, so the generated code's own imports (``from sonopipe.v1 import common_pb2``) resolve.
+An installed package (``cmake --install``, the .deb) holds them as its subpackage ``sonopipe.v1``.
 """
 import os
 
@@ -13,6 +14,9 @@ ENVIRONMENT_VARIABLE = "SONOPIPE_PROTO_PY"
 
 def extend_package_path(package_path):
     """Appends <SONOPIPE_PROTO_PY>/sonopipe to `package_path` (the package's __path__)."""
+    # An installed package carries its generated modules inside it (sonopipe/v1, tools/package).
+    if any(os.path.isfile(os.path.join(path, "v1", "frame_pb2.py")) for path in package_path):
+        return
     folder = os.environ.get(ENVIRONMENT_VARIABLE, "")
     if not folder:
         raise ImportError(
