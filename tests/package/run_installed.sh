@@ -32,6 +32,13 @@ cmake -S "$source_dir/examples/plugin-stage" -B "$work/plugin-build" -DCMAKE_PRE
 cmake --build "$work/plugin-build" > "$work/plugin-build.log" 2>&1 || { cat "$work/plugin-build.log"; fail "build"; }
 plugin="$work/plugin-build/libsonopipe-log-envelope.so"
 [ -f "$plugin" ] || fail "the example did not produce $plugin"
+echo "-- and with pkg-config instead of CMake"
+pc_dir="$(dirname "$(find "$prefix/lib" -name sonopipe.pc -print -quit)")"
+flags="$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs sonopipe)" || fail "pkg-config sonopipe"
+g++ -std=c++20 -O1 -shared -fPIC "$source_dir/examples/plugin-stage/log_envelope.cpp" $flags -o "$work/libpc_plugin.so" \
+  || fail "building the example with pkg-config flags ($flags)"
+"$prefix/bin/sonopiped" --list-stages --plugins "$work/libpc_plugin.so" | grep -q '^log_envelope — ' \
+  || fail "the pkg-config build of the example is not listed"
 
 echo "-- sonopiped --list-stages --plugins"
 "$bin/sonopiped" --list-stages --plugins "$plugin" > "$work/stages.txt"

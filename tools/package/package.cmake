@@ -22,7 +22,9 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/sonopipeConfigVersi
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipeConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/sonopipeConfigVersion.cmake
         DESTINATION ${SONOPIPE_INSTALL_CMAKEDIR} COMPONENT sdk)
 
-# pkg-config: the stage SDK (compile flags and library) for builds without CMake.
+# pkg-config: the stage SDK (compile flags and library) for builds without CMake. The prefix is
+# found relative to the .pc file, so a moved prefix (or an unpacked .deb) still works.
+file(RELATIVE_PATH SONOPIPE_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${package_dir}/sonopipe.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT sdk)
 
