@@ -32,7 +32,7 @@ inline constexpr std::string_view element_x_m = "element_x_m";          // per e
 inline constexpr std::string_view element_y_m = "element_y_m";          // per element, optional (0)
 inline constexpr std::string_view element_z_m = "element_z_m";          // per element, optional (0)
 inline constexpr std::string_view element_delay_s = "element_delay_s";  // per element, optional: lens
-                                                                         // and cable delay, subtracted
+                                       // and cable delay (the echo is recorded this much later)
 inline constexpr std::string_view transmit_wavefront = "transmit_wavefront";  // per transmit, codes below
 inline constexpr std::string_view transmit_angle_rad = "transmit_angle_rad";  // per transmit (plane)
 inline constexpr std::string_view transmit_source_x_m = "transmit_source_x_m";  // per transmit (spherical)

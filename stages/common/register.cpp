@@ -7,6 +7,7 @@
 #include "stages/strain/ncc_track.h"
 #include "stages/strain/strain.h"
 #include "stages/arfi/upsample.h"
+#include "stages/beamform/beamform.h"
 
 namespace sonopipe {
 
@@ -21,6 +22,7 @@ const StageRegistry& builtin_stages() {
     r.add(MotionFilterStage::info());
     r.add(NccTrackStage::info());
     r.add(StrainStage::info());
+    r.add(BeamformStage::info());
     return r;
   }();
   return registry;

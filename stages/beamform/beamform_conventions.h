@@ -1,0 +1,72 @@
+// Delay-and-sum math of the `beamform` stage, shared by the CPU reference (double) and the CUDA
+// kernels (float): one source for the transmit delay model, the receive apodisation and the
+// sample-position rule. The frame fields follow stages/beamform/channel_conventions.h (USTB's).
+//
+// For pixel p = (x, z), transmit t and element e (position (x_e, z_e)):
+//   tau = t_tx(p, t) + |p - e| / c                                   two-way time on USTB's clock
+//   t_tx: plane wave at angle a            (x sin a + z cos a) / c
+//         focused, source s with z_s > 0   (|s| - |p - s|) / c before the focus (z < z_s),
+//                                          (|s| + |p - s|) / c beyond it
+//         diverging, source s with z_s < 0 (|p - s| - |s|) / c
+//   sample position  (tau + transmit_delay_t + element_delay_e - sample_origin) * f_s
+//     (the recorded sample time of that echo; element delays are lens/cable delays the echo picked
+//      up after arriving, so they are added to the geometric time)
+//   RF:  value = interpolated channel sample
+//   IQ:  value = interpolated baseband sample * exp(+j 2 pi f_dem tau_s), tau_s the sample time
+//        (the data were demodulated by exp(-j 2 pi f_dem t); this restores the carrier phase)
+//   pixel = sum over transmits and elements of w_e(p) * value, w the receive apodisation:
+//     aperture half-width h = z / (2 F#) (F# = 0: the whole array, h = infinity); r = |x_e - x| / h;
+//     boxcar 1 for r <= 1; Hann 0.5 (1 + cos(pi r)) for r <= 1; Tukey(alpha) 1 for r <= 1 - alpha,
+//     0.5 (1 + cos(pi (r - 1 + alpha) / alpha)) for 1 - alpha < r <= 1; 0 beyond.
+// Samples outside the recorded line contribute 0.
+#pragma once
+
+#include <cmath>
+
+#include "stages/common/host_device.h"
+
+namespace sonopipe::beamform {
+
+enum class Wave : int { plane = 0, focused = 1, diverging = 2 };
+enum class Window : int { boxcar = 0, hann = 1, tukey = 2 };
+
+template <typename Real>
+struct Transmit {
+  Wave wave;
+  Real angle_rad;     // plane
+  Real source_x_m;    // focused / diverging
+  Real source_z_m;
+  Real delay_s;       // UFF wave.delay, added to every sample time of the transmit
+};
+
+// Transmit arrival time at (x, z) (see the top of this file).
+template <typename Real>
+SONOPIPE_HD inline Real transmit_time_s(const Transmit<Real>& t, Real x, Real z, Real inverse_c) {
+  if (t.wave == Wave::plane) return (x * sin(t.angle_rad) + z * cos(t.angle_rad)) * inverse_c;
+  const Real source_range = sqrt(t.source_x_m * t.source_x_m + t.source_z_m * t.source_z_m);
+  const Real dx = x - t.source_x_m, dz = z - t.source_z_m;
+  const Real to_source = sqrt(dx * dx + dz * dz);
+  if (t.wave == Wave::diverging) return (to_source - source_range) * inverse_c;
+  return (z < t.source_z_m ? source_range - to_source : source_range + to_source) * inverse_c;
+}
+
+// Receive apodisation weight of an element at lateral distance |dx| for a pixel at depth z.
+template <typename Real>
+SONOPIPE_HD inline Real apodisation(Window window, Real tukey_alpha, Real f_number, Real dx, Real z) {
+  if (f_number <= Real(0)) return Real(1);
+  const Real half_width = z / (Real(2) * f_number);
+  if (half_width <= Real(0)) return Real(0);
+  const Real r = fabs(dx) / half_width;
+  if (r > Real(1)) return Real(0);
+  const Real pi = Real(3.14159265358979323846);
+  switch (window) {
+    case Window::boxcar: return Real(1);
+    case Window::hann: return Real(0.5) * (Real(1) + cos(pi * r));
+    case Window::tukey:
+      if (r <= Real(1) - tukey_alpha) return Real(1);
+      return Real(0.5) * (Real(1) + cos(pi * (r - Real(1) + tukey_alpha) / tukey_alpha));
+  }
+  return Real(0);
+}
+
+}  // namespace sonopipe::beamform
