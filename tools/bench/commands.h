@@ -9,5 +9,6 @@ void add_core_bench(CLI::App& app);   // core_bench.cpp: daemon throughput/laten
 void add_perfusion_bench(CLI::App& app);  // perfusion_bench.cpp: wang2012 Tables 2 and 3, whole liver
 void add_arfi_bench(CLI::App& app);   // arfi_bench.cpp: ARFI chain vs the paper, floors
 void add_strain_bench(CLI::App& app); // strain_bench.cpp: ncc_track methods vs the peng2019 papers
+void add_beamform_bench(CLI::App& app);  // beamform_bench.cpp: PICMUS-sized frame, focused lines, floors
 
 }  // namespace sonopipe::bench

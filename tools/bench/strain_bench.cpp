@@ -17,6 +17,7 @@
 #include "stages/strain/ncc_reference.h"
 #include "stages/strain/ncc_track_params.h"
 #include "tools/bench/commands.h"
+#include "tools/bench/device_ceilings.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -165,31 +166,6 @@ double gpu_ms(cuda::NccTracker& tracker, Method m, const float* f, const float* 
   return times[times.size() / 2];
 }
 
-// Device-to-device copy bandwidth (bytes read + written) measured here.
-double measure_copy_gb_per_s() {
-  const std::size_t bytes = std::size_t(1) << 30;
-  void *a = nullptr, *b = nullptr;
-  SONOPIPE_CUDA_CHECK(cudaMalloc(&a, bytes));
-  SONOPIPE_CUDA_CHECK(cudaMalloc(&b, bytes));
-  SONOPIPE_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  cudaEvent_t start, stop;
-  SONOPIPE_CUDA_CHECK(cudaEventCreate(&start));
-  SONOPIPE_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> times;
-  for (int r = 0; r < 7; ++r) {
-    SONOPIPE_CUDA_CHECK(cudaEventRecord(start));
-    SONOPIPE_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-    SONOPIPE_CUDA_CHECK(cudaEventRecord(stop));
-    SONOPIPE_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * bytes / (times[3] * 1e-3) * 1e-9;
-}
 #endif
 
 void print_config_header() {
@@ -283,24 +259,9 @@ void run_config(const Config& c, const StrainBenchOptions& options, bool with_cp
 
 void run_strain_bench(const StrainBenchOptions& options) {
   ThreadPool pool(options.threads);
-  double tflops = options.peak_tflops > 0 ? options.peak_tflops : 60.0;  // H100 FP32 (non-tensor), datasheet order
-  double gb_per_s = options.peak_gb_per_s > 0 ? options.peak_gb_per_s : 3000.0;
-#ifdef SONOPIPE_WITH_CUDA
-  int device_count = 0;
-  if (cudaGetDeviceCount(&device_count) == cudaSuccess && device_count > 0) {
-    cudaDeviceProp prop{};
-    SONOPIPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    if (options.peak_gb_per_s <= 0) gb_per_s = measure_copy_gb_per_s();
-    int clock_khz = 0;
-    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-    if (options.peak_tflops <= 0)  // 128 FP32 lanes per SM on Hopper, 2 flops per FMA
-      tflops = prop.multiProcessorCount * 128.0 * 2.0 * clock_khz * 1e3 * 1e-12;
-    std::printf("device: %s, %d SMs; floors use %.1f TFLOP/s FP32 (SMs x 128 x 2 x boost clock) and %.0f GB/s "
-                "(measured D2D copy)\n", prop.name, prop.multiProcessorCount, tflops, gb_per_s);
-  } else {
-    std::printf("device: none (CPU columns only); floors use %.1f TFLOP/s and %.0f GB/s\n", tflops, gb_per_s);
-  }
-#endif
+  const DeviceCeilings ceilings = device_ceilings(options.peak_tflops, options.peak_gb_per_s);
+  const double tflops = ceilings.fp32_tflops, gb_per_s = ceilings.copy_gb_per_s;
+  std::printf("%s\n", ceilings.description.c_str());
   std::printf("CPU: %d threads, double-precision reference (the papers: single-threaded C)\n", pool.size());
   std::vector<std::string> summary;
   char table = 'a';
