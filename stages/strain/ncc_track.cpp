@@ -145,8 +145,11 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
   if (input.dtype != DType::float32)
     throw StageError("ncc_track: expected float32 RF (put `convert` first), got " +
                      std::string(dtype_name(input.dtype)));
-  if (frame.kind != FrameKind::rf)
-    throw StageError("ncc_track: expected RF frames, got " + std::string(frame_kind_name(frame.kind)));
+  // RF frames, or channel RF once `beamform` has made it an image (its first axis is no longer `transmit`).
+  const bool beamformed = frame.kind == FrameKind::channel_rf && !input.axes.empty() && input.axes[0].name != "transmit";
+  if (frame.kind != FrameKind::rf && !beamformed)
+    throw StageError("ncc_track: expected RF frames (or channel RF after beamform), got " +
+                     std::string(frame_kind_name(frame.kind)));
   geometry_ = geometry_for(params_, input);
   backend_ = backend;
   frame_elements_ = static_cast<std::size_t>(input.element_count());

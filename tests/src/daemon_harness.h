@@ -284,6 +284,28 @@ class DaemonHarness {
   bool have_status_ = false;
 };
 
+// An example config (config/*.yaml) without its endpoints (the harness sets ipc ones) and with the CPU
+// backend on two threads (the CI machine); SONOPIPE_STRAIN_TEST_BACKEND=cuda runs it on the GPU.
+inline std::string pipelines_of(const std::string& path) {
+  std::ifstream file(path);
+  REQUIRE(file.good());
+  std::stringstream kept;
+  std::string line;
+  bool skipping = false;
+  const char* backend = std::getenv("SONOPIPE_STRAIN_TEST_BACKEND");
+  kept << "backend: " << (backend ? backend : "cpu") << "\ncpu_threads: 2\n";
+  while (std::getline(file, line)) {
+    const bool top_level = !line.empty() && line[0] != ' ' && line[0] != '#';
+    if (top_level) {
+      skipping = false;
+      for (const char* key : {"ingest:", "publish:", "control:", "backend:", "cpu_threads:"})
+        if (line.rfind(key, 0) == 0) skipping = true;
+    }
+    if (!skipping) kept << line << "\n";
+  }
+  return kept.str();
+}
+
 // A FrameHeader for an int16 IQ frame [line, sample, iq=2].
 inline v1::FrameHeader iq_header(std::uint64_t sequence, std::int64_t lines, std::int64_t samples,
                                  std::uint32_t stream_id = 0) {

@@ -17,28 +17,6 @@ using namespace sonopipe;
 
 namespace {
 
-// config/strain2d.yaml without its endpoints (the harness sets ipc ones) and with the CPU backend
-// on two threads (the CI machine); SONOPIPE_STRAIN_TEST_BACKEND=cuda runs it on the GPU.
-std::string pipeline_settings(const std::string& path) {
-  std::ifstream file(path);
-  REQUIRE(file.good());
-  std::stringstream kept;
-  std::string line;
-  bool skipping = false;
-  const char* backend = std::getenv("SONOPIPE_STRAIN_TEST_BACKEND");
-  kept << "backend: " << (backend ? backend : "cpu") << "\ncpu_threads: 2\n";
-  while (std::getline(file, line)) {
-    const bool top_level = !line.empty() && line[0] != ' ' && line[0] != '#';
-    if (top_level) {
-      skipping = false;
-      for (const char* key : {"ingest:", "publish:", "control:", "backend:", "cpu_threads:"})
-        if (line.rfind(key, 0) == 0) skipping = true;
-    }
-    if (!skipping) kept << line << "\n";
-  }
-  return kept.str();
-}
-
 std::vector<float> floats(const std::string& payload) {
   std::vector<float> values(payload.size() / sizeof(float));
   std::memcpy(values.data(), payload.data(), values.size() * sizeof(float));
@@ -57,7 +35,7 @@ TEST_CASE("a simulated 2-D sequence replayed losslessly through sonopiped gives 
                           " --frames 3 --seed " + std::to_string(seed) + " > " + dir_pattern + "/sim.log 2>&1";
   REQUIRE(std::system(sim.c_str()) == 0);
 
-  test::DaemonHarness daemon(pipeline_settings(test::source_path("config/strain2d.yaml")));
+  test::DaemonHarness daemon(test::pipelines_of(test::source_path("config/strain2d.yaml")));
   daemon.start();
   const std::string replay = test::binary_path("tools/replay/sonopipe-replay") + " " + recording +
                              " --endpoint " + daemon.endpoint("ingest") + " --lossless --max > " + dir_pattern +
