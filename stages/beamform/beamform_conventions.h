@@ -12,8 +12,9 @@
 //     (the recorded sample time of that echo; element delays are lens/cable delays the echo picked
 //      up after arriving, so they are added to the geometric time)
 //   RF:  value = interpolated channel sample
-//   IQ:  value = interpolated baseband sample * exp(+j 2 pi f_dem tau_s), tau_s the sample time
-//        (the data were demodulated by exp(-j 2 pi f_dem t); this restores the carrier phase)
+//   IQ:  value = interpolated baseband sample * exp(+j 2 pi f_dem tau_s), tau_s = t_tx + delay_t +
+//        |p - e| / c + element_delay_e the recorded time of the echo (the data were demodulated by
+//        exp(-j 2 pi f_dem t) on that clock; this restores the carrier phase)
 //   pixel = sum over transmits and elements of w_e(p) * value, w the receive apodisation:
 //     aperture half-width h = z / (2 F#) (F# = 0: the whole array, h = infinity); r = |x_e - x| / h;
 //     boxcar 1 for r <= 1; Hann 0.5 (1 + cos(pi r)) for r <= 1; Tukey(alpha) 1 for r <= 1 - alpha,

@@ -72,33 +72,55 @@ SONOPIPE_HD inline spline::Vec<Real, C> interpolate(const Line<Real, C>& line, s
   return y0 * (Real(1) - t) + y1 * t;
 }
 
+// Transmits handled together per pass over the elements: their arrival times (and, for IQ, carrier
+// phasors) are computed once per pixel and kept in registers, the receive path once per element.
+inline constexpr int kTransmitBatch = 8;
+
 // Sum over transmits [t_begin, t_end) and every element for the pixel at (x, z). `line_at(t, e)`
-// returns the Line of transmit t, element e. C = 1: RF; C = 2: IQ (re, im), carrier restored.
+// returns the Line of transmit t, element e. C = 1: RF; C = 2: IQ (re, im), carrier restored as
+// exp(j 2 pi f_dem (t_tx + t_rx)) = exp(j 2 pi f_dem t_tx) exp(j 2 pi f_dem t_rx): the transmit
+// phasor multiplies each sample, the receive phasor the element's sum over the batch.
 template <typename Real, int C, typename LineAt>
 SONOPIPE_HD inline spline::Vec<Real, C> das_pixel(const DasSetup<Real>& s, Real x, Real z, int t_begin, int t_end,
                                                   LineAt line_at) {
   using V = spline::Vec<Real, C>;
   V sum = V::zero();
   const Real two_pi_fdem = Real(6.283185307179586476925) * s.demodulation_frequency_hz;
-  for (int e = 0; e < s.elements; ++e) {
-    const Real dx = x - s.element_x_m[e], dz = z - s.element_z_m[e];
-    const Real weight = apodisation(s.window, s.tukey_alpha, s.f_number, dx, z);
-    if (weight == Real(0)) continue;
-    const Real receive_s = sqrt(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e];
-    for (int t = t_begin; t < t_end; ++t) {
-      const Transmit<Real>& transmit = s.transmits[t];
-      const Real sample_time = transmit_time_s(transmit, x, z, s.inverse_c) + receive_s + transmit.delay_s;
-      const Real position = (sample_time - s.sample_origin_s) * s.sampling_frequency_hz;
-      V value = interpolate<Real, C>(line_at(t, e), s.samples, position, s.cubic);
-      if constexpr (C == 2) {  // baseband: multiply by exp(+j 2 pi f_dem t_sample)
-        const Real phase = two_pi_fdem * sample_time;
-        const Real cos_p = cos(phase), sin_p = sin(phase);
-        const Real re = value.v[0] * cos_p - value.v[1] * sin_p;
-        const Real im = value.v[0] * sin_p + value.v[1] * cos_p;
-        value.v[0] = re;
-        value.v[1] = im;
+  for (int batch = t_begin; batch < t_end; batch += kTransmitBatch) {
+    const int count = t_end - batch < kTransmitBatch ? t_end - batch : kTransmitBatch;
+    Real transmit_s[kTransmitBatch];
+    Real phasor_re[kTransmitBatch], phasor_im[kTransmitBatch];
+    for (int k = 0; k < count; ++k) {
+      const Transmit<Real>& transmit = s.transmits[batch + k];
+      transmit_s[k] = transmit_time_s(transmit, x, z, s.inverse_c) + transmit.delay_s;
+      if constexpr (C == 2) {
+        phasor_re[k] = cos(two_pi_fdem * transmit_s[k]);
+        phasor_im[k] = sin(two_pi_fdem * transmit_s[k]);
       }
-      sum = sum + value * weight;
+    }
+    for (int e = 0; e < s.elements; ++e) {
+      const Real dx = x - s.element_x_m[e], dz = z - s.element_z_m[e];
+      const Real weight = apodisation(s.window, s.tukey_alpha, s.f_number, dx, z);
+      if (weight == Real(0)) continue;
+      const Real receive_s = sqrt(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e];
+      V element_sum = V::zero();
+      for (int k = 0; k < count; ++k) {
+        const Real position = (transmit_s[k] + receive_s - s.sample_origin_s) * s.sampling_frequency_hz;
+        const V value = interpolate<Real, C>(line_at(batch + k, e), s.samples, position, s.cubic);
+        if constexpr (C == 2) {
+          element_sum.v[0] += value.v[0] * phasor_re[k] - value.v[1] * phasor_im[k];
+          element_sum.v[1] += value.v[0] * phasor_im[k] + value.v[1] * phasor_re[k];
+        } else {
+          element_sum = element_sum + value;
+        }
+      }
+      if constexpr (C == 2) {
+        const Real re = cos(two_pi_fdem * receive_s) * weight, im = sin(two_pi_fdem * receive_s) * weight;
+        sum.v[0] += element_sum.v[0] * re - element_sum.v[1] * im;
+        sum.v[1] += element_sum.v[0] * im + element_sum.v[1] * re;
+      } else {
+        sum = sum + element_sum * weight;
+      }
     }
   }
   return sum;
