@@ -58,6 +58,7 @@ class ConfigReader {
     if (!node.IsMap()) fail(node, key, "expected a mapping");
     std::set<std::string> seen;
     for (const auto& entry : node) {
+      if (!entry.first.IsScalar()) fail(entry.first, join(key, "(key)"), "expected a plain word as key, got a list or mapping");
       const std::string name = entry.first.as<std::string>();
       if (!seen.insert(name).second) fail(entry.first, join(key, name), "given twice; expected each key once");
       bool ok = false;

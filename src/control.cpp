@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "src/endpoint.h"
+
 #include <chrono>
 
 #include "src/wire/wire.h"
@@ -14,6 +16,9 @@ ControlServer::ControlServer(zmq::context_t& context, const std::string& endpoin
   socket_.set(zmq::sockopt::linger, 500);
   socket_.bind(endpoint);
   spdlog::info("control: bound to {}", endpoint);
+  if (reachable_beyond_loopback(endpoint))
+    spdlog::warn("control: {} is reachable from other machines, and anyone who reaches it can stop the daemon; "
+                 "bind 127.0.0.1 or ipc:// unless this is what you want", endpoint);
 }
 
 v1::ControlReply ControlServer::answer(const v1::ControlRequest& request) {

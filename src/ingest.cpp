@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "src/endpoint.h"
 #include "src/wire/wire.h"
 
 namespace sonopipe {
@@ -59,6 +60,9 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
   else socket_.connect(config.ingest_endpoint);
   spdlog::info("ingest: {} {} {}", ingest_pattern_name(config.ingest_pattern),
                config.ingest_bind ? "bound to" : "connected to", config.ingest_endpoint);
+  if (config.ingest_bind && reachable_beyond_loopback(config.ingest_endpoint))
+    spdlog::warn("ingest: {} is reachable from other machines: anyone who reaches it can send frames; "
+                 "bind 127.0.0.1 or ipc:// unless this is what you want", config.ingest_endpoint);
 }
 
 void Ingest::run(const std::atomic<bool>& stop) {
@@ -95,13 +99,6 @@ void Ingest::handle(std::vector<zmq::message_t>& parts) {
     rejects_.reject(e.reason, e.what());
     return;
   }
-  if (non_finite_ == NonFinitePolicy::reject &&
-      !payload_is_finite(frame.meta.payload.dtype, parts[1].data(), parts[1].size())) {
-    rejects_.reject(wire::RejectReason::non_finite,
-                    "stream " + std::to_string(frame.meta.stream_id) + " sequence " +
-                        std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
-    return;
-  }
   // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
   // a SUB socket's full queue, or by libzmq, which refuses a message over ZMQ_MAXMSGSIZE by
   // dropping the sender's connection (a PUSH sender reconnects and goes on).
@@ -118,6 +115,14 @@ void Ingest::handle(std::vector<zmq::message_t>& parts) {
     }
   }
   next->second = frame.meta.sequence + 1;
+  // (Counted before the checks below: a frame refused after its header was read did arrive.)
+  if (non_finite_ == NonFinitePolicy::reject &&
+      !payload_is_finite(frame.meta.payload.dtype, parts[1].data(), parts[1].size())) {
+    rejects_.reject(wire::RejectReason::non_finite,
+                    "stream " + std::to_string(frame.meta.stream_id) + " sequence " +
+                        std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
+    return;
+  }
   // The payload stays in ZeroMQ's buffer; the pipelines share it until they are done with it.
   auto message = std::make_shared<zmq::message_t>(std::move(parts[1]));
   frame.payload_bytes = message->size();

@@ -1,5 +1,7 @@
 #include "src/publisher.h"
 
+#include "src/endpoint.h"
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -54,6 +56,9 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, int h
   socket_.set(zmq::sockopt::sndhwm, high_water_mark);
   socket_.bind(endpoint);
   spdlog::info("publish: bound to {}", endpoint);
+  if (reachable_beyond_loopback(endpoint))
+    spdlog::warn("publish: {} is reachable from other machines: anyone who reaches it receives every result; "
+                 "bind 127.0.0.1 or ipc:// unless this is what you want", endpoint);
 }
 
 void Publisher::publish_result(const PublishedResult& result) {

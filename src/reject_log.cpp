@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "src/log_text.h"
+
 namespace sonopipe {
 
 void RejectLog::reject(wire::RejectReason reason, const std::string& detail) {
@@ -11,9 +13,9 @@ void RejectLog::reject(wire::RejectReason reason, const std::string& detail) {
   if (!lines_[index].allow(LineLimiter::Clock::now())) return;
   if (const std::uint64_t held_back = lines_[index].take_held_back(); held_back > 0)
     spdlog::warn("rejected frame ({}): {} (and {} more since the last line)", wire::reject_reason_name(reason),
-                 detail, held_back);
+                 log_safe(detail), held_back);
   else
-    spdlog::warn("rejected frame ({}): {}", wire::reject_reason_name(reason), detail);
+    spdlog::warn("rejected frame ({}): {}", wire::reject_reason_name(reason), log_safe(detail));
 }
 
 std::uint64_t RejectLog::count(wire::RejectReason reason) const {

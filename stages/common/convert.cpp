@@ -44,6 +44,8 @@ StagePlan ConvertStage::configure(const FrameMeta& frame, const TensorSpec& inpu
     throw StageError("convert: expected int16, float32 or complex64 input, got " +
                      std::string(dtype_name(input.dtype)));
   }
+  if (out.axes.empty() || out.element_count() == 0)
+    throw StageError("convert: the frame holds no sample (" + input.shape_string() + ")");
   scalar_count_ = static_cast<std::size_t>(input.element_count()) *
                   (input.dtype == DType::complex64 ? 2 : 1);
   return StagePlan{.outputs = {{"converted", out}}};

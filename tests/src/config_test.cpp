@@ -25,6 +25,15 @@ const char* kMinimal = "pipelines: [{name: demo, stages: [{type: convert}]}]\n";
 
 }  // namespace
 
+TEST_CASE("a list or mapping used as a key is a config error, not an abort", "[config][hardening]") {
+  // yaml-cpp throws its own conversion error for a non-scalar key read as a string; it once escaped
+  // the loader and ended the daemon in std::terminate instead of exit code 2.
+  CHECK_THAT(error_of("[a, b]: 1\n" + std::string(kMinimal)),
+             Catch::Contains("test.yaml:1: (key): expected a plain word as key"));
+  CHECK_THAT(error_of("ingest: {{endpoint: x}: 1}\n" + std::string(kMinimal)),
+             Catch::Contains("test.yaml:1: ingest.(key): expected a plain word as key"));
+}
+
 TEST_CASE("the example configs in config/ load", "[config]") {
   for (const char* name : {"config/demo.yaml", "config/live.yaml"}) {
     INFO(name);

@@ -1,0 +1,123 @@
+// Inputs nobody meant to send (issue 14's known defects, each found by reading the code): the daemon
+// refuses them with a counted, capped, escaped one-line reason and keeps serving good frames.
+#include <csignal>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "src/endpoint.h"
+#include "src/log_text.h"
+#include "tests/src/daemon_harness.h"
+
+using namespace sonopipe;
+
+namespace {
+
+constexpr const char* kConvertPipeline = R"(
+backend: cpu
+cpu_threads: 2
+pipelines:
+  - name: demo
+    match: {kinds: [iq, rf]}
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)";
+
+std::string header(FrameKind kind, DType dtype, std::vector<Axis> axes, std::uint64_t sequence, std::uint32_t stream = 0) {
+  FrameMeta meta;
+  meta.stream_id = stream;
+  meta.sequence = sequence;
+  meta.kind = kind;
+  meta.payload.dtype = dtype;
+  meta.payload.axes = std::move(axes);
+  return wire::frame_header_from_meta(meta).SerializeAsString();
+}
+
+}  // namespace
+
+TEST_CASE("a 4-byte int16 frame [iq=2] into convert is a stage error, not a crash", "[daemon][hardening]") {
+  // convert removes the `iq` axis; with no other axis the output has no sample (it once had a
+  // null buffer and the daemon died with SIGSEGV).
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  const std::int16_t iq[2] = {1, 2};
+  daemon.send(header(FrameKind::iq, DType::int16, {{"iq", 2}}, 0), iq, sizeof iq);
+  std::mt19937_64 rng(test::fresh_seed());
+  auto samples = test::random_samples(4 * 50 * 2, rng);
+  daemon.send(test::iq_header(1, 4, 50).SerializeAsString(), samples.data(), samples.size() * 2);
+  auto results = daemon.receive_results(1);
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].header.input_sequence() == 1);
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 1; });
+  CHECK(status.rejected_by_reason().at("stage_error") == 1);
+  CHECK(daemon.log().find("convert: the frame holds no sample") != std::string::npos);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("outside names in a rejected header are capped and escaped in the log", "[daemon][hardening]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  // A 1 MB axis name with a forged log line inside, in a frame whose size does not match its shape
+  // (the size_mismatch reason quotes the shape with its axis names).
+  const std::string name = "a\n[2026-01-01 00:00:00.000] [error] forged line" + std::string(1 << 20, 'x');
+  const std::vector<char> payload(10, 0);
+  daemon.send(header(FrameKind::rf, DType::int16, {{name, 4}}, 0), payload.data(), payload.size());
+  daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 1; });
+  const std::string log = daemon.log();
+  std::istringstream lines(log);
+  std::size_t longest = 0;
+  bool forged = false;
+  for (std::string line; std::getline(lines, line);) {
+    longest = std::max(longest, line.size());
+    forged = forged || line.rfind("[2026-01-01", 0) == 0;
+  }
+  INFO(log.substr(0, 2000));
+  CHECK(log.find("rejected frame (size_mismatch)") != std::string::npos);
+  CHECK(log.find("a\\n[2026-01-01") != std::string::npos);  // the newline is shown, not obeyed
+  CHECK_FALSE(forged);
+  CHECK(longest < 1000);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("a frame refused after its header was read is not also counted as missing", "[daemon][hardening]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  std::vector<float> good(64, 1.0f), bad(64, 1.0f);
+  bad[5] = std::numeric_limits<float>::quiet_NaN();
+  daemon.send(header(FrameKind::rf, DType::float32, {{"sample", 64}}, 0, 7), good.data(), 256);
+  daemon.send(header(FrameKind::rf, DType::float32, {{"sample", 64}}, 1, 7), bad.data(), 256);   // non_finite
+  daemon.send(header(FrameKind::dce, DType::float32, {{"voxel", 64}}, 2, 7), good.data(), 256);  // no_pipeline
+  daemon.send(header(FrameKind::rf, DType::float32, {{"sample", 64}}, 3, 7), good.data(), 256);
+  REQUIRE(daemon.receive_results(2).size() == 2);
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 2; });
+  CHECK(status.frames_rejected() == 2);
+  CHECK(status.frames_missing() == 0);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("binding beyond loopback is told apart from loopback and ipc, and warned about", "[hardening]") {
+  for (const char* open : {"tcp://*:5555", "tcp://0.0.0.0:5555", "tcp://[::]:5555", "tcp://eth0:5555",
+                           "tcp://192.168.1.4:5555", "tcp://127.0.0.1;10.0.0.2:5555"})
+    CHECK(reachable_beyond_loopback(open));
+  for (const char* local : {"tcp://127.0.0.1:5555", "tcp://localhost:5555", "tcp://[::1]:5555", "ipc:///tmp/x",
+                            "inproc://x", "tcp://127.0.0.2:*"})
+    CHECK_FALSE(reachable_beyond_loopback(local));
+
+  test::DaemonHarness daemon("backend: cpu\npipelines: [{name: d, stages: [{type: convert}]}]",
+                             "{endpoint: \"tcp://*:*\"}");
+  daemon.start();
+  CHECK(daemon.log().find("ingest: tcp://*:* is reachable from other machines") != std::string::npos);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("log_safe caps outside text and escapes control characters", "[hardening]") {
+  CHECK(log_safe("plain") == "plain");
+  CHECK(log_safe("a\nb\tc\x01") == "a\\nb\\tc\\x01");
+  const std::string capped = log_safe(std::string(1000, 'x'));
+  CHECK(capped.size() < kLogTextLimit + 40);
+  CHECK(capped.find("(700 more bytes)") != std::string::npos);
+}
