@@ -2,10 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "src/endpoint.h"
-
 #include <chrono>
 
+#include "src/endpoint.h"
 #include "src/wire/wire.h"
 
 namespace sonopipe {
@@ -14,6 +13,8 @@ ControlServer::ControlServer(zmq::context_t& context, const std::string& endpoin
                              std::function<v1::Status()> status, std::function<void()> stop)
     : socket_(context, zmq::socket_type::rep), status_(std::move(status)), stop_(std::move(stop)) {
   socket_.set(zmq::sockopt::linger, 500);
+  // A control request is a few bytes: libzmq drops a peer that sends more than this.
+  socket_.set(zmq::sockopt::maxmsgsize, std::int64_t{kMaxControlRequestBytes});
   socket_.bind(endpoint);
   spdlog::info("control: bound to {}", endpoint);
   if (reachable_beyond_loopback(endpoint))

@@ -12,6 +12,8 @@
 
 namespace sonopipe {
 
+inline constexpr int kMaxControlRequestBytes = 64 * 1024;  // ZMQ_MAXMSGSIZE of the control socket
+
 class ControlServer {
  public:
   ControlServer(zmq::context_t& context, const std::string& endpoint,

@@ -71,25 +71,30 @@ void Ingest::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
     parts.clear();
-    // Drain what is ready without polling again, stopping between messages when asked.
+    std::size_t part_count = 0;
+    // Drain what is ready without polling again, stopping between messages when asked. A message
+    // is [header][payload]: parts beyond a third are counted and dropped as they arrive, so a
+    // message of a million parts is refused without being held in memory.
     while (!stop.load()) {
       zmq::message_t part;
       if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
       const bool more = part.more();
-      parts.push_back(std::move(part));
+      if (parts.size() < 3) parts.push_back(std::move(part));
+      ++part_count;
       if (more) continue;
-      handle(parts);
+      handle(parts, part_count);
       parts.clear();
+      part_count = 0;
     }
   }
 }
 
-void Ingest::handle(std::vector<zmq::message_t>& parts) {
+void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {
   const std::int64_t received_ns = wall_ns();
   received_.fetch_add(1, std::memory_order_relaxed);
-  if (parts.size() != 2) {
+  if (part_count != 2) {
     rejects_.reject(wire::RejectReason::malformed_message,
-                    "message has " + std::to_string(parts.size()) + " parts, expected [header][payload]");
+                    "message has " + std::to_string(part_count) + " parts, expected [header][payload]");
     return;
   }
   InputFrame frame;

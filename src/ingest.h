@@ -36,7 +36,7 @@ class Ingest {
   std::uint64_t missing() const { return missing_.load(std::memory_order_relaxed); }
 
  private:
-  void handle(std::vector<zmq::message_t>& parts);
+  void handle(std::vector<zmq::message_t>& parts, std::size_t part_count);  // parts: the first 3 kept
 
   zmq::socket_t socket_;
   const std::size_t max_frame_bytes_;

@@ -155,17 +155,55 @@ v1::FrameHeader frame_header_from_meta(const FrameMeta& meta) {
   return header;
 }
 
+namespace {
+
+void check_header_limits(const v1::FrameHeader& header) {
+  auto refuse = [](const std::string& what) { throw WireError(RejectReason::bad_header, what); };
+  auto check_name = [&](const std::string& name, const char* what) {
+    if (name.size() > HeaderLimits::name_bytes)
+      refuse(std::string(what) + " of " + std::to_string(name.size()) + " bytes exceeds " +
+             std::to_string(HeaderLimits::name_bytes));
+  };
+  if (header.axes_size() > HeaderLimits::axes)
+    refuse(std::to_string(header.axes_size()) + " axes, at most " + std::to_string(HeaderLimits::axes));
+  if (header.vectors_size() > HeaderLimits::vectors)
+    refuse(std::to_string(header.vectors_size()) + " vectors, at most " + std::to_string(HeaderLimits::vectors));
+  if (header.attributes_size() > HeaderLimits::attributes)
+    refuse(std::to_string(header.attributes_size()) + " attributes, at most " + std::to_string(HeaderLimits::attributes));
+  for (const v1::Axis& axis : header.axes()) {
+    check_name(axis.name(), "an axis name");
+    check_name(axis.unit(), "an axis unit");
+  }
+  for (const v1::Vector& vector : header.vectors()) {
+    check_name(vector.name(), "a vector name");
+    if (vector.values_size() > HeaderLimits::vector_values)
+      refuse("a vector of " + std::to_string(vector.values_size()) + " values, at most " +
+             std::to_string(HeaderLimits::vector_values));
+  }
+  for (const auto& [key, value] : header.attributes()) {
+    check_name(key, "an attribute name");
+    if (value.size() > HeaderLimits::attribute_value_bytes)
+      refuse("an attribute value of " + std::to_string(value.size()) + " bytes exceeds " +
+             std::to_string(HeaderLimits::attribute_value_bytes));
+  }
+}
+
+}  // namespace
+
 FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::size_t payload_bytes,
                        std::size_t max_frame_bytes) {
   if (payload_bytes > max_frame_bytes)
     throw WireError(RejectReason::too_large, "payload of " + std::to_string(payload_bytes) +
                                                  " bytes exceeds max_frame_bytes " +
                                                  std::to_string(max_frame_bytes));
+  if (header_size > HeaderLimits::bytes)
+    throw WireError(RejectReason::bad_header, "header of " + std::to_string(header_size) + " bytes exceeds the " +
+                                                  std::to_string(HeaderLimits::bytes) + "-byte limit");
   v1::FrameHeader header;
-  if (header_size > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
-      !header.ParseFromArray(header_bytes, static_cast<int>(header_size)))
+  if (!header.ParseFromArray(header_bytes, static_cast<int>(header_size)))
     throw WireError(RejectReason::unparsable_header,
                     "header of " + std::to_string(header_size) + " bytes is not a FrameHeader");
+  check_header_limits(header);
   FrameMeta meta = frame_meta_from_header(header);
   const std::size_t expected = meta.payload.byte_size();
   if (expected != payload_bytes)

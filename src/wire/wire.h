@@ -48,7 +48,19 @@ v1::FrameKind frame_kind_to_proto(FrameKind kind);
 FrameMeta frame_meta_from_header(const v1::FrameHeader& header);
 v1::FrameHeader frame_header_from_meta(const FrameMeta& meta);
 
-// Parses header bytes and checks them against the payload size and the frame limit.
+// What one frame header may carry: the header is copied into every result of the frame, so its size
+// is capped at the door like the payload's (a larger header is refused as bad_header, unparsed).
+struct HeaderLimits {
+  static constexpr std::size_t bytes = 1 << 20;           // whole header
+  static constexpr int axes = 8;
+  static constexpr int vectors = 64;
+  static constexpr int vector_values = 1 << 17;           // per vector (geometry of 8192 elements fits)
+  static constexpr int attributes = 64;
+  static constexpr std::size_t name_bytes = 256;          // axis, vector and attribute names, units
+  static constexpr std::size_t attribute_value_bytes = 4096;
+};
+
+// Parses header bytes and checks them against the payload size, the frame limit and HeaderLimits.
 FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::size_t payload_bytes,
                        std::size_t max_frame_bytes);
 

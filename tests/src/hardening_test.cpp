@@ -58,11 +58,12 @@ TEST_CASE("a 4-byte int16 frame [iq=2] into convert is a stage error, not a cras
 TEST_CASE("outside names in a rejected header are capped and escaped in the log", "[daemon][hardening]") {
   test::DaemonHarness daemon(kConvertPipeline);
   daemon.start();
-  // A 1 MB axis name with a forged log line inside, in a frame whose size does not match its shape
-  // (the size_mismatch reason quotes the shape with its axis names).
-  const std::string name = "a\n[2026-01-01 00:00:00.000] [error] forged line" + std::string(1 << 20, 'x');
+  // Axis names (each within the 256-byte name limit) with a forged log line inside, in a frame whose
+  // size does not match its shape: the size_mismatch reason quotes the shape, ~2 KB of outside text.
+  const std::string name = "a\n[2026-01-01 00:00:00.000] [error] forged line" + std::string(200, 'x');
   const std::vector<char> payload(10, 0);
-  daemon.send(header(FrameKind::rf, DType::int16, {{name, 4}}, 0), payload.data(), payload.size());
+  daemon.send(header(FrameKind::rf, DType::int16, std::vector<Axis>(8, Axis{name, 1}), 0), payload.data(),
+              payload.size());
   daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 1; });
   const std::string log = daemon.log();
   std::istringstream lines(log);
@@ -76,7 +77,7 @@ TEST_CASE("outside names in a rejected header are capped and escaped in the log"
   CHECK(log.find("rejected frame (size_mismatch)") != std::string::npos);
   CHECK(log.find("a\\n[2026-01-01") != std::string::npos);  // the newline is shown, not obeyed
   CHECK_FALSE(forged);
-  CHECK(longest < 1000);
+  CHECK(longest < 600);  // 300 characters of outside text plus the line's own words
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }
@@ -120,4 +121,40 @@ TEST_CASE("log_safe caps outside text and escapes control characters", "[hardeni
   const std::string capped = log_safe(std::string(1000, 'x'));
   CHECK(capped.size() < kLogTextLimit + 40);
   CHECK(capped.find("(700 more bytes)") != std::string::npos);
+}
+
+TEST_CASE("headers over the limits and messages of many parts are refused at the door", "[daemon][hardening]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  daemon.start();
+  const std::int16_t samples[8] = {};
+  auto header_with = [&](auto edit) {
+    v1::FrameHeader h = test::iq_header(0, 1, 4);
+    edit(h);
+    return h.SerializeAsString();
+  };
+  // One refusal per limit: too many axes, a huge vector, a long attribute, a header over 1 MiB.
+  daemon.send(header_with([](v1::FrameHeader& h) { for (int i = 0; i < 9; ++i) h.add_axes()->set_name("x"); }), samples, 16);
+  daemon.send(header_with([](v1::FrameHeader& h) {
+                auto* v = h.add_vectors();
+                v->set_name("big");
+                for (int i = 0; i < wire::HeaderLimits::vector_values + 1; ++i) v->add_values(1.0);
+              }), samples, 16);
+  daemon.send(header_with([](v1::FrameHeader& h) { (*h.mutable_attributes())["note"] = std::string(5000, 'n'); }),
+              samples, 16);
+  daemon.send(header_with([](v1::FrameHeader& h) { (*h.mutable_attributes())["k"] = std::string(1100000, 'n'); }),
+              samples, 16);
+  std::vector<std::string> parts(1000, "x");
+  daemon.send_parts(parts);  // malformed_message, held in memory 3 parts at a time
+  std::mt19937_64 rng(test::fresh_seed());
+  auto good = test::random_samples(4 * 50 * 2, rng);
+  daemon.send(test::iq_header(1, 4, 50).SerializeAsString(), good.data(), good.size() * 2);
+  REQUIRE(daemon.receive_results(1).size() == 1);
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 5; });
+  CHECK(status.rejected_by_reason().at("bad_header") == 4);
+  CHECK(status.rejected_by_reason().at("malformed_message") == 1);
+  const std::string log = daemon.log();
+  CHECK(log.find("12 axes, at most 8") != std::string::npos);  // the first bad_header line (one per second)
+  CHECK(log.find("message has 1000 parts") != std::string::npos);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
 }
