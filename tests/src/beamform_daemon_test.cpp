@@ -14,12 +14,6 @@ using namespace sonopipe;
 
 namespace {
 
-std::vector<float> floats(const std::string& payload) {
-  std::vector<float> values(payload.size() / sizeof(float));
-  std::memcpy(values.data(), payload.data(), values.size() * sizeof(float));
-  return values;
-}
-
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
@@ -62,7 +56,7 @@ TEST_CASE("channel RF replayed through beamform -> ncc_track -> strain tracks th
 
   for (std::uint64_t frame : {1u, 2u}) {
     const auto& disp = *by_key[{frame, "displacement"}];  // [lateral, axial, component], metres
-    const auto values = floats(disp.payload);
+    const auto values = test::floats(disp.payload);
     std::vector<double> axial;
     for (std::size_t k = 0; k < values.size(); k += 2) axial.push_back(values[k]);
     const double measured = median(axial);
@@ -71,7 +65,7 @@ TEST_CASE("channel RF replayed through beamform -> ncc_track -> strain tracks th
     // over 2400 points lands within 2 % = 0.06 samples (the ncc_track tests bound the rms error at
     // 0.05 samples; seen here: 0.25 %).
     CHECK(measured == Approx(step_m).epsilon(0.02));
-    const auto strain = floats(by_key[{frame, "strain"}]->payload);
+    const auto strain = test::floats(by_key[{frame, "strain"}]->payload);
     std::vector<double> axial_strain;
     for (std::size_t k = 0; k < strain.size(); k += 2) axial_strain.push_back(strain[k]);
     CHECK(std::abs(median(axial_strain)) < 1e-3);  // a translation has no strain

@@ -306,6 +306,25 @@ inline std::string pipelines_of(const std::string& path) {
   return kept.str();
 }
 
+// The serialized FrameHeader of a frame of any kind, type and shape (for bad-input tests).
+inline std::string frame_header_bytes(FrameKind kind, DType dtype, std::vector<Axis> axes, std::uint64_t sequence,
+                                      std::uint32_t stream_id = 0) {
+  FrameMeta meta;
+  meta.stream_id = stream_id;
+  meta.sequence = sequence;
+  meta.kind = kind;
+  meta.payload.dtype = dtype;
+  meta.payload.axes = std::move(axes);
+  return wire::frame_header_from_meta(meta).SerializeAsString();
+}
+
+// A float32 result payload as values.
+inline std::vector<float> floats(const std::string& payload) {
+  std::vector<float> values(payload.size() / sizeof(float));
+  std::memcpy(values.data(), payload.data(), values.size() * sizeof(float));
+  return values;
+}
+
 // A FrameHeader for an int16 IQ frame [line, sample, iq=2].
 inline v1::FrameHeader iq_header(std::uint64_t sequence, std::int64_t lines, std::int64_t samples,
                                  std::uint32_t stream_id = 0) {

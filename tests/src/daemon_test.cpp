@@ -124,14 +124,6 @@ TEST_CASE("status answers over the control socket and stop ends the daemon with 
 namespace {
 
 // A frame header built from plain metadata (for the bad-input kinds).
-std::string header_bytes(FrameKind kind, DType dtype, std::vector<Axis> axes, std::uint64_t sequence) {
-  FrameMeta meta;
-  meta.sequence = sequence;
-  meta.kind = kind;
-  meta.payload.dtype = dtype;
-  meta.payload.axes = std::move(axes);
-  return wire::frame_header_from_meta(meta).SerializeAsString();
-}
 
 }  // namespace
 
@@ -176,17 +168,17 @@ pipelines:
   send_good();
   daemon.send(test::iq_header(1003, 2, 10).SerializeAsString(), payload.data(), 2 * 10 * 2 * 2 - 2);  // size_mismatch
   send_good();
-  daemon.send(header_bytes(FrameKind::rf, DType::int16, {{"sample", 35000}}, 1004), payload.data(), 70000);  // too_large
+  daemon.send(test::frame_header_bytes(FrameKind::rf, DType::int16, {{"sample", 35000}}, 1004), payload.data(), 70000);  // too_large
   send_good();
   {
     std::vector<float> values(64, 1.0f);
     values[17] = std::numeric_limits<float>::quiet_NaN();
-    daemon.send(header_bytes(FrameKind::rf, DType::float32, {{"sample", 64}}, 1005), values.data(), 256);  // non_finite
+    daemon.send(test::frame_header_bytes(FrameKind::rf, DType::float32, {{"sample", 64}}, 1005), values.data(), 256);  // non_finite
   }
   send_good();
-  daemon.send(header_bytes(FrameKind::dce, DType::float32, {{"voxel", 4}}, 1006), payload.data(), 16);  // no_pipeline
+  daemon.send(test::frame_header_bytes(FrameKind::dce, DType::float32, {{"voxel", 4}}, 1006), payload.data(), 16);  // no_pipeline
   send_good();
-  daemon.send(header_bytes(FrameKind::rf, DType::float64, {{"sample", 8}}, 1007), payload.data(), 64);  // stage_error
+  daemon.send(test::frame_header_bytes(FrameKind::rf, DType::float64, {{"sample", 8}}, 1007), payload.data(), 64);  // stage_error
   send_good();
 
   auto results = daemon.receive_results(expected.size());

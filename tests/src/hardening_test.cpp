@@ -23,15 +23,6 @@ pipelines:
       - {type: convert, params: {scale: 0.5}}
 )";
 
-std::string header(FrameKind kind, DType dtype, std::vector<Axis> axes, std::uint64_t sequence, std::uint32_t stream = 0) {
-  FrameMeta meta;
-  meta.stream_id = stream;
-  meta.sequence = sequence;
-  meta.kind = kind;
-  meta.payload.dtype = dtype;
-  meta.payload.axes = std::move(axes);
-  return wire::frame_header_from_meta(meta).SerializeAsString();
-}
 
 }  // namespace
 
@@ -41,7 +32,7 @@ TEST_CASE("a 4-byte int16 frame [iq=2] into convert is a stage error, not a cras
   test::DaemonHarness daemon(kConvertPipeline);
   daemon.start();
   const std::int16_t iq[2] = {1, 2};
-  daemon.send(header(FrameKind::iq, DType::int16, {{"iq", 2}}, 0), iq, sizeof iq);
+  daemon.send(test::frame_header_bytes(FrameKind::iq, DType::int16, {{"iq", 2}}, 0), iq, sizeof iq);
   std::mt19937_64 rng(test::fresh_seed());
   auto samples = test::random_samples(4 * 50 * 2, rng);
   daemon.send(test::iq_header(1, 4, 50).SerializeAsString(), samples.data(), samples.size() * 2);
@@ -62,8 +53,8 @@ TEST_CASE("outside names in a rejected header are capped and escaped in the log"
   // size does not match its shape: the size_mismatch reason quotes the shape, ~2 KB of outside text.
   const std::string name = "a\n[2026-01-01 00:00:00.000] [error] forged line" + std::string(200, 'x');
   const std::vector<char> payload(10, 0);
-  daemon.send(header(FrameKind::rf, DType::int16, std::vector<Axis>(8, Axis{name, 1}), 0), payload.data(),
-              payload.size());
+  daemon.send(test::frame_header_bytes(FrameKind::rf, DType::int16, std::vector<Axis>(8, Axis{name, 1}), 0),
+              payload.data(), payload.size());
   daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 1; });
   const std::string log = daemon.log();
   std::istringstream lines(log);
@@ -87,10 +78,10 @@ TEST_CASE("a frame refused after its header was read is not also counted as miss
   daemon.start();
   std::vector<float> good(64, 1.0f), bad(64, 1.0f);
   bad[5] = std::numeric_limits<float>::quiet_NaN();
-  daemon.send(header(FrameKind::rf, DType::float32, {{"sample", 64}}, 0, 7), good.data(), 256);
-  daemon.send(header(FrameKind::rf, DType::float32, {{"sample", 64}}, 1, 7), bad.data(), 256);   // non_finite
-  daemon.send(header(FrameKind::dce, DType::float32, {{"voxel", 64}}, 2, 7), good.data(), 256);  // no_pipeline
-  daemon.send(header(FrameKind::rf, DType::float32, {{"sample", 64}}, 3, 7), good.data(), 256);
+  daemon.send(test::frame_header_bytes(FrameKind::rf, DType::float32, {{"sample", 64}}, 0, 7), good.data(), 256);
+  daemon.send(test::frame_header_bytes(FrameKind::rf, DType::float32, {{"sample", 64}}, 1, 7), bad.data(), 256);   // non_finite
+  daemon.send(test::frame_header_bytes(FrameKind::dce, DType::float32, {{"voxel", 64}}, 2, 7), good.data(), 256);  // no_pipeline
+  daemon.send(test::frame_header_bytes(FrameKind::rf, DType::float32, {{"sample", 64}}, 3, 7), good.data(), 256);
   REQUIRE(daemon.receive_results(2).size() == 2);
   const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 2; });
   CHECK(status.frames_rejected() == 2);

@@ -15,16 +15,6 @@
 
 using namespace sonopipe;
 
-namespace {
-
-std::vector<float> floats(const std::string& payload) {
-  std::vector<float> values(payload.size() / sizeof(float));
-  std::memcpy(values.data(), payload.data(), values.size() * sizeof(float));
-  return values;
-}
-
-}  // namespace
-
 TEST_CASE("a simulated 2-D sequence replayed losslessly through sonopiped gives strain that matches the truth",
           "[daemon][strain]") {
   char dir_pattern[] = "/tmp/sonopipe-strain-XXXXXX";
@@ -59,7 +49,7 @@ TEST_CASE("a simulated 2-D sequence replayed losslessly through sonopiped gives 
   REQUIRE(disp.header.axes_size() == 3);  // [lateral, axial, component]
   const auto& lateral = disp.header.axes(0);
   const auto& axial = disp.header.axes(1);
-  const auto values = floats(disp.payload);
+  const auto values = test::floats(disp.payload);
   double sum2 = 0;
   int count = 0;
   for (std::uint64_t l = 0; l < lateral.size(); ++l)
@@ -81,7 +71,7 @@ TEST_CASE("a simulated 2-D sequence replayed losslessly through sonopiped gives 
   for (std::uint64_t frame : {1u, 2u}) {
     const auto& strain = *by_key[{frame, "strain"}];
     CHECK(strain.header.unit() == "1");
-    const auto s = floats(strain.payload);
+    const auto s = test::floats(strain.payload);
     std::vector<double> inside, outside;
     for (std::uint64_t l = 0; l < lateral.size(); ++l)
       for (std::uint64_t a = 4; a + 4 < axial.size(); ++a) {
