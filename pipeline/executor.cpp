@@ -231,6 +231,7 @@ void PipelineExecutor::submit_loop() {
       std::lock_guard lock(slot_mutex_);
       in_flight_.push_back(next_slot_);
     }
+    issued_.fetch_add(1, std::memory_order_release);
     slot_changed_.notify_all();
     next_slot_ = (next_slot_ + 1) % slots_.size();
   }
@@ -465,6 +466,7 @@ PipelineStats PipelineExecutor::stats() const {
   PipelineStats stats;
   stats.name = name_;
   stats.accepted = accepted_.load();
+  stats.issued = issued_.load(std::memory_order_acquire);
   stats.processed = processed_.load(std::memory_order_acquire);  // before published: see finish()
   stats.published = published_.load(std::memory_order_acquire);
   stats.dropped = queue_.dropped();

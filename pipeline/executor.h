@@ -94,6 +94,7 @@ struct StageStats {
 struct PipelineStats {
   std::string name;
   std::uint64_t accepted = 0;     // frames handed to this pipeline (queued)
+  std::uint64_t issued = 0;       // frames whose work was issued on a slot (in flight until processed)
   std::uint64_t processed = 0;    // frames that went through every stage (with or without output)
   std::uint64_t published = 0;    // results published
   std::uint64_t dropped = 0;      // discarded by the overflow policy
@@ -168,7 +169,7 @@ class PipelineExecutor {
   std::deque<std::size_t> in_flight_;  // slot indices in submission order
   bool submit_finished_ = false;
 
-  std::atomic<std::uint64_t> accepted_{0}, processed_{0}, published_{0}, stage_errors_{0};
+  std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
   SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
   std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;
   std::int64_t last_completion_steady_ns_ = 0;

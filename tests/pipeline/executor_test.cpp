@@ -4,6 +4,8 @@
 #include "pipeline/executor.h"
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -216,7 +218,46 @@ HeldResult hold(const PublishedResult& r) {
   return {r.owner, r.data, {begin, begin + r.bytes}};
 }
 
+// What the slot ring guarantees, with no timing in the outcome: while frame 0 is being published (its
+// slot still held), the submit thread issues frame 1 on another slot; with one slot it cannot, since
+// frame 1 needs the slot frame 0 holds. Returns PipelineStats::issued as seen during frame 0's
+// publication. The waits only bound how long a broken ring takes to show.
+std::uint64_t issued_while_first_frame_is_published(std::vector<PipelineStage> stages, ExecutorOptions options,
+                                                    const std::function<InputFrame(std::uint64_t)>& frame) {
+  std::atomic<PipelineExecutor*> executor{nullptr};
+  std::uint64_t seen = 0;
+  ExecutorCallbacks callbacks;
+  callbacks.publish = [&](const PublishedResult& r) {
+    if (r.frame.sequence != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          (options.slots > 1 ? std::chrono::milliseconds(20000) : std::chrono::milliseconds(100));
+    do {
+      seen = executor.load()->stats().issued;
+      if (seen >= 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } while (std::chrono::steady_clock::now() < deadline);
+  };
+  PipelineExecutor ex("ring", std::move(stages), options, callbacks);
+  executor = &ex;
+  REQUIRE(ex.submit(frame(0)));
+  REQUIRE(ex.submit(frame(1)));
+  ex.drain();
+  return seen;
+}
+
 }  // namespace
+
+TEST_CASE("slots let the next frame be issued while the previous one is still in its slot; one slot cannot",
+          "[executor]") {
+  ThreadPool pool(2);
+  for (int slots : {1, 2, 3}) {
+    INFO("slots " << slots);
+    const std::uint64_t issued = issued_while_first_frame_is_published(
+        one_stage(std::make_unique<SequenceStage>(300)), {.slots = slots, .queue_depth = 4, .pool = &pool},
+        [](std::uint64_t n) { return float_frame(n, 2, 3, std::vector<float>(6)); });
+    CHECK(issued == (slots == 1 ? 1u : 2u));
+  }
+}
 
 TEST_CASE("executor publishes frames in arrival order with several slots", "[executor]") {
   ThreadPool pool(2);
@@ -538,7 +579,7 @@ TEST_CASE("CUDA stateful stage keeps frame order across slots", "[executor][cuda
   }
 }
 
-TEST_CASE("CUDA slots overlap one frame's copies with another's work; one slot cannot", "[executor][cuda]") {
+TEST_CASE("CUDA slots issue one frame's copies while another is in flight; one slot cannot", "[executor][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
   // 8 MB int16 IQ in, 16 MB complex64 out per frame; pinned input so the host copy is not measured.
   constexpr std::int64_t kLines = 1024, kSamples = 2048;
@@ -585,7 +626,16 @@ TEST_CASE("CUDA slots overlap one frame's copies with another's work; one slot c
                 stats.stages[0].compute_ms.p50, stats.d2h_ms.p50, busy, wall, one_slot_wall / wall,
                 one_slot_busy / wall, overlapping_pairs);
     if (slots == 1) CHECK(overlapping_pairs == 0);  // one stream: strictly one frame after another
-    else CHECK(overlapping_pairs >= static_cast<int>(frames) / 2);
+  }
+  // How much the copies and kernels of neighbouring frames overlap is timing (the table above and
+  // `sonopipe-bench core`); what the design guarantees is that the next frame's upload is issued
+  // while the previous frame still holds its slot, which is what makes the overlap possible.
+  for (int slots : {1, 2, 3}) {
+    INFO("slots " << slots);
+    const std::uint64_t issued = issued_while_first_frame_is_published(
+        one_stage(convert_stage(1.0), "convert"), {.backend = Backend::cuda, .slots = slots, .queue_depth = 8},
+        [&](std::uint64_t n) { return iq_frame(n, kLines, kSamples, storage, true); });
+    CHECK(issued == (slots == 1 ? 1u : 2u));
   }
 }
 
