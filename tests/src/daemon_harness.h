@@ -89,6 +89,17 @@ class DaemonHarness {
     text << file.rdbuf();
     return text.str();
   }
+  // The log once it holds `text` (a counter is raised before its log line is written), or as it is
+  // after `timeout`.
+  std::string wait_for_log(const std::string& text, std::chrono::seconds timeout = std::chrono::seconds(10)) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string current = log();
+    while (current.find(text) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      current = log();
+    }
+    return current;
+  }
 
   // Starts sonopiped with `extra_args`, connects the client and waits until results can flow
   // (a status heartbeat has arrived on the SUB socket).

@@ -203,7 +203,7 @@ pipelines:
   CHECK(status.pipelines(0).stage_errors() == 1);
   CHECK(status.results_published() == expected.size());
   // Each refusal left one line naming its reason in the log.
-  const std::string log = daemon.log();
+  const std::string log = daemon.wait_for_log("rejected frame (stage_error)");
   CHECK(log.find("rejected frame (size_mismatch)") != std::string::npos);
   CHECK(log.find("rejected frame (stage_error)") != std::string::npos);
   daemon.signal(SIGINT);

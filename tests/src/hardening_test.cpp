@@ -41,7 +41,8 @@ TEST_CASE("a 4-byte int16 frame [iq=2] into convert is a stage error, not a cras
   CHECK(results[0].header.input_sequence() == 1);
   const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 1; });
   CHECK(status.rejected_by_reason().at("stage_error") == 1);
-  CHECK(daemon.log().find("convert: the frame holds no sample") != std::string::npos);
+  CHECK(daemon.wait_for_log("convert: the frame holds no sample").find("convert: the frame holds no sample") !=
+        std::string::npos);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }
@@ -55,8 +56,7 @@ TEST_CASE("outside names in a rejected header are capped and escaped in the log"
   const std::vector<char> payload(10, 0);
   daemon.send(test::frame_header_bytes(FrameKind::rf, DType::int16, std::vector<Axis>(8, Axis{name, 1}), 0),
               payload.data(), payload.size());
-  daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 1; });
-  const std::string log = daemon.log();
+  const std::string log = daemon.wait_for_log("rejected frame (size_mismatch)");
   std::istringstream lines(log);
   std::size_t longest = 0;
   bool forged = false;
@@ -101,7 +101,8 @@ TEST_CASE("binding beyond loopback is told apart from loopback and ipc, and warn
   test::DaemonHarness daemon("backend: cpu\npipelines: [{name: d, stages: [{type: convert}]}]",
                              "{endpoint: \"tcp://*:*\"}");
   daemon.start();
-  CHECK(daemon.log().find("ingest: tcp://*:* is reachable from other machines") != std::string::npos);
+  CHECK(daemon.wait_for_log("ingest: tcp://*:* is reachable").find("ingest: tcp://*:* is reachable from other machines") !=
+        std::string::npos);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }
@@ -143,9 +144,8 @@ TEST_CASE("headers over the limits and messages of many parts are refused at the
   const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_rejected() >= 5; });
   CHECK(status.rejected_by_reason().at("bad_header") == 4);
   CHECK(status.rejected_by_reason().at("malformed_message") == 1);
-  const std::string log = daemon.log();
-  CHECK(log.find("12 axes, at most 8") != std::string::npos);  // the first bad_header line (one per second)
-  CHECK(log.find("message has 1000 parts") != std::string::npos);
+  CHECK(daemon.wait_for_log("12 axes, at most 8").find("12 axes, at most 8") != std::string::npos);  // first bad_header line
+  CHECK(daemon.wait_for_log("message has 1000 parts").find("message has 1000 parts") != std::string::npos);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }
