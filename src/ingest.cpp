@@ -107,9 +107,8 @@ void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) 
   // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
   // a SUB socket's full queue, or by libzmq, which refuses a message over ZMQ_MAXMSGSIZE by
   // dropping the sender's connection (a PUSH sender reconnects and goes on).
-  auto [next, first] = next_sequence_.try_emplace(frame.meta.stream_id, frame.meta.sequence);
-  if (!first && frame.meta.sequence > next->second) {
-    const std::uint64_t lost = frame.meta.sequence - next->second;
+  bool forgot = false;
+  if (const std::uint64_t lost = sequences_.arrive(frame.meta.stream_id, frame.meta.sequence, forgot); lost > 0) {
     missing_.fetch_add(lost);
     if (gap_lines_.allow(LineLimiter::Clock::now())) {
       const std::uint64_t held_back = gap_lines_.take_held_back();
@@ -119,7 +118,9 @@ void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) 
                    held_back > 0 ? " (and " + std::to_string(held_back) + " more gaps since the last line)" : "");
     }
   }
-  next->second = frame.meta.sequence + 1;
+  if (forgot && forgotten_lines_.allow(LineLimiter::Clock::now()))
+    spdlog::warn("ingest: more than {} streams; the least recently seen is forgotten (its next frame starts afresh)",
+                 kTrackedStreams);
   // (Counted before the checks below: a frame refused after its header was read did arrive.)
   if (non_finite_ == NonFinitePolicy::reject &&
       !payload_is_finite(frame.meta.payload.dtype, parts[1].data(), parts[1].size())) {

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <unordered_map>
 
 #include <zmq.hpp>
 
@@ -14,11 +13,14 @@
 #include "src/config.h"
 #include "src/line_limiter.h"
 #include "src/reject_log.h"
+#include "src/sequence_tracker.h"
 
 namespace sonopipe {
 
 // Header parts are small; the allowance keeps ZMQ_MAXMSGSIZE from cutting a legal header.
 constexpr std::size_t kHeaderAllowanceBytes = 1 << 20;
+// Streams whose sequence numbers ingest remembers (gap counting); the least recently seen is forgotten.
+constexpr std::size_t kTrackedStreams = 4096;
 
 // True when every value of a float16/float32/complex64/float64 payload is finite (other types: true).
 bool payload_is_finite(DType dtype, const void* data, std::size_t bytes);
@@ -45,8 +47,8 @@ class Ingest {
   RejectLog& rejects_;
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> missing_{0};                   // sequence gaps, all streams
-  std::unordered_map<std::uint32_t, std::uint64_t> next_sequence_;  // per stream (ingest thread only)
-  LineLimiter gap_lines_;                                           // ingest thread only
+  SequenceTracker sequences_{kTrackedStreams};  // ingest thread only
+  LineLimiter gap_lines_, forgotten_lines_;                         // ingest thread only
 };
 
 }  // namespace sonopipe

@@ -1,5 +1,6 @@
 // The NaN/Inf check of float payloads and the per-reason reject counters.
 #include "src/ingest.h"
+#include "src/sequence_tracker.h"
 
 #include <cmath>
 #include <cstring>
@@ -49,4 +50,23 @@ TEST_CASE("reject counters count every frame by reason, even when the log line i
   CHECK(by_reason.size() == 2);
   CHECK(by_reason["size_mismatch"] == 50);
   CHECK(by_reason["non_finite"] == 1);
+}
+
+TEST_CASE("sequence gaps are counted per stream, and the number of remembered streams is bounded", "[ingest]") {
+  SequenceTracker tracker(4);
+  bool forgot = false;
+  CHECK(tracker.arrive(1, 0, forgot) == 0);
+  CHECK(tracker.arrive(2, 10, forgot) == 0);  // interleaved streams keep their own sequences
+  CHECK(tracker.arrive(1, 1, forgot) == 0);
+  CHECK(tracker.arrive(2, 13, forgot) == 2);  // 11 and 12 missing
+  CHECK(tracker.arrive(1, 1, forgot) == 0);   // a repeat is no gap
+  // A sender inventing stream ids: memory stays at the capacity, and the stream that keeps sending
+  // (1) is never the one forgotten, so its gaps are still counted.
+  std::uint64_t sequence = 2;
+  for (std::uint32_t id = 100; id < 100100; ++id) {
+    tracker.arrive(id, 0, forgot);
+    REQUIRE(tracker.size() <= 4);
+    if (id % 3 == 0) REQUIRE(tracker.arrive(1, sequence++, forgot) == 0);
+  }
+  CHECK(tracker.arrive(1, sequence + 5, forgot) == 5);
 }
