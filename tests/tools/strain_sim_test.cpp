@@ -47,7 +47,10 @@ TEST_CASE("strain sim: frames have the documented layout, amplitude and SNR", "[
   CHECK(noisy.frame_spec.axes[1].spacing == Approx(1540.0 / 80e6));
   double power = 0;
   for (float v : noisy.frames[0]) power += double(v) * v;
-  CHECK(std::sqrt(power / noisy.frames[0].size()) == Approx(1e-22).epsilon(1e-3));
+  // Signal and noise are scaled to 1e-22 rms together, but their cross term 2 mean(s n) varies from
+  // frame to frame: sd sqrt(P_n / N_eff) ~ 4e-4 of the rms for 6000 samples, more as speckle
+  // samples correlate (1e-3 failed about 1 % of seeds); 5e-3 still catches any scaling error.
+  CHECK(std::sqrt(power / noisy.frames[0].size()) == Approx(1e-22).epsilon(5e-3));
   // No motion: the two frames differ only by noise, so their difference has power
   // 2 * noise power = 2 / (1 + 10^(SNR/10)) of a frame's.
   double diff = 0, total = 0;

@@ -90,7 +90,10 @@ TEST_CASE("sonopipe-sim perfusion writes a recording of DCE batches the stage fi
   const auto truth_k_l = reader.read_truth("k_l");
   CHECK(truth_k_l.spec.unit == "ml/100g/min");
   REQUIRE(truth_k_l.values.size() == 32);
-  auto stage = PerfusionFitStage::info().create(default_params(PerfusionFitStage::info().params));
+  // The linear start (config/perfusion.yaml's): from wang2012's fixed start Nelder-Mead stalls on
+  // 15-33 % of voxels with varied truths, which made the count below fail about once in 40 runs.
+  auto stage = PerfusionFitStage::info().create(
+      validate_params(PerfusionFitStage::info().params, {{"initialiser", RawParam{{"linear"}}}}));
   ThreadPool pool(2);
   std::size_t bottom = 0;
   for (std::size_t f = 0; f < 2; ++f) {
@@ -110,7 +113,7 @@ TEST_CASE("sonopipe-sim perfusion writes a recording of DCE batches the stage fi
       CHECK(rows[v * 9 + 2] == Approx(truth_k_l.values[f * 16 + v]).epsilon(0.02));
     }
   }
-  CHECK(bottom >= 32 * 3 / 5);
+  CHECK(bottom >= 32 * 4 / 5);  // from the linear start 0-1.5 % stall
 }
 
 TEST_CASE("the territories phantom puts the lesion, the occluded segment and normal liver where documented",
