@@ -88,7 +88,7 @@ TEST_CASE("channel simulator: echoes arrive at the transmit time plus the receiv
   const double angle = 12.0 * kPi / 180.0;  // positive: towards +x
   const double focus_x = 1e-3, focus_z = 40e-3, source_x = -2e-3, source_z = -10e-3;
   c.transmits = {sim::ChannelTransmit::plane(angle), sim::ChannelTransmit::plane(-angle),
-                 sim::ChannelTransmit::focused(focus_x, focus_z, 48, 32),
+                 sim::ChannelTransmit::focused(focus_x, focus_z, 32, 64),  // reaches every x in [-2, 2] mm
                  sim::ChannelTransmit::diverging(source_x, source_z)};
   ThreadPool pool(2);
   const auto r = sim::simulate_channel(c, &pool);
