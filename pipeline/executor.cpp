@@ -199,6 +199,7 @@ void PipelineExecutor::submit_loop() {
       } catch (const std::exception& e) {
         configured_ = false;  // the next frame tries again
         report_stage_error(frame->meta, e.what());
+        report_frame_done(frame->meta);
         continue;
       }
     }
@@ -422,10 +423,12 @@ void PipelineExecutor::finish(Slot& slot) {
       }
     }
     report_stage_error(slot.frame.meta, slot.error);
+    report_frame_done(slot.frame.meta);
     return;
   }
   for (std::size_t i = 0; i < slot.stages_run; ++i) stage_enqueue_ms_[i]->add(slot.enqueue_ms[i]);
   busy_ms_.add(busy_ms);
+  busy_ns_total_.fetch_add(static_cast<std::uint64_t>(busy_ms * 1e6), std::memory_order_relaxed);
   // Counted before the results leave, so whoever has received a result finds it in the status;
   // published first, so that a status showing a frame processed shows its results published.
   const bool publishing = slot.produced && callbacks_.publish;
@@ -444,11 +447,16 @@ void PipelineExecutor::finish(Slot& slot) {
   latency_ms_.add(ms_between(slot.frame.received_ns, wall_ns()));
   if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));
   last_completion_steady_ns_ = now_steady;
+  report_frame_done(slot.frame.meta);
 }
 
 void PipelineExecutor::report_stage_error(const FrameMeta& frame, const std::string& why) {
   stage_errors_.fetch_add(1, std::memory_order_relaxed);
   if (callbacks_.stage_error) callbacks_.stage_error(frame, name_, why);
+}
+
+void PipelineExecutor::report_frame_done(const FrameMeta& frame) {
+  if (callbacks_.frame_done) callbacks_.frame_done(frame);
 }
 
 void PipelineExecutor::record_trace(const FrameTrace& trace) {
@@ -478,6 +486,7 @@ PipelineStats PipelineExecutor::stats() const {
   stats.d2h_ms = d2h_ms_.percentiles();
   stats.busy_ms = busy_ms_.percentiles();
   stats.interval_ms = interval_ms_.percentiles();
+  stats.busy_ms_total = busy_ns_total_.load(std::memory_order_relaxed) * 1e-6;
   for (std::size_t i = 0; i < stages_.size(); ++i)
     stats.stages.push_back({stages_[i].label, stage_compute_ms_[i]->percentiles(),
                             stage_enqueue_ms_[i]->percentiles()});

@@ -83,6 +83,10 @@ struct ExecutorCallbacks {
   // A frame the pipeline could not process (StageError from configure or an error from a stage).
   std::function<void(const FrameMeta& frame, const std::string& pipeline, const std::string& why)>
       stage_error;
+  // Called once per frame that left the executor (published, produced nothing, or refused by a
+  // stage), from the thread that finished it, in frame order and after its publish/stage_error
+  // calls. The multi-device executor uses it to release results in frame order across devices.
+  std::function<void(const FrameMeta& frame)> frame_done;
 };
 
 struct StageStats {
@@ -106,6 +110,7 @@ struct PipelineStats {
   Percentiles d2h_ms;       // CUDA only
   Percentiles busy_ms;      // per frame: H2D + stages + D2H (CUDA) or stages (CPU)
   Percentiles interval_ms;  // between consecutive frame completions
+  double busy_ms_total = 0; // sum of busy_ms over every processed frame
   std::vector<StageStats> stages;
 };
 
@@ -144,6 +149,7 @@ class PipelineExecutor {
   void record_trace(const FrameTrace& trace);
   void prepare_result_buffers(Slot& slot);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
+  void report_frame_done(const FrameMeta& frame);
 
   const std::string name_;
   std::vector<PipelineStage> stages_;
@@ -170,6 +176,7 @@ class PipelineExecutor {
   bool submit_finished_ = false;
 
   std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
+  std::atomic<std::uint64_t> busy_ns_total_{0};
   SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
   std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;
   std::int64_t last_completion_steady_ns_ = 0;
