@@ -30,9 +30,19 @@ struct StageConfig {
   int line = 0;          // where the stage is declared in the config file (for messages)
 };
 
+// Which GPUs a pipeline runs on: the listed device ids, every visible device, or (neither set)
+// the daemon's default.
+struct DeviceSelection {
+  bool all = false;
+  std::vector<int> ids;
+
+  bool given() const { return all || !ids.empty(); }
+};
+
 struct PipelineConfig {
   std::string name;
   FrameMatch match;
+  DeviceSelection devices;  // not given: the config's top-level `devices` (or `device`)
   std::vector<StageConfig> stages;
   int line = 0;
 };

@@ -45,4 +45,20 @@ BackendSelection choose_backend(BackendChoice requested, int device_id, int cpu_
   return selection;
 }
 
+std::vector<int> resolve_devices(const PipelineConfig& pipeline, const DaemonConfig& config, Backend backend,
+                                 int visible_devices) {
+  if (backend == Backend::cpu) return {0};
+  const DeviceSelection& selection = pipeline.devices.given() ? pipeline.devices : config.devices;
+  std::vector<int> devices = selection.ids;
+  if (selection.all)
+    for (int d = 0; d < visible_devices; ++d) devices.push_back(d);
+  if (!selection.given()) devices = {config.device};
+  for (int d : devices)
+    if (d >= visible_devices)
+      throw std::runtime_error("pipeline " + pipeline.name + ": device " + std::to_string(d) +
+                               " is not visible (" + std::to_string(visible_devices) + " CUDA devices)");
+  if (devices.empty()) throw std::runtime_error("pipeline " + pipeline.name + ": no CUDA device visible");
+  return devices;
+}
+
 }  // namespace sonopipe

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "pipeline/backend.h"
 #include "src/config.h"
@@ -18,5 +19,11 @@ struct BackendSelection {
 
 // Throws std::runtime_error when CUDA is demanded but cannot be used.
 BackendSelection choose_backend(BackendChoice requested, int device_id, int cpu_threads);
+
+// The devices one pipeline runs on: its own `devices`, else the config's `devices`, else the
+// config's single `device`; `all` = 0 .. visible_devices-1. The CPU backend has one lane ({0}).
+// Throws std::runtime_error naming the pipeline when a listed device is not visible.
+std::vector<int> resolve_devices(const PipelineConfig& pipeline, const DaemonConfig& config, Backend backend,
+                                 int visible_devices);
 
 }  // namespace sonopipe

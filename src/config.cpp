@@ -205,9 +205,28 @@ StageConfig read_stage(const ConfigReader& reader, const YAML::Node& node, const
   return stage;
 }
 
+// `devices: all` or `devices: [0, 1, ...]` (distinct ids).
+DeviceSelection read_devices(const ConfigReader& reader, const YAML::Node& node, const std::string& key) {
+  DeviceSelection devices;
+  if (node.IsScalar() && node.Scalar() == "all") {
+    devices.all = true;
+    return devices;
+  }
+  if (!node.IsSequence() || node.size() == 0)
+    reader.fail(node, key, "expected `all` or a non-empty list of CUDA device ids, e.g. [0, 1]");
+  std::set<int> seen;
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const std::string item_key = key + "[" + std::to_string(i) + "]";
+    const int id = static_cast<int>(reader.integer(node[i], item_key, 0, 63));
+    if (!seen.insert(id).second) reader.fail(node[i], item_key, "device " + std::to_string(id) + " is listed twice");
+    devices.ids.push_back(id);
+  }
+  return devices;
+}
+
 PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node, const std::string& key,
                              const StageRegistry& registry) {
-  reader.expect_map(node, key, {"name", "match", "stages"});
+  reader.expect_map(node, key, {"name", "match", "devices", "stages"});
   PipelineConfig pipeline;
   pipeline.line = line_of(node);
   if (!node["name"]) reader.fail(node, key + ".name", "missing; expected the pipeline's name");
@@ -216,6 +235,7 @@ PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node,
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
       reader.fail(node["name"], key + ".name", "expected letters, digits, '_' or '-' (it is part of topics)");
   if (node["match"]) pipeline.match = read_match(reader, node["match"], key + ".match");
+  if (node["devices"]) pipeline.devices = read_devices(reader, node["devices"], key + ".devices");
   const YAML::Node stages = node["stages"];
   if (!stages) reader.fail(node, key + ".stages", "missing; expected a list of stages");
   if (!stages.IsSequence() || stages.size() == 0)
@@ -250,7 +270,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     reader.fail(e.mark.line >= 0 ? e.mark.line + 1 : 0, "(syntax)", "not valid YAML: " + e.msg);
   }
   if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
-  reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "slots", "queue_depth",
+  reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "devices", "slots", "queue_depth",
                                "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
                                "plugins", "pipelines"});
   DaemonConfig config;
@@ -300,6 +320,10 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (root["backend"])
     parse_backend_choice(reader.choice(root["backend"], "backend", {"auto", "cuda", "cpu"}), config.backend);
   if (root["device"]) config.device = static_cast<int>(reader.integer(root["device"], "device", 0, 63));
+  if (root["devices"]) {
+    if (root["device"]) reader.fail(root["devices"], "devices", "give either `device` or `devices`, not both");
+    config.devices = read_devices(reader, root["devices"], "devices");
+  }
   if (root["slots"]) config.slots = static_cast<int>(reader.integer(root["slots"], "slots", 1, 64));
   if (root["queue_depth"])
     config.queue_depth = static_cast<std::size_t>(reader.integer(root["queue_depth"], "queue_depth", 1, 100000));

@@ -36,7 +36,8 @@ struct DaemonConfig {
   double status_interval_s = 1.0;
 
   BackendChoice backend = BackendChoice::automatic;
-  int device = 0;
+  int device = 0;             // the single device of every pipeline, unless `devices` is given
+  DeviceSelection devices;    // default for pipelines without their own `devices`
   int slots = 3;
   std::size_t queue_depth = 8;
   OverflowPolicy overflow = OverflowPolicy::block;

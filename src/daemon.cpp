@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pipeline/gpu_device.h"
+
 #include <csignal>
 #include <ctime>
 #include <thread>
@@ -49,13 +51,26 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   };
   ExecutorOptions options{.backend = backend_.backend, .device_id = config_.device, .slots = config_.slots,
                           .queue_depth = config_.queue_depth, .overflow = config_.overflow, .pool = pool_.get()};
+  const int visible_devices = backend_.backend == Backend::cuda ? probe_gpu(config_.device).device_count : 0;
+  const StageRegistry& registry = config_.registry ? *config_.registry : builtin_stages();
   for (const PipelineConfig& pipeline : config_.pipelines) {
-    executors_.push_back(std::make_unique<PipelineExecutor>(
-        pipeline.name, build_stages(pipeline, config_.registry ? *config_.registry : builtin_stages()), options, callbacks));
+    if (backend_.backend == Backend::cpu && pipeline.devices.ids.size() + pipeline.devices.all > 1)
+      spdlog::info("pipeline {}: `devices` applies to the CUDA backend; the CPU backend runs it on its pool",
+                   pipeline.name);
+    std::vector<int> devices = resolve_devices(pipeline, config_, backend_.backend, visible_devices);
+    executors_.push_back(std::make_unique<MultiDeviceExecutor>(
+        pipeline.name, devices, [&] { return build_stages(pipeline, registry); }, options, callbacks));
     matches_.push_back(pipeline.match);
-    std::string chain;
+    std::string chain, placement;
     for (const StageConfig& stage : pipeline.stages) chain += (chain.empty() ? "" : " -> ") + stage.type;
-    spdlog::info("pipeline {}: {}", pipeline.name, chain);
+    for (int d : devices) placement += (placement.empty() ? "" : ", ") + std::to_string(d);
+    if (backend_.backend == Backend::cuda)
+      placement = (devices.size() > 1 ? "devices " : "device ") + placement +
+                  (devices.size() == 1 ? "" : executors_.back()->stream_affinity() ? " (streams stay on one device)"
+                                                                                  : " (frame by frame)");
+    else
+      placement = "cpu";
+    spdlog::info("pipeline {}: {} [{}]", pipeline.name, chain, placement);
   }
   ingest_ = std::make_unique<Ingest>(
       context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_);
@@ -128,11 +143,21 @@ v1::Status Daemon::status() const {
   status.set_draining(draining_.load());
   std::uint64_t processed = 0, published = 0, dropped = 0;
   for (const auto& executor : executors_) {
-    PipelineStats stats = executor->stats();
+    MultiDeviceStats all = executor->stats();
+    const PipelineStats& stats = all.total;
     processed += stats.processed;
     published += stats.published;
     dropped += stats.dropped;
     v1::PipelineStatus* p = status.add_pipelines();
+    for (const DeviceStats& device : all.devices) {
+      v1::DeviceStatus* d = p->add_devices();
+      d->set_device(device.device);
+      d->set_frames_processed(device.processed);
+      d->set_busy_ms_total(device.busy_ms_total);
+      d->set_queue_depth(static_cast<std::uint32_t>(device.queue_depth));
+      d->set_streams(static_cast<std::uint32_t>(device.streams));
+    }
+    p->set_streams_forgotten(all.streams_forgotten);
     p->set_name(stats.name);
     p->set_frames_accepted(stats.accepted);
     p->set_frames_processed(stats.processed);

@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "pipeline/executor.h"
+#include "pipeline/multi_device_executor.h"
 #include "pipeline/thread_pool.h"
 #include "src/backend_choice.h"
 #include "src/config.h"
@@ -42,7 +43,7 @@ class Daemon {
   RejectLog rejects_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Publisher> publisher_;
-  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
+  std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
   std::vector<FrameMatch> matches_;  // parallel to executors_
   std::unique_ptr<Ingest> ingest_;
   std::unique_ptr<ControlServer> control_;

@@ -177,7 +177,7 @@ TEST_CASE("every config error names file:line, the key and what was expected", "
       {"pipelines:\n  - {name: a/b, stages: [{type: convert}]}\n", "test.yaml:2: pipelines[0].name: expected letters, digits"},
       {"pipelines:\n  - {name: a}\n", "test.yaml:2: pipelines[0].stages: missing; expected a list of stages"},
       {"pipelines:\n  - {name: a, stages: []}\n", "test.yaml:2: pipelines[0].stages: expected a non-empty list of stages"},
-      {"pipelines:\n  - {name: a, steps: []}\n", "test.yaml:2: pipelines[0].steps: unknown key; expected one of name, match, stages"},
+      {"pipelines:\n  - {name: a, steps: []}\n", "test.yaml:2: pipelines[0].steps: unknown key; expected one of name, match, devices, stages"},
       {"pipelines:\n  - {name: a, stages: [{type: convert}]}\n  - {name: a, stages: [{type: convert}]}\n",
        "test.yaml:3: pipelines[1].name: pipeline 'a' is defined twice"},
       {"pipelines:\n  - {name: a, match: {kinds: [us]}, stages: [{type: convert}]}\n",

@@ -39,6 +39,12 @@ std::string status_text(const v1::Status& status) {
           << ms(p.d2h_ms_p50()) << " p99 " << ms(p.d2h_ms_p99()) << "\n";
     out << "  per frame ms: busy p50 " << ms(p.busy_ms_p50()) << ", interval p50 " << ms(p.interval_ms_p50())
         << "\n";
+    if (p.devices_size() > 1 || status.backend() == "cuda") {
+      for (const v1::DeviceStatus& d : p.devices())
+        out << "  device " << d.device() << ": " << d.frames_processed() << " frames, busy " << ms(d.busy_ms_total())
+            << " ms, queue " << d.queue_depth() << (d.streams() ? ", " + std::to_string(d.streams()) + " streams" : "")
+            << "\n";
+    }
     for (const v1::StageTiming& s : status.stages()) {
       if (s.pipeline() != p.name()) continue;
       out << "  stage " << s.stage() << ": " << (status.backend() == "cuda" ? "GPU" : "compute") << " ms p50 "
