@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
   }
   const float scale = (float)atof(argv[3]);
   random_state = strtoull(argv[4], NULL, 10) | 1;
-  printf("client_program: libsonopipe-client %s, wire schema %u\n", sp_version(), sp_schema_version());
+  printf("client_program: libsonopipe-client %s, wire schema %u, seed %s\n", sp_version(), sp_schema_version(), argv[4]);
 
   sp_subscriber* subscriber = NULL;
   sp_sender* sender = NULL;
