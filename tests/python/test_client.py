@@ -4,6 +4,7 @@ package's independent Subscriber and by the library's own; every header field de
 protobuf; PUB mode; one sender shared by threads; refused shapes, names and NULL arguments; an
 unreachable daemon; malformed results skipped; CURVE keys applied (plain libzmq CURVE servers)."""
 import ctypes
+import subprocess
 import threading
 import time
 import unittest
@@ -293,6 +294,7 @@ class AgainstPlainSockets(client_library.ClientLibraryTest):
             header = result_pb2.ResultHeader(schema_version=1, pipeline="p", output="o", input_sequence=sequence,
                                              element_type=common_pb2.ELEMENT_TYPE_FLOAT32)
             header.axes.add(name="value", size=3)
+            header.vectors.add(name="depth_m", values=[0.01, 0.02], unit="m")
             payload = np.arange(3, dtype=np.float32).tobytes() if payload_bytes is None else payload_bytes
             return [b"result/p/o", header.SerializeToString(), payload]
 
@@ -318,9 +320,26 @@ class AgainstPlainSockets(client_library.ClientLibraryTest):
         self.assertEqual(self.lib.sp_result_input_sequence(result), 2)
         self.assertEqual(self.client.payload(result, np.float32).tolist(), [0.0, 1.0, 2.0])
         self.assertEqual(self.lib.sp_subscriber_skipped(subscriber), 3)
+        self.assertEqual(self.lib.sp_result_vector_length(result, b"depth_m"), 2)
+        values = self.lib.sp_result_vector_values(result, b"depth_m")
+        self.assertEqual([values[0], values[1]], [0.01, 0.02])
+        self.assertEqual(self.lib.sp_result_vector_length(result, b"absent"), -1)
+        self.assertFalse(self.lib.sp_result_vector_values(result, b"absent"))  # NULL
         status, none = self.client.next(subscriber, 0)
         self.assertEqual(status, self.lib.SP_ERROR_TIMEOUT)
         self.assertIn("no result within 0 ms", self.last_error())
+
+
+class TheLibraryFile(client_library.ClientLibraryTest):
+    def test_it_exports_exactly_the_functions_of_its_header(self):
+        path = support.tool("client-library")
+        listing = subprocess.run(["nm", "-D", "--defined-only", path], check=True, capture_output=True, text=True)
+        exported = {line.split()[-1].split("@")[0] for line in listing.stdout.splitlines() if line.strip()}
+        self.assertEqual(exported, set(self.lib.prototypes))  # nothing of the C++ inside leaks out
+
+    def test_it_names_its_version_and_the_wire_schema(self):
+        self.assertRegex(self.lib.sp_version().decode(), r"^\d+\.\d+\.\d+$")
+        self.assertEqual(self.lib.sp_schema_version(), common_pb2.SCHEMA_VERSION_CURRENT)
 
 
 class RefusedCalls(client_library.ClientLibraryTest):

@@ -4,6 +4,7 @@
 // exits 0, and the daemon saw no refused frame (the library stopped every bad one before the wire).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -40,7 +41,7 @@ TEST_CASE("a C program sends through libsonopipe-client, gets convert's results 
                        "  - {name: rf, match: {kinds: [rf]}, stages: [{type: convert, params: {scale: " + kScale + "}}]}\n");
   daemon.start();
   const std::uint64_t seed = fresh_seed();
-  const std::string output = daemon.endpoint("client_program.out").substr(6);  // a file in the test folder
+  const std::string output = (std::filesystem::path(daemon.config_path()).parent_path() / "client_program.out").string();
   const int exit_code = run_program({daemon.endpoint("ingest"), daemon.endpoint("publish"), kScale,
                                      std::to_string(seed), daemon.endpoint("nobody-listens")},
                                     output);
