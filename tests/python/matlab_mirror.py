@@ -132,11 +132,11 @@ class ReturnedPointer:
         self.address = address
         self.Value = None
 
-    def setdatatype(self, pointer_type, count):
+    def setdatatype(self, pointer_type, rows, columns):
         dtypes = {"int16Ptr": np.int16, "uint16Ptr": np.uint16, "singlePtr": np.float32, "doublePtr": np.float64,
                   "uint8Ptr": np.uint8}
         dtype = np.dtype(dtypes[pointer_type])
-        count = int(count)
+        count = int(rows) * int(columns)
         self.Value = np.frombuffer(ctypes.string_at(self.address, count * dtype.itemsize), dtype=dtype).copy()
 
 
@@ -419,7 +419,7 @@ def read_result(m, pointer, attribute_keys):
     readers = {"int16": ("int16Ptr", 2), "float16": ("uint16Ptr", 2), "float32": ("singlePtr", 4),
                "complex64": ("singlePtr", 4), "float64": ("doublePtr", 8), "uint8": ("uint8Ptr", 1)}
     reader = readers[result.elementType]
-    data.setdatatype(reader[0], size_bytes / reader[1])
+    data.setdatatype(reader[0], size_bytes / reader[1], 1)
     values = data.Value
     if result.elementType == "complex64":
         values = values[0::2] + 1j * values[1::2]

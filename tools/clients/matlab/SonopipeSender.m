@@ -71,9 +71,9 @@ sonopipe_check(calllib('sonopipe_client', 'sp_frame_set_kind', frame, descriptio
 sonopipe_check(calllib('sonopipe_client', 'sp_frame_set_element_type', frame, elementType), 'sp_frame_set_element_type');
 count = numel(description.axes);
 for i = 1:count
-    axis = description.axes(i);
-    sonopipe_check(calllib('sonopipe_client', 'sp_frame_add_axis', frame, axis.name, uint64(size(data, count - i + 1)), ...
-                           double(axis.spacing), axis.unit, double(axis.origin)), 'sp_frame_add_axis');
+    entry = description.axes(i);
+    sonopipe_check(calllib('sonopipe_client', 'sp_frame_add_axis', frame, entry.name, uint64(size(data, count - i + 1)), ...
+                           double(entry.spacing), entry.unit, double(entry.origin)), 'sp_frame_add_axis');
 end
 sonopipe_check(calllib('sonopipe_client', 'sp_frame_set_stream_id', frame, uint32(field_or(description, 'streamId', 0))), ...
                'sp_frame_set_stream_id');

@@ -82,7 +82,7 @@ bytes = double(calllib('sonopipe_client', 'sp_result_bytes', pointer));
 readers = struct('int16', {{'int16Ptr', 2}}, 'float16', {{'uint16Ptr', 2}}, 'float32', {{'singlePtr', 4}}, ...
                  'complex64', {{'singlePtr', 4}}, 'float64', {{'doublePtr', 8}}, 'uint8', {{'uint8Ptr', 1}});
 reader = readers.(result.elementType);
-setdatatype(data, reader{1}, bytes / reader{2});
+setdatatype(data, reader{1}, bytes / reader{2}, 1);  % a column of that many values
 values = data.Value;
 if strcmp(result.elementType, 'complex64')
     values = complex(values(1:2:end), values(2:2:end));
