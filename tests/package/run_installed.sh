@@ -21,7 +21,7 @@ echo "-- installed files"
 for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonopipe-record" "$bin/sonopipe-ctl" \
          "$bin/sonopipe-view" "$prefix/include/sonopipe/pipeline/stage.h" "$prefix/include/sonopipe/pipeline/plugin.h" \
          "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml" \
-         "$prefix/include/sonopipe/sonopipe_client.h"; do
+         "$prefix/include/sonopipe/sonopipe_client.h" "$prefix/share/sonopipe/matlab/SonopipeSender.m"; do
   [ -e "$f" ] || fail "missing $f"
 done
 # lib/ or lib/<multiarch>/ (GNUInstallDirs picks the multiarch folder for a /usr prefix).

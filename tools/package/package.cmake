@@ -5,7 +5,7 @@
 # lib/<multiarch>/libsonopipe-client.so, include/sonopipe/pipeline/*.h (the stage SDK),
 # include/sonopipe/sonopipe_client.h, lib/<multiarch>/cmake/sonopipe/ (find_package),
 # lib/<multiarch>/pkgconfig/sonopipe.pc and sonopipe-client.pc, lib/python3/dist-packages/sonopipe (Debian's python3 path),
-# share/sonopipe/config/*.yaml, share/doc/sonopipe/.
+# share/sonopipe/config/*.yaml, share/sonopipe/matlab/*.m, share/doc/sonopipe/.
 include(CMakePackageConfigHelpers)
 
 set(SONOPIPE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sonopipe)
@@ -43,6 +43,9 @@ install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/installed/sonopipe-view DESTINATION
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/config
         COMPONENT runtime FILES_MATCHING PATTERN "*.yaml")
+# The MATLAB wrapper of the client library (tools/clients/matlab), for the scanner PC's MATLAB path.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/clients/matlab/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/matlab
+        COMPONENT sdk FILES_MATCHING PATTERN "*.m")
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/adding-a-stage.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
