@@ -3,7 +3,9 @@
 # builds examples/plugin-stage against the installed CMake package, lists the plugin's stage with the
 # installed sonopiped, simulates IQ frames with the installed sonopipe-sim, replays them through the
 # installed daemon (plugin pipeline `log_envelope`) while the installed sonopipe-record records the
-# results, and checks every result value with the installed Python package against numpy.
+# results, and checks every result value with the installed Python package against numpy. Then
+# compiles tests/src/client/client_program.c with `pkg-config --cflags --libs sonopipe-client` alone
+# and runs it against the installed daemon (convert round trips byte for byte, every error path).
 #   run_installed.sh PREFIX SOURCE_DIR WORK_DIR
 set -euo pipefail
 prefix="$(cd "$1" && pwd)"
@@ -18,11 +20,12 @@ fail() { echo "run_installed: FAILED: $*" >&2; exit 1; }
 echo "-- installed files"
 for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonopipe-record" "$bin/sonopipe-ctl" \
          "$bin/sonopipe-view" "$prefix/include/sonopipe/pipeline/stage.h" "$prefix/include/sonopipe/pipeline/plugin.h" \
-         "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml"; do
+         "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml" \
+         "$prefix/include/sonopipe/sonopipe_client.h" "$prefix/share/sonopipe/matlab/SonopipeSender.m"; do
   [ -e "$f" ] || fail "missing $f"
 done
 # lib/ or lib/<multiarch>/ (GNUInstallDirs picks the multiarch folder for a /usr prefix).
-for name in libsonopipe-stage-sdk.so sonopipe.pc sonopipeConfig.cmake; do
+for name in libsonopipe-stage-sdk.so libsonopipe-client.so sonopipe.pc sonopipe-client.pc sonopipeConfig.cmake; do
   [ -n "$(find "$prefix/lib" -name "$name" -print -quit)" ] || fail "missing $name under $prefix/lib"
 done
 
@@ -74,6 +77,33 @@ wait "$recorder" || { cat "$work/record.log"; fail "recorder"; }
 recorder=""
 "$bin/sonopipe-ctl" stop --endpoint "ipc://$work/control" --wait > /dev/null
 wait "$daemon" || fail "sonopiped exited with $?"
+daemon=""
+
+echo "-- a C program built with pkg-config sonopipe-client alone, run against the installed daemon"
+client_pc_dir="$(dirname "$(find "$prefix/lib" -name sonopipe-client.pc -print -quit)")"
+client_flags="$(PKG_CONFIG_PATH="$client_pc_dir" pkg-config --cflags --libs sonopipe-client)" || fail "pkg-config sonopipe-client"
+cc -std=c99 -Wall -Wextra -Werror "$source_dir/tests/src/client/client_program.c" $client_flags -o "$work/client_program" \
+  || fail "building client_program.c with pkg-config flags ($client_flags)"
+cat > "$work/client.yaml" <<YAML
+ingest: {endpoint: "ipc://$work/client-ingest"}
+publish: {endpoint: "ipc://$work/client-publish", status_interval_s: 0.2}
+control: {endpoint: "ipc://$work/client-control"}
+backend: cpu
+cpu_threads: 2
+pipelines:
+  - {name: iq, match: {kinds: [iq]}, stages: [{type: convert, params: {scale: 0.37}}]}
+  - {name: rf, match: {kinds: [rf]}, stages: [{type: convert, params: {scale: 0.37}}]}
+YAML
+"$bin/sonopiped" --config "$work/client.yaml" > "$work/client-daemon.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do "$bin/sonopipe-ctl" status --endpoint "ipc://$work/client-control" > /dev/null 2>&1 && break; sleep 0.1; done
+# The program finds the library where pkg-config says it is (a scanner PC would use ldconfig or an rpath).
+LD_LIBRARY_PATH="$(PKG_CONFIG_PATH="$client_pc_dir" pkg-config --variable=libdir sonopipe-client)" \
+  "$work/client_program" "ipc://$work/client-ingest" "ipc://$work/client-publish" 0.37 "$RANDOM" "ipc://$work/nobody" \
+  > "$work/client_program.log" 2>&1 || { cat "$work/client_program.log" "$work/client-daemon.log"; fail "client_program"; }
+tail -1 "$work/client_program.log"
+"$bin/sonopipe-ctl" stop --endpoint "ipc://$work/client-control" --wait > /dev/null
+wait "$daemon" || fail "sonopiped (client) exited with $?"
 daemon=""
 
 echo "-- results checked with the installed Python package"

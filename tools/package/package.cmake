@@ -2,9 +2,10 @@
 #   cmake --install build --prefix /opt/sonopipe       programs, stage SDK, CMake/pkg-config files, Python
 #   (cd build && cpack -G DEB)                          sonopipe_<version>_amd64.deb
 # Layout under the prefix: bin/ (sonopiped, sonopipe-*), lib/<multiarch>/libsonopipe-stage-sdk.so,
-# include/sonopipe/pipeline/*.h (the stage SDK), lib/<multiarch>/cmake/sonopipe/ (find_package),
-# lib/<multiarch>/pkgconfig/sonopipe.pc, lib/python3/dist-packages/sonopipe (Debian's python3 path),
-# share/sonopipe/config/*.yaml, share/doc/sonopipe/.
+# lib/<multiarch>/libsonopipe-client.so, include/sonopipe/pipeline/*.h (the stage SDK),
+# include/sonopipe/sonopipe_client.h, lib/<multiarch>/cmake/sonopipe/ (find_package),
+# lib/<multiarch>/pkgconfig/sonopipe.pc and sonopipe-client.pc, lib/python3/dist-packages/sonopipe (Debian's python3 path),
+# share/sonopipe/config/*.yaml, share/sonopipe/matlab/*.m, share/doc/sonopipe/.
 include(CMakePackageConfigHelpers)
 
 set(SONOPIPE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sonopipe)
@@ -26,7 +27,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipeConfig.cmake ${CMAKE_CURRENT_B
 # found relative to the .pc file, so a moved prefix (or an unpacked .deb) still works.
 file(RELATIVE_PATH SONOPIPE_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${package_dir}/sonopipe.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT sdk)
+# And the C client library (src/client): `pkg-config --cflags --libs sonopipe-client`.
+configure_file(${package_dir}/sonopipe-client.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sonopipe-client.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc ${CMAKE_CURRENT_BINARY_DIR}/sonopipe-client.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT sdk)
 
 # The Python package with its generated protobuf modules inside it (sonopipe/v1), and sonopipe-view.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python/sonopipe DESTINATION ${SONOPIPE_INSTALL_PYTHONDIR}
@@ -39,6 +43,9 @@ install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/installed/sonopipe-view DESTINATION
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/config
         COMPONENT runtime FILES_MATCHING PATTERN "*.yaml")
+# The MATLAB wrapper of the client library (tools/clients/matlab), for the scanner PC's MATLAB path.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/clients/matlab/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/matlab
+        COMPONENT sdk FILES_MATCHING PATTERN "*.m")
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/adding-a-stage.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
