@@ -7,6 +7,7 @@ travel as one byte per pixel: 0..254 spread linearly over the colour limits, 255
 the page maps them through the colour map's table (colormaps.py).
 """
 import base64
+import warnings
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from sonopipe.view import arfi, generic, panels, perfusion, strain, units
 
 NO_VALUE = 255    # pixel code of NaN / non-finite values
 LEVELS = 254      # codes 0..LEVELS span the colour limits
+MAX_PIXELS_PER_AXIS = 512  # a panel's plot is ~300 CSS pixels: larger images are block-averaged
 
 
 def quantise(values, low, high):
@@ -24,6 +26,23 @@ def quantise(values, low, high):
         codes = np.clip(np.rint((values - low) / span * LEVELS), 0, LEVELS)
     codes = np.where(np.isfinite(values), codes, NO_VALUE)
     return codes.astype(np.uint8)
+
+
+def reduce_axis(values, coordinates, axis):
+    """Block means of `values` along `axis` (and of the pixel-centre `coordinates`) so that at most
+    MAX_PIXELS_PER_AXIS remain; the last (size mod factor) rows, fewer than the factor, are left out."""
+    size = values.shape[axis]
+    factor = -(-size // MAX_PIXELS_PER_AXIS)
+    if factor <= 1:
+        return values, np.asarray(coordinates, dtype=np.float64)
+    kept = size // factor * factor
+    values = np.take(values, np.arange(kept), axis=axis)
+    shape = values.shape[:axis] + (kept // factor, factor) + values.shape[axis + 1:]
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN block stays NaN (no value)
+        blocks = np.nanmean(values.reshape(shape), axis=axis + 1)
+    centres = np.asarray(coordinates, dtype=np.float64)[:kept].reshape(-1, factor).mean(axis=1)
+    return blocks, centres
 
 
 def _axis(values, label):
@@ -39,6 +58,8 @@ def image_panel(values, x, x_label, y, y_label, title, colour_label, colour_map,
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
         values = values[:, np.newaxis]
+    values, y = reduce_axis(values, y, 0)
+    values, x = reduce_axis(values, x, 1)
     low, high = (float(limit) for limit in limits)
     if aspect is None:
         unit = units.unit_of(x_label)

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from sonopipe.web import colormaps
 
@@ -26,6 +26,8 @@ def make_application(hub):
     application = web.Application()
     application["hub"] = hub
     application["colormaps"] = json.dumps(colormaps.tables())
+    application["sockets"] = set()
+    application.on_shutdown.append(_close_sockets)
     application.router.add_get("/", _index)
     application.router.add_get("/colormaps.json", _colormaps)
     application.router.add_get("/stats.json", _stats)
@@ -52,6 +54,7 @@ async def _websocket(request):
     socket = web.WebSocketResponse(heartbeat=30.0)
     await socket.prepare(request)
     client = hub.join()
+    request.app["sockets"].add(socket)
     log.info("browser %d connected from %s", client.number, request.remote)
     sender = asyncio.create_task(_send(hub, client, socket))
     try:
@@ -64,8 +67,15 @@ async def _websocket(request):
     finally:
         sender.cancel()
         hub.leave(client)
+        request.app["sockets"].discard(socket)
         log.info("browser %d left (%d messages, %d conflated)", client.number, client.messages, client.conflated)
     return socket
+
+
+async def _close_sockets(application):
+    """On stop: tells every page the server is going away (else their handlers keep the server up)."""
+    for socket in list(application["sockets"]):
+        await socket.close(code=WSCloseCode.GOING_AWAY, message=b"sonopipe-web stopping")
 
 
 def _is_ack(text):

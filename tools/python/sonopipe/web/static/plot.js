@@ -7,7 +7,7 @@ const Plot = (() => {
   const LEVELS = 254;            // render.LEVELS: codes 0..LEVELS span the colour limits
   const PANEL_WIDTH = 430;       // CSS pixels of one panel
   const PANEL_HEIGHT = 380;
-  const MARGIN = {left: 62, right: 86, top: 30, bottom: 46};
+  const MARGIN = {left: 62, right: 92, top: 30, bottom: 46};
   const COLOURS = {text: "#d9dee8", muted: "#8e98aa", axis: "#6c7689", empty: "#262b33",
                    background: "#151920", line: "#7cc4ff", zero: "#4b5566"};
   const FONT = "12px system-ui, sans-serif";
@@ -102,10 +102,11 @@ const Plot = (() => {
 
   function colourBar(context, box, colour, table) {
     const bar = {x: box.x + box.w + 12, y: box.y, w: 12, h: box.h};
-    for (let i = 0; i < bar.h; i++) {
-      const [r, g, b] = table[Math.round((1 - i / Math.max(1, bar.h - 1)) * LEVELS)];
+    const rows = Math.max(2, Math.round(bar.h));
+    for (let i = 0; i < rows; i++) {  // top row = high end of the map
+      const [r, g, b] = table[Math.round((1 - i / (rows - 1)) * LEVELS)];
       context.fillStyle = `rgb(${r},${g},${b})`;
-      context.fillRect(bar.x, bar.y + i, bar.w, 1);
+      context.fillRect(bar.x, bar.y + i * bar.h / rows, bar.w, bar.h / rows + 0.5);
     }
     context.strokeStyle = COLOURS.axis;
     context.strokeRect(bar.x - 0.5, bar.y - 0.5, bar.w + 1, bar.h + 1);
@@ -114,15 +115,18 @@ const Plot = (() => {
     context.fillStyle = COLOURS.muted;
     context.textAlign = "left";
     context.textBaseline = "middle";
+    let widest = 0;
     for (const v of values) {
       const y = bar.y + (colour.high - v) / ((colour.high - colour.low) || 1) * bar.h;
       context.beginPath(); context.moveTo(bar.x + bar.w, y); context.lineTo(bar.x + bar.w + 3, y); context.stroke();
-      context.fillText(label(v, values), bar.x + bar.w + 5, y);
+      const text = label(v, values);
+      widest = Math.max(widest, context.measureText(text).width);
+      context.fillText(text, bar.x + bar.w + 5, y);
     }
-    context.save();
+    context.save();  // the label reads upwards, beside the tick labels (as matplotlib's colour bars)
     context.fillStyle = COLOURS.text;
-    context.translate(bar.x + bar.w + 62, bar.y + bar.h / 2);
-    context.rotate(Math.PI / 2);
+    context.translate(bar.x + bar.w + 5 + widest + 12, bar.y + bar.h / 2);
+    context.rotate(-Math.PI / 2);
     context.textAlign = "center";
     context.textBaseline = "middle";
     context.fillText(colour.label, 0, 0);

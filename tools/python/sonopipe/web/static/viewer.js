@@ -6,7 +6,7 @@
 
 (() => {
   const CHAINS = {arfi: "ARFI", strain: "Strain", perfusion: "Perfusion", generic: "Generic"};
-  const state = {colormaps: null, views: {}, statusMessages: 0, cards: {}, status: null, viewer: null};
+  const state = {colormaps: null, views: {}, statusMessages: 0, cards: {}, status: null, viewer: null, errors: []};
 
   const number = value => Number(value ?? 0);
   const fixed = (value, decimals) => number(value).toFixed(decimals);
@@ -48,9 +48,7 @@
     }
     const panels = element("div", "panels");
     section.append(head, numbers, panels);
-    const list = document.getElementById("pipelines");
-    const after = [...list.querySelectorAll("section.pipeline")].find(s => s.dataset.pipeline > pipeline);
-    list.insertBefore(section, after || null);
+    document.getElementById("pipelines").append(section);  // the status lists pipelines in config order
     return (state.cards[pipeline] = {section, head, numbers, panels, canvases: []});
   }
 
@@ -119,6 +117,9 @@
       try {
         if (message.type === "view") showView(message);
         else if (message.type === "status") showStatus(message.status, message.viewer);
+      } catch (error) {  // kept for the tests and the console; the next message is still asked for
+        state.errors.push(`${message.type} ${message.pipeline || ""}: ${error.stack || error}`);
+        console.error(error);
       } finally {
         // Acknowledge once the browser has painted what it drew: a slow or hidden page asks for less.
         requestAnimationFrame(() => socket.readyState === WebSocket.OPEN && socket.send('{"type":"ack"}'));
@@ -147,7 +148,7 @@
 
   window.sonopipeViewer = {
     state: () => ({views: state.views, statusMessages: state.statusMessages, viewer: state.viewer,
-                   colormaps: state.colormaps !== null}),
+                   colormaps: state.colormaps !== null, errors: state.errors}),
     canvasStatistics,
   };
 
