@@ -5,6 +5,7 @@ arrive and change (pixel statistics of the page's screenshots), the status numbe
 `sonopipe-ctl status` gives, a browser that never acknowledges holds back neither the daemon nor the
 other browser (its missed versions are counted), and conflation is counted as documented."""
 import asyncio
+import base64
 import concurrent.futures
 import json
 import os
@@ -21,9 +22,12 @@ import numpy as np
 import browser
 import sonopipe
 from sonopipe.subscriber import SubscriberStats
+from sonopipe.web import render
 from sonopipe.web.hub import STATUS_TOPIC, Hub
 from sonopipe.v1 import result_pb2
 import support
+import synthetic
+from test_view import groups_of
 
 SOURCE_DIR = os.environ.get("SONOPIPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 # Bounded waits, generous for a loaded 2-core machine (the CPU backend computes every chain).
@@ -401,3 +405,75 @@ class HubConflation(unittest.TestCase):
             self.assertEqual(message["viewer"]["browser_conflated"], 3)
             self.assertIsNone(hub.next_topic(slow))
         asyncio.run(scenario())
+
+
+def decoded(panel):
+    """The values an image panel carries: codes back to values (render.quantise's inverse), NaN
+    where it has none."""
+    codes = np.frombuffer(base64.b64decode(panel["pixels"]), np.uint8).reshape(panel["rows"], panel["columns"])
+    low, high = panel["colour"]["low"], panel["colour"]["high"]
+    return np.where(codes == render.NO_VALUE, np.nan, low + codes * (high - low) / render.LEVELS)
+
+
+class RenderedPanels(unittest.TestCase):
+    """What the page is sent for result sets with known fields (synthetic.py, as recordings): the
+    pixels are the published values (clipped to the colour limits) at the right place, with the
+    axes' physical coordinates and units."""
+
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def rendered(self, write):
+        path = self.folder.file("results.h5")
+        write(path, rng=self.rng)
+        groups, context = groups_of(path)
+        for group in groups:
+            context.remember(group)
+        return groups[-1], render.render_group(groups[-1], context)
+
+    def assert_values(self, panel, expected):
+        """Equal within half a quantisation step (plus float32 rounding of the published values)."""
+        expected = np.clip(np.asarray(expected, np.float64), panel["colour"]["low"], panel["colour"]["high"])
+        step = (panel["colour"]["high"] - panel["colour"]["low"]) / render.LEVELS
+        np.testing.assert_allclose(decoded(panel), expected, rtol=0, atol=step / 2 * 1.001 + 1e-6)
+
+    def test_arfi_peak_and_depth_time_images_hold_the_published_displacement(self):
+        group, view = self.rendered(lambda path, rng: synthetic.write_arfi_results(path, sets=1, rng=rng))
+        self.assertEqual(view["chain"], "arfi")
+        displacement = group.outputs["displacement"].array  # [location, track, depth] um
+        peak, depth_time, course = view["panels"]
+        self.assert_values(peak, displacement.max(axis=1).T)  # [depth, location]
+        self.assertEqual((peak["x"]["label"], peak["y"]["label"]), ("lateral (mm)", "depth (mm)"))
+        self.assertAlmostEqual(peak["x"]["first"], -5.2, places=9)  # origin -5.2 mm, 0.2 mm apart
+        self.assertAlmostEqual(peak["x"]["last"], -5.2 + 0.2 * (displacement.shape[0] - 1), places=9)
+        depth_step_mm = 1 / 44.4e6 * 1540 / 2 * 1e3  # fast time to depth, c = 1540 m/s
+        self.assertAlmostEqual(peak["y"]["last"], depth_step_mm * (displacement.shape[2] - 1), places=9)
+        self.assertEqual(peak["colour"]["label"], "peak displacement (µm)")
+        location = int(np.unravel_index(np.argmax(displacement.max(axis=1)), displacement.shape[::2])[0])
+        self.assert_values(depth_time, displacement[location].T)  # [depth, track]
+        self.assertEqual(depth_time["x"]["label"], "time after push (ms)")
+        self.assertAlmostEqual(peak["markers"][0]["value"], -5.2 + 0.2 * location, places=9)
+        peak_depth = int(np.argmax(displacement[location].max(axis=0)))
+        np.testing.assert_allclose(course["y"]["values"], displacement[location, :, peak_depth], rtol=1e-6)
+
+    def test_strain_in_percent_and_a_bmode_reduced_to_at_most_512_rows(self):
+        group, view = self.rendered(synthetic.write_strain_results)
+        self.assertEqual(view["chain"], "strain")
+        bmode_panel, strain_panel, correlation_panel = view["panels"]
+        self.assert_values(strain_panel, group.outputs["strain"].array * 100.0)
+        self.assertEqual(strain_panel["colour"]["label"], "strain (%)")
+        self.assert_values(correlation_panel, group.outputs["correlation"].array)
+        self.assertEqual(bmode_panel["title"], "B-mode, pre-compression frame #0")
+        self.assertEqual(bmode_panel["colour"]["label"], "echo (dB)")
+        # 600 RF samples: block means of 2 (render.MAX_PIXELS_PER_AXIS = 512); centre of the first block
+        self.assertEqual((bmode_panel["rows"], bmode_panel["columns"]), (300, 64))
+        self.assertAlmostEqual(bmode_panel["y"]["first"], 0.5 * 1540 / 2 / 40e6 * 1e3, places=9)
+
+    def test_perfusion_maps_in_ml_per_100g_per_min(self):
+        group, view = self.rendered(synthetic.write_perfusion_results)
+        self.assertEqual(view["chain"], "perfusion")
+        for panel, name in zip(view["panels"], ("k_a", "k_p", "k_l"), strict=True):
+            self.assert_values(panel, group.outputs[name].array)
+            self.assertEqual(panel["colour"]["label"], f"{name} (ml/100g/min)")
+            self.assertEqual(panel["aspect"], "equal")
