@@ -21,7 +21,8 @@ import numpy as np
 
 import browser
 import sonopipe
-from sonopipe.subscriber import SubscriberStats
+from sonopipe.subscriber import Result, SubscriberStats
+from sonopipe.view.sources import Group
 from sonopipe.web import render
 from sonopipe.web.hub import STATUS_TOPIC, Hub
 from sonopipe.v1 import result_pb2
@@ -379,8 +380,8 @@ class WebServerAlone(unittest.TestCase):
         self.assertIn("--port 70000 is not a TCP port", completed.stderr)
 
 
-class HubConflation(unittest.TestCase):
-    """The hub alone (no sockets): what a browser that does not acknowledge is counted as missing."""
+class HubWithoutSockets(unittest.TestCase):
+    """The hub alone: conflation counted per browser, a result set that cannot be drawn."""
 
     def test_versions_replaced_before_a_browser_took_them_are_counted_for_that_browser_only(self):
         async def scenario():
@@ -404,6 +405,21 @@ class HubConflation(unittest.TestCase):
             self.assertEqual(message["status"]["framesReceived"], "5")
             self.assertEqual(message["viewer"]["browser_conflated"], 3)
             self.assertIsNone(hub.next_topic(slow))
+        asyncio.run(scenario())
+
+    def test_a_result_set_that_cannot_be_drawn_is_counted_once_and_skipped(self):
+        async def scenario():
+            hub = Hub(concurrent.futures.ThreadPoolExecutor(max_workers=1), SubscriberStats())
+            pages = hub.join(), hub.join()
+            header = result_pb2.ResultHeader(pipeline="odd", output="nothing", input_sequence=7)
+            group = Group("odd", 7, 0, {"nothing": Result("result/odd/nothing", header, None)})  # no array
+            hub.put_group(group, None)
+            for page in pages:
+                self.assertEqual(hub.next_topic(page), "view/odd")
+                self.assertIsNone(await hub.message(page, "view/odd"))
+                self.assertIsNone(hub.next_topic(page))  # not offered again
+            self.assertEqual(hub.render_errors, 1)
+            self.assertEqual(hub.counters()["result_sets"], 1)
         asyncio.run(scenario())
 
 

@@ -47,6 +47,7 @@ class Hub:
         self._subscriber_stats = subscriber_stats
         self._items = {}        # topic -> (version, item): a (group, context) or a Status
         self._rendered = {}     # view topic -> (version, future of the JSON text)
+        self._failed = {}       # view topic -> the version that could not be drawn
         self._version = itertools.count(1)
         self.clients = set()
         self.groups_received = 0
@@ -110,8 +111,8 @@ class Hub:
         try:
             return await asyncio.shield(cached[1])
         except Exception as error:  # one result set that cannot be drawn must not end the viewer
-            if not getattr(cached[1], "counted", False):
-                cached[1].counted = True
+            if self._failed.get(topic) != version:  # counted once, however many browsers asked
+                self._failed[topic] = version
                 self.render_errors += 1
                 log.warning("%s version %d: cannot draw: %s", topic, version, error)
             return None
