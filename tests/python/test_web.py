@@ -337,7 +337,9 @@ class WebViewerWithTheDaemon(unittest.TestCase):
         self.assertEqual(int(status["framesProcessed"]), frames)
         silent.read_all()
         self.assertEqual(silent.received, 1, "a page that acknowledged nothing was sent more than one message")
-        per_browser = web.stats()["per_browser"]
+        stats = web.stats()
+        self.assertEqual(sum(stats["skipped_on_intake_per_topic"].values()), stats["results_skipped_on_intake"])
+        per_browser = stats["per_browser"]
         self.assertEqual(len(per_browser), 2, per_browser)
         chromium, quiet = per_browser  # numbered in order of connection
         self.assertEqual(quiet["messages"], 1, per_browser)

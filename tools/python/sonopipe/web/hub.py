@@ -129,6 +129,10 @@ class Hub:
                             browser_conflated=client.conflated)
         return counters
 
+    def skipped_per_topic(self):
+        """{daemon topic: messages replaced on intake}, e.g. "status" while the machine was busy."""
+        return dict(self._subscriber_stats.per_topic_skipped)
+
     def clients_counters(self):
         return [{"browser": c.number, "messages": c.messages, "conflated": c.conflated, "ready": c.ready}
                 for c in sorted(self.clients, key=lambda c: c.number)]

@@ -4,7 +4,7 @@ and /ws, where each browser gets the hub's newest views and status one message a
     GET /                 the page (static/index.html)
     GET /static/<file>    its script and style sheet
     GET /colormaps.json   colour tables (colormaps.py)
-    GET /stats.json       the viewer's counters, per browser too (conflation)
+    GET /stats.json       the viewer's counters, per browser and per daemon topic too (conflation)
     GET /ws               WebSocket: server -> page {"type": "view" | "status", ...};
                           page -> server {"type": "ack"} once it has drawn the last message
 """
@@ -46,7 +46,8 @@ async def _colormaps(request):
 
 async def _stats(request):
     hub = request.app["hub"]
-    return web.json_response({**hub.counters(), "per_browser": hub.clients_counters()})
+    return web.json_response({**hub.counters(), "per_browser": hub.clients_counters(),
+                              "skipped_on_intake_per_topic": hub.skipped_per_topic()})
 
 
 async def _websocket(request):
