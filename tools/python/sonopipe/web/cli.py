@@ -70,7 +70,7 @@ async def serve(options):
     intake = Intake(options.endpoint, options.pipeline,
                     on_group=lambda group, context: loop.call_soon_threadsafe(hub.put_group, group, context),
                     on_status=lambda status: loop.call_soon_threadsafe(hub.put_status, status))
-    hub = Hub(executor, intake.stats)
+    hub = Hub(executor, intake.stats, lambda: intake.errors)
     runner = web.AppRunner(make_application(hub), access_log=None, handle_signals=False)
     await runner.setup()
     try:
@@ -91,7 +91,8 @@ async def serve(options):
     print(f"sonopipe-web: {counters['result_sets']} result sets from {counters['results_received']} messages, "
           f"{counters['results_skipped_on_intake']} skipped on intake (conflation), "
           f"{counters['result_sets_never_drawn']} never drawn, {counters['inputs_missing']} inputs missing, "
-          f"{counters['malformed']} malformed, {counters['render_errors']} could not be drawn", flush=True)
+          f"{counters['malformed']} malformed, {counters['render_errors']} could not be drawn, "
+          f"{counters['intake_errors']} failed on intake", flush=True)
     return 0
 
 

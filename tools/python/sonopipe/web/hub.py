@@ -42,9 +42,10 @@ class Client:
 
 
 class Hub:
-    def __init__(self, executor, subscriber_stats):
+    def __init__(self, executor, subscriber_stats, intake_errors=lambda: 0):
         self._executor = executor
         self._subscriber_stats = subscriber_stats
+        self._intake_errors = intake_errors
         self._items = {}        # topic -> (version, item): a (group, context) or a Status
         self._rendered = {}     # view topic -> (version, future of the JSON text)
         self._failed = {}       # view topic -> the version that could not be drawn
@@ -122,7 +123,8 @@ class Hub:
         counters = {"results_received": stats.received, "results_skipped_on_intake": stats.skipped,
                     "inputs_missing": stats.missing, "malformed": stats.malformed,
                     "result_sets": self.groups_received, "result_sets_never_drawn": self.groups_never_drawn,
-                    "render_errors": self.render_errors, "browsers": len(self.clients),
+                    "render_errors": self.render_errors, "intake_errors": self._intake_errors(),
+                    "browsers": len(self.clients),
                     "conflated_all_browsers": sum(c.conflated for c in self.clients)}
         if client is not None:
             counters.update(browser=client.number, browser_messages=client.messages,

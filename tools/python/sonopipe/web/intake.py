@@ -9,6 +9,7 @@ in this thread (the hub hands them over to the event loop).
 """
 import logging
 import threading
+import time
 
 from sonopipe.subscriber import RESULT_TOPIC_PREFIX, STATUS_TOPIC, Subscriber
 from sonopipe.view.cli import Context
@@ -24,6 +25,8 @@ class Intake:
         topics = [f"{RESULT_TOPIC_PREFIX}{p}/" for p in pipelines] or [RESULT_TOPIC_PREFIX]
         self.subscriber = Subscriber(endpoint, topics + [STATUS_TOPIC], conflate=True)
         self.stats = self.subscriber.stats
+        self.errors = 0  # messages that raised while being grouped (logged)
+        self._error_logged_at = 0.0
         self._on_group, self._on_status = on_group, on_status
         self._grouper = Grouper()
         self._context = Context(None, None)  # keeps the RF a pipeline publishes, for strain's B-mode
@@ -42,12 +45,20 @@ class Intake:
     def _run(self):
         while not self._stop.is_set():
             result = self.subscriber.receive(IDLE_FLUSH_S)
-            if result is None:
-                self._deliver(self._grouper.flush())
-            elif result.topic == STATUS_TOPIC:
-                self._on_status(result.header)
-            else:
-                self._deliver(self._grouper.add(result))
+            try:
+                if result is None:
+                    self._deliver(self._grouper.flush())
+                elif result.topic == STATUS_TOPIC:
+                    self._on_status(result.header)
+                else:
+                    self._deliver(self._grouper.add(result))
+            except Exception:  # one odd message must not stop the viewer's intake
+                self.errors += 1
+                now = time.monotonic()
+                if now - self._error_logged_at >= 1.0:  # at most one line a second
+                    self._error_logged_at = now
+                    log.exception("intake: %s could not be taken in (%d so far)",
+                                  result.topic if result is not None else "a result set", self.errors)
 
     def _deliver(self, groups):
         for group in groups:
