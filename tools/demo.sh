@@ -2,9 +2,12 @@
 # README command (1), the main job: build, start sonopiped with config/demo.yaml, replay simulated
 # ARFI, strain and perfusion acquisitions through it, record the results, render pictures with
 # sonopipe-view, print a summary per chain (frames, error vs ground truth, time) and stop cleanly.
-# Idempotent; uses the CUDA backend when a GPU is present, the CPU backend otherwise.
+# While the daemon runs, the live browser viewer sonopipe-web serves its results; its address is
+# printed (open it during the replay). Idempotent; uses the CUDA backend when a GPU is present, the
+# CPU backend otherwise.
 #   SONOPIPE_BUILD_DIR  build folder (default build/)
 #   SONOPIPE_DEMO_DIR   output folder (default <build>/demo)
+#   SONOPIPE_WEB_PORT   port of the live viewer on 127.0.0.1 (default 8088; 0: any free port)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SONOPIPE_BUILD_DIR:-$root/build}"
@@ -23,6 +26,7 @@ record="$bin/tools/record/sonopipe-record"
 ctl="$bin/tools/ctl/sonopipe-ctl"
 python="$bin/tools/python/sonopipe-python"
 view="$bin/tools/python/sonopipe-view"
+web="$bin/tools/python/sonopipe-web"
 
 rm -rf "$out"
 mkdir -p "$out"
@@ -36,11 +40,18 @@ echo "== 1/5 simulating acquisitions into $out"
 echo "== 2/5 starting sonopiped --config config/demo.yaml"
 "$bin/src/sonopiped" --config "$config" > "$out/sonopiped.log" 2>&1 &
 daemon=$!
-cleanup() { kill "$daemon" "${recorder:-}" 2> /dev/null || true; }
+cleanup() { kill "$daemon" "${recorder:-}" "${viewer:-}" 2> /dev/null || true; }
 trap cleanup EXIT
 for _ in $(seq 100); do "$ctl" status --endpoint "$control" > /dev/null 2>&1 && break; sleep 0.2; done
 "$ctl" status --endpoint "$control" > /dev/null
 grep -m1 "backend" "$out/sonopiped.log" || true
+
+# The live viewer (loopback only); the demo goes on without it when it cannot start (e.g. port taken).
+"$web" --endpoint tcp://127.0.0.1:5556 --port "${SONOPIPE_WEB_PORT:-8088}" > "$out/web.log" 2>&1 &
+viewer=$!
+for _ in $(seq 100); do grep -q "viewer at" "$out/web.log" && break; kill -0 "$viewer" 2> /dev/null || break; sleep 0.1; done
+grep -m1 -o "viewer at http://[^ ]*" "$out/web.log" | sed "s/^/   live /" \
+  || { kill "$viewer" 2> /dev/null; echo "   live viewer not started (see $out/web.log)"; viewer=""; }
 
 "$record" --out "$out/results.h5" --topic result/ --topic status --ready-file "$out/record.ready" \
   > "$out/record.log" 2>&1 &
@@ -68,6 +79,8 @@ daemon=""
 sleep 1
 kill -INT "$recorder" && wait "$recorder" || true
 recorder=""
+if [ -n "$viewer" ]; then kill "$viewer" && wait "$viewer" || true; fi
+viewer=""
 cat "$out/status.txt"
 
 echo "== 5/5 rendering pictures"

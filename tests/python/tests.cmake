@@ -14,9 +14,10 @@ if(NOT SONOPIPE_PYTHON_EXECUTABLE)
   return()
 endif()
 
-set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}" "SONOPIPE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}" "SONOPIPE_WEB=${SONOPIPE_WEB_LAUNCHER}"
+                             "SONOPIPE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 foreach(pair IN ITEMS DAEMON:sonopiped SIM:sonopipe-sim RECORD:sonopipe-record REPLAY:sonopipe-replay
-                    CLIENT_LIBRARY:sonopipe_client)
+                     CTL:sonopipe-ctl CLIENT_LIBRARY:sonopipe_client)
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 variable)
   list(GET pair 1 target)

@@ -6,6 +6,8 @@ depth axis (depth/sample), positive = away from the transducer (stages/arfi/arfi
 times come from the vector "ensemble_time_s" (entry 0 = the reference) of the result or of its
 input frame (results recording or --frames), else from the track axis.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from sonopipe.view import panels, units
@@ -55,6 +57,48 @@ def _track_times(result, tracks, context):
     return units.coordinates(axis)
 
 
+@dataclass
+class ArfiFields:
+    """What an ARFI view draws, in display units (um, mm, ms); shared by sonopipe-view and sonopipe-web."""
+    at_location: np.ndarray   # [time, depth] displacement at the chosen location
+    peak: np.ndarray          # [location, depth] peak over time, NaN where no window is finite
+    peak_um: float            # largest finite displacement
+    location: int             # index of the chosen location
+    peak_depth: int           # depth index of the peak at that location
+    lateral: np.ndarray
+    lateral_label: str
+    time: np.ndarray
+    time_label: str
+    depth: np.ndarray
+    depth_label: str
+
+
+def arfi_fields(result, context=None, location=None):
+    """Peak displacement map and the depth-time image at `location` (default: the location holding
+    the largest displacement) of a displacement result."""
+    header = result.header
+    axes = result.axes
+    order = (units.find_axis(axes, units.LATERAL_NAMES), units.find_axis(axes, units.TIME_NAMES))
+    depth_index = next(i for i in range(3) if i not in order)
+    values = units.displacement_um(np.transpose(result.array, order + (depth_index,)), header.unit)
+    locations, tracks, depths = values.shape  # [location, time, depth] in um
+    lateral, lateral_label = units.coordinates(axes[order[0]])
+    time, time_label = _track_times(result, tracks, context)
+    depth, depth_label = units.coordinates(axes[depth_index], units.speed_of_sound(header))
+
+    # NaN marks zero-energy windows: peaks over the finite values only, NaN where none is
+    finite = np.where(np.isfinite(values), values, -np.inf)
+    peak_finite = finite.max(axis=1)  # [location, depth]
+    peak = np.where(np.isfinite(peak_finite), peak_finite, np.nan)
+    if location is None:
+        location = int(np.unravel_index(np.argmax(peak_finite), peak_finite.shape)[0])
+    else:
+        location = min(max(location, 0), locations - 1)
+    return ArfiFields(values[location], peak, float(peak_finite.max()), location,
+                      int(np.argmax(peak_finite[location])), lateral, lateral_label, time, time_label,
+                      depth, depth_label)
+
+
 class ArfiView:
     name = "arfi"
     figure_size = (15, 4.8)
@@ -66,25 +110,11 @@ class ArfiView:
     def draw(self, fig, group, context):
         result = displacement_output(group, self.output)
         header = result.header
-        axes = result.axes
-        order = (units.find_axis(axes, units.LATERAL_NAMES), units.find_axis(axes, units.TIME_NAMES))
-        depth_index = next(i for i in range(3) if i not in order)
-        values = units.displacement_um(np.transpose(result.array, order + (depth_index,)), header.unit)
-        locations, tracks, depths = values.shape  # [location, time, depth] in um
-        lateral, lateral_label = units.coordinates(axes[order[0]])
-        time, time_label = _track_times(result, tracks, context)
-        depth, depth_label = units.coordinates(axes[depth_index], units.speed_of_sound(header))
-
-        # NaN marks zero-energy windows: peaks over the finite values only, NaN where none is
-        finite = np.where(np.isfinite(values), values, -np.inf)
-        peak_finite = finite.max(axis=1)  # [location, depth]
-        peak = np.where(np.isfinite(peak_finite), peak_finite, np.nan)
-        if self.location is None:  # default: the location holding the largest displacement
-            location = int(np.unravel_index(np.argmax(peak_finite), peak_finite.shape)[0])
-        else:
-            location = min(max(self.location, 0), locations - 1)
-        at_location = values[location]  # [time, depth]
-        peak_depth = int(np.argmax(peak_finite[location]))
+        fields = arfi_fields(result, context, self.location)
+        at_location, peak, location, peak_depth = fields.at_location, fields.peak, fields.location, fields.peak_depth
+        lateral, lateral_label = fields.lateral, fields.lateral_label
+        time, time_label = fields.time, fields.time_label
+        depth, depth_label = fields.depth, fields.depth_label
 
         left, middle, right = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.2, 1, 1.2]})
         limits = panels.robust_limits(at_location, high=99.5, symmetric=True)
@@ -105,4 +135,4 @@ class ArfiView:
                      "peak displacement over time", "peak displacement (µm)", cmap="inferno",
                      limits=(0.0, panels.robust_limits(peak, high=99.5)[1]), aspect="auto")  # ~5x deeper than wide
         right.axvline(lateral[location], color="c", lw=0.8, ls="--")
-        fig.suptitle(f"ARFI  {header.pipeline}/{header.output}  (peak {peak_finite.max():.2f} µm)", fontsize=11)
+        fig.suptitle(f"ARFI  {header.pipeline}/{header.output}  (peak {fields.peak_um:.2f} µm)", fontsize=11)

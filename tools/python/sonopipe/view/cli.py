@@ -85,6 +85,13 @@ class Context:
         while len(self._published_frames) > 16:
             self._published_frames.pop(next(iter(self._published_frames)))
 
+    def frozen(self):
+        """A copy whose kept frames no longer change: for drawing in another thread (sonopipe-web)
+        while this one goes on remembering."""
+        copy = Context(self.recording, self.options, self.frames_recordings)
+        copy._published_frames = dict(self._published_frames)
+        return copy
+
     def input_frame(self, stream_id, sequence):
         """(header, array) of input frame `sequence` of `stream_id`: from the results recording's or
         the --frames recording's raw frames (FrameHeader), else as the pipeline published it

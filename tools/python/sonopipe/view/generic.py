@@ -12,7 +12,7 @@ def accepts(group):
     return any(r.array is not None for r in group.outputs.values())
 
 
-def _display(result):
+def display(result):
     """(values [rows, columns], x, x_label, y, y_label, colour label, cmap, limits)."""
     values, rows, columns = panels.plane(result.array, result.axes, units.DEPTH_NAMES, units.LATERAL_NAMES)
     y, y_label = panels.axis_coordinates(rows, result.header, values.shape[0])
@@ -39,7 +39,7 @@ class GenericView:
         fig.set_size_inches(1 + 6 * len(shown), self.figure_size[1])
         axes = list(np.atleast_1d(fig.subplots(1, len(shown))))
         for ax, result in zip(axes, shown):
-            values, x, x_label, y, y_label, bar_label, cmap, limits = _display(result)
+            values, x, x_label, y, y_label, bar_label, cmap, limits = display(result)
             panels.image(fig, ax, values, x, x_label, y, y_label,
                          f"{result.header.output} {list(result.axis_names)}", bar_label, cmap=cmap, limits=limits)
         fig.suptitle(f"{group.pipeline}  input #{group.input_sequence}", fontsize=11)

@@ -24,6 +24,7 @@ RATE_OUTPUTS = ("k_a", "k_p", "k_l")
 FIT_COLUMNS = ("k_a", "k_p", "k_l", "tau_a", "tau_p", "cost", "iterations", "evaluations", "converged")
 ROW_NAMES = ("y", "row", "rows", "j", "phase")
 COLUMN_NAMES = ("x", "column", "columns", "i", "read")
+RATE_UNIT = "ml/100g/min"  # perfusion_fit reports rates in ml/100g/min (stages/perfusion/perfusion_units.h)
 
 
 def _fit_table(group):
@@ -104,7 +105,7 @@ class PerfusionView:
         axes = list(np.atleast_1d(fig.subplots(1, len(maps))))
         for ax, (name, values, result) in zip(axes, maps):
             plane, x, x_label, y, y_label = slice_map(values, result, context, self.slice_index, self.slice_shape)
-            unit = "ml/100g/min"  # perfusion_fit reports rates in ml/100g/min (stages/perfusion/perfusion_units.h)
+            unit = RATE_UNIT
             if result.header.output == name and result.header.unit:
                 unit = result.header.unit
             low, high = panels.robust_limits(plane, low=1.0, high=99.0)

@@ -17,7 +17,7 @@ from sonopipe.arrays import axes_from_proto
 from sonopipe.view import bmode, panels, units
 
 
-def _find(group, key):
+def find_output(group, key):
     for name, result in group.outputs.items():
         if key in name and result.array is not None:
             return result
@@ -25,15 +25,52 @@ def _find(group, key):
 
 
 def accepts(group):
-    return _find(group, "strain") is not None
+    return find_output(group, "strain") is not None
 
 
-def _plane(result, component):
+def component_plane(result, component):
     fixed = {"component": component}
     values, rows, columns = panels.plane(result.array, result.axes, units.DEPTH_NAMES, units.LATERAL_NAMES, fixed)
     y, y_label = panels.axis_coordinates(rows, result.header)
     x, x_label = panels.axis_coordinates(columns, result.header, values.shape[1])
     return np.asarray(values, dtype=np.float32), x, x_label, y, y_label
+
+
+BMODE_DYNAMIC_RANGE_DB = 50.0
+
+
+def lag_of(header, lag=None):
+    """Frames between reference and target: `lag` when given, else the result's attribute "lag", else 1."""
+    return lag if lag is not None else int(header.attributes.get("lag", "1") or 1)
+
+
+def bmode_image(header, context, lag):
+    """(image dB [depth, lateral], x, x_label, y, y_label, title) of the pre-compression frame
+    (input sequence - lag), else of the frame itself, else None when neither is kept."""
+    rf = context.input_frame(header.stream_id, header.input_sequence - lag)
+    title = f"B-mode, pre-compression frame #{header.input_sequence - lag}"
+    if rf is None:  # e.g. the stream's first frame only primed ncc_track and published nothing
+        rf = context.input_frame(header.stream_id, header.input_sequence)
+        title = f"B-mode, frame #{header.input_sequence} (#{header.input_sequence - lag} not kept)"
+    if rf is None:
+        return None
+    frame_header, frame = rf
+    frame_axes = axes_from_proto(frame_header.axes)
+    values, rows, columns = panels.plane(np.asarray(frame, np.float64), frame_axes,
+                                         units.DEPTH_NAMES, units.LATERAL_NAMES)
+    image_db = bmode.log_compress(bmode.envelope(values, axis=0), BMODE_DYNAMIC_RANGE_DB)
+    y, y_label = panels.axis_coordinates(rows, frame_header)
+    x, x_label = panels.axis_coordinates(columns, frame_header, values.shape[1])
+    return image_db, x, x_label, y, y_label, title
+
+
+def strain_display(values, unit):
+    """(scale, unit shown, colour map) of a strain plane: unit "1" shown in %; elastogram convention
+    stiff (strains less) = dark: under compression strain is negative, so less strain is the larger
+    value and the map is reversed."""
+    scale, shown = (100.0, "%") if unit in ("1", "") else (1.0, unit)
+    compression = np.nanmedian(values) < 0
+    return scale, shown, "viridis_r" if compression else "viridis"
 
 
 class StrainView:
@@ -45,41 +82,28 @@ class StrainView:
         self.lag = getattr(options, "lag", None)
 
     def draw(self, fig, group, context):
-        strain = _find(group, "strain")
-        correlation = _find(group, "correlation")
+        strain = find_output(group, "strain")
+        correlation = find_output(group, "correlation")
         header = strain.header
-        lag = self.lag if self.lag is not None else int(header.attributes.get("lag", "1") or 1)
-        rf = context.input_frame(header.stream_id, header.input_sequence - lag)
-        bmode_title = f"B-mode, pre-compression frame #{header.input_sequence - lag}"
-        if rf is None:  # e.g. the stream's first frame only primed ncc_track and published nothing
-            rf = context.input_frame(header.stream_id, header.input_sequence)
-            bmode_title = f"B-mode, frame #{header.input_sequence} (#{header.input_sequence - lag} not kept)"
-        count = 1 + (rf is not None) + (correlation is not None)
+        lag = lag_of(header, self.lag)
+        bmode_view = bmode_image(header, context, lag)
+        count = 1 + (bmode_view is not None) + (correlation is not None)
         axes = list(np.atleast_1d(fig.subplots(1, count)))
 
-        if rf is not None:
-            frame_header, frame = rf
-            frame_axes = axes_from_proto(frame_header.axes)
-            values, rows, columns = panels.plane(np.asarray(frame, np.float64), frame_axes,
-                                                 units.DEPTH_NAMES, units.LATERAL_NAMES)
-            image_db = bmode.log_compress(bmode.envelope(values, axis=0))
-            y, y_label = panels.axis_coordinates(rows, frame_header)
-            x, x_label = panels.axis_coordinates(columns, frame_header, values.shape[1])
+        if bmode_view is not None:
+            image_db, x, x_label, y, y_label, bmode_title = bmode_view
             panels.image(fig, axes.pop(0), image_db, x, x_label, y, y_label, bmode_title, "dB", cmap="gray",
-                         limits=(-50.0, 0.0))
+                         limits=(-BMODE_DYNAMIC_RANGE_DB, 0.0))
 
-        values, x, x_label, y, y_label = _plane(strain, self.component)
-        scale, unit = (100.0, "%") if strain.header.unit in ("1", "") else (1.0, strain.header.unit)
-        # Elastogram convention: stiff (strains less) dark. Under compression strain is negative,
-        # so less strain is the larger value: reverse the map.
-        compression = np.nanmedian(values) < 0
+        values, x, x_label, y, y_label = component_plane(strain, self.component)
+        scale, unit, cmap = strain_display(values, strain.header.unit)
         panels.image(fig, axes.pop(0), values * scale, x, x_label, y, y_label,
                      f"{strain.header.output} (component {self.component}), stiff = dark",
-                     f"strain ({unit})", cmap="viridis_r" if compression else "viridis",
+                     f"strain ({unit})", cmap=cmap,
                      limits=panels.robust_limits(values * scale))
 
         if correlation is not None:
-            values, x, x_label, y, y_label = _plane(correlation, self.component)
+            values, x, x_label, y, y_label = component_plane(correlation, self.component)
             panels.image(fig, axes.pop(0), values, x, x_label, y, y_label, "peak correlation",
                          "correlation", cmap="magma", limits=(max(0.0, float(np.nanmin(values))), 1.0))
         fig.suptitle(f"Strain  {header.pipeline}  input #{header.input_sequence} vs #{header.input_sequence - lag}",

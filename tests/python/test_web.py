@@ -1,0 +1,497 @@
+"""sonopipe-web, the live browser viewer, in a real browser: headless Chromium (Debian's chromium,
+driven through the DevTools protocol, browser.py) shows the page while the real daemon runs
+config/demo.yaml (ARFI, strain, perfusion) on replays of simulated acquisitions. Checked: the images
+arrive and change (pixel statistics of the page's screenshots), the status numbers shown are those
+`sonopipe-ctl status` gives, a browser that never acknowledges holds back neither the daemon nor the
+other browser (its missed versions are counted), and conflation is counted as documented."""
+import asyncio
+import base64
+import concurrent.futures
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+import unittest
+import urllib.request
+
+import numpy as np
+
+import browser
+import sonopipe
+from sonopipe.subscriber import Result, SubscriberStats
+from sonopipe.view.sources import Group
+from sonopipe.web import render
+from sonopipe.web.hub import STATUS_TOPIC, Hub
+from sonopipe.v1 import result_pb2
+import support
+import synthetic
+from test_view import groups_of
+
+SOURCE_DIR = os.environ.get("SONOPIPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+# Bounded waits, generous for a loaded 2-core machine (the CPU backend computes every chain).
+START_TIMEOUT_S = 60.0
+RESULTS_TIMEOUT_S = 300.0
+ARFI_SETS, STRAIN_FRAMES = 2, 3
+# Background of the page's panels (plot.js COLOURS.background), in the screenshot.
+PANEL_BACKGROUND = np.array([0x15, 0x19, 0x20])
+LINE_COLOUR = np.array([0x7c, 0xc4, 0xff])  # plot.js COLOURS.line
+
+
+def web_launcher():
+    path = os.environ.get("SONOPIPE_WEB", "")
+    if not path or not os.path.exists(path):
+        raise unittest.SkipTest(f"SONOPIPE_WEB does not name the sonopipe-web launcher ('{path}')")
+    return path
+
+
+class WebProcess:
+    """sonopipe-web on an ephemeral loopback port; `url` from the line it prints."""
+
+    def __init__(self, test, *arguments):
+        self.process = subprocess.Popen([web_launcher(), "--port", "0", *arguments], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        test.addCleanup(self.stop)
+        self.lines = []
+        deadline = time.monotonic() + START_TIMEOUT_S
+        self.url = None
+        while self.url is None:
+            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = self.process.stdout.readline() if ready else ""
+            if not line:
+                self.stop()
+                test.fail(f"sonopipe-web printed no URL within {START_TIMEOUT_S} s:\n{''.join(self.lines)}")
+            self.lines.append(line)
+            match = re.search(r"viewer at (http://\S+/)", line)
+            self.url = match.group(1) if match else None
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=30) as response:
+            return response.status, response.headers.get("Content-Type", ""), response.read()
+
+    def stats(self):
+        return json.loads(self.get("stats.json")[2])
+
+    def stop(self):
+        """SIGINT (as Ctrl-C): returns (exit status, everything it printed)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if not self.process.stdout.closed:
+            self.lines.append(self.process.stdout.read())
+            self.process.stdout.close()
+        return self.process.returncode, "".join(self.lines)
+
+
+class SilentPage:
+    """A WebSocket client of /ws that reads what it is sent but never acknowledges (a page that
+    stopped drawing, e.g. a hidden tab or a frozen machine)."""
+
+    def __init__(self, url):
+        import aiohttp
+        self.loop = asyncio.new_event_loop()
+        self.received = 0
+
+        async def connect():
+            self.session = aiohttp.ClientSession()
+            self.socket = await self.session.ws_connect(url.replace("http://", "ws://") + "ws", max_msg_size=0)
+        self.loop.run_until_complete(connect())
+
+    def read_all(self, timeout_s=1.0):
+        async def read():
+            while True:
+                try:
+                    await self.socket.receive(timeout=timeout_s)
+                except asyncio.TimeoutError:
+                    return
+                self.received += 1
+        self.loop.run_until_complete(read())
+
+    def close(self):
+        async def disconnect():
+            await self.socket.close()
+            await self.session.close()
+        self.loop.run_until_complete(disconnect())
+        self.loop.close()
+
+
+class WebViewerWithTheDaemon(unittest.TestCase):
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+        browser.chromium_path()
+        web_launcher()
+
+    def simulate(self, chain, name, stream_id):
+        """A small acquisition of `chain` (fresh seed); returns its recording's path."""
+        seed = str(self.rng.integers(1, 2**31))
+        path = self.folder.file(f"{name}.h5")
+        arguments = {
+            "arfi": ["arfi", "--out", path, "--sets", str(ARFI_SETS), "--locations", "16", "--tracks", "24",
+                     "--samples", "300", "--threads", "2", "--stream-id", str(stream_id)],
+            "strain": ["strain", "--out", path, "--dims", "2", "--frames", str(STRAIN_FRAMES), "--type", "int16",
+                       "--stream-id", str(stream_id)],
+            # one DCE batch of the whole 32 x 32 slice (the simulator writes stream 0)
+            "perfusion": ["perfusion", "--output", self.folder.file(name), "--recording", path, "--shape", "32,32,1",
+                          "--samples", "64", "--cnr", "50", "--phantom", "territories"],
+        }[chain]
+        completed = subprocess.run([support.tool("sim"), *arguments, "--seed", seed], capture_output=True,
+                                   text=True, timeout=300)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        return path
+
+    def start_daemon(self):
+        """config/demo.yaml with its endpoints moved to ipc in the temporary folder, 2 CPU threads and
+        a status every 0.2 s."""
+        with open(os.path.join(SOURCE_DIR, "config", "demo.yaml")) as f:
+            text = f.read()
+        endpoints = {name: self.folder.endpoint(name) for name in ("ingest", "publish", "control")}
+        for name, endpoint in endpoints.items():
+            text, count = re.subn(rf"(\n{name}:\n  endpoint: )tcp://[0-9.]+:\d+", rf"\g<1>{endpoint}", text)
+            self.assertEqual(count, 1, f"config/demo.yaml has no {name}.endpoint to move")
+        text = text.replace(f"  endpoint: {endpoints['publish']}",
+                            f"  endpoint: {endpoints['publish']}\n  status_interval_s: 0.2", 1)
+        text = re.sub(r"cpu_threads:\s*\d+", "cpu_threads: 2", text)
+        path = self.folder.file("demo.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        daemon = support.Daemon(self, path)
+        control = sonopipe.Control(endpoints["control"], timeout_s=2.0)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                control.status()
+                return daemon, endpoints
+            except sonopipe.ControlError:
+                if daemon.process.poll() is not None or time.monotonic() > deadline:
+                    self.fail(f"sonopiped did not start on {path}:\n{daemon.log_text()}")
+                time.sleep(0.2)
+
+    def replay(self, path, endpoints):
+        completed = subprocess.run([support.tool("replay"), path, "--endpoint", endpoints["ingest"], "--lossless",
+                                    "--max"], capture_output=True, text=True, timeout=RESULTS_TIMEOUT_S)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+
+    def ctl_status(self, endpoints):
+        """What `sonopipe-ctl status --json` prints (the protobuf JSON of sonopipe.v1.Status)."""
+        completed = subprocess.run([support.tool("ctl"), "status", "--endpoint", endpoints["control"], "--json"],
+                                   capture_output=True, text=True, timeout=60)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        return json.loads(completed.stdout)
+
+    def drained_status(self, endpoints, frames, daemon):
+        """sonopipe-ctl's status once all `frames` were received and each processed, rejected or dropped."""
+        deadline = time.monotonic() + RESULTS_TIMEOUT_S
+        while True:
+            status = self.ctl_status(endpoints)
+            count = lambda key: int(status.get(key, 0))  # noqa: E731 (protobuf JSON leaves zeros out)
+            if count("framesReceived") == frames and \
+                    count("framesProcessed") + count("framesRejected") + count("framesDropped") >= frames:
+                return status
+            if time.monotonic() > deadline:
+                self.fail(f"the daemon did not finish {frames} frames: {status}\n{daemon.log_text()}")
+            time.sleep(0.5)
+
+    def keep_screenshot(self, name, png):
+        """Into the folder SONOPIPE_WEB_SCREENSHOTS names, when set (to look at them)."""
+        folder = os.environ.get("SONOPIPE_WEB_SCREENSHOTS", "")
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(png)
+
+    def wait_for_views(self, page, wanted, what):
+        """Until every pipeline's shown view matches `wanted[pipeline]` (a dict of view fields)."""
+        condition = " && ".join(
+            f"(v[{json.dumps(p)}] !== undefined && " +
+            " && ".join(f"v[{json.dumps(p)}][{json.dumps(k)}] === {json.dumps(value)}" for k, value in fields.items()) + ")"
+            for p, fields in wanted.items())
+        return page.wait_for(f"(() => {{ const v = window.sonopipeViewer.state().views; return {condition} && v; }})()",
+                             RESULTS_TIMEOUT_S, what)
+
+    @staticmethod
+    def canvases(page):
+        """[(pipeline, title, (left, top, width, height) in page pixels)] of every drawn panel."""
+        return page.evaluate("""[...document.querySelectorAll('section.pipeline')].flatMap(section =>
+            [...section.querySelectorAll('canvas')].map(canvas => {
+              const box = canvas.getBoundingClientRect();
+              return [section.dataset.pipeline, canvas.dataset.title,
+                      [box.left + window.scrollX, box.top + window.scrollY, box.width, box.height]];
+            }))""")
+
+    @staticmethod
+    def crop(pixels, box):
+        left, top, width, height = (int(round(v)) for v in box)
+        return pixels[top:top + height, left:left + width].astype(np.float64)
+
+    def test_images_arrive_and_change_and_the_status_shown_is_sonopipe_ctls(self):
+        first = {"arfi": self.simulate("arfi", "arfi_a", 1), "strain": self.simulate("strain", "strain_a", 2),
+                 "perfusion": self.simulate("perfusion", "perfusion_a", 0)}
+        second = {"arfi": self.simulate("arfi", "arfi_b", 11), "strain": self.simulate("strain", "strain_b", 12),
+                  "perfusion": self.simulate("perfusion", "perfusion_b", 0)}
+        daemon, endpoints = self.start_daemon()
+        web = WebProcess(self, "--endpoint", endpoints["publish"])
+        self.assertTrue(web.url.startswith("http://127.0.0.1:"), web.url)  # loopback unless --host says otherwise
+        page = browser.Browser(web.url)
+        self.addCleanup(page.close)
+        page.wait_for("window.sonopipeViewer && window.sonopipeViewer.state().statusMessages > 0", START_TIMEOUT_S,
+                      "the page shows the daemon's status")
+
+        # 1. The first acquisitions: each pipeline's last result set is drawn, with its panels.
+        for path in first.values():
+            self.replay(path, endpoints)
+        views = self.wait_for_views(page, {"arfi": {"stream_id": 1, "input_sequence": ARFI_SETS - 1},
+                                           "strain2d": {"stream_id": 2, "input_sequence": STRAIN_FRAMES - 1},
+                                           "perfusion": {"count": 1}}, "the first acquisitions' last result sets")
+        self.assertEqual(page.evaluate("window.sonopipeViewer.state().errors"), [])
+        self.assertEqual(views["arfi"]["chain"], "arfi")
+        self.assertEqual([t.split(" at ")[0] for t in views["arfi"]["panels"]],
+                         ["peak displacement over time", "depth-time", "time course"])
+        self.assertEqual(views["strain2d"]["chain"], "strain")
+        self.assertEqual([t.split(",")[0] for t in views["strain2d"]["panels"]],
+                         ["B-mode", "strain (axial)", "peak correlation"])
+        self.assertEqual(views["perfusion"]["chain"], "perfusion")
+        self.assertEqual([t.split()[0] for t in views["perfusion"]["panels"]], ["k_a", "k_p", "k_l"])
+        png_first, pixels_first = page.screenshot()
+        self.keep_screenshot("first.png", png_first)
+        boxes = self.canvases(page)
+        self.assertEqual(len(boxes), 9, boxes)
+        for pipeline, title, box in boxes:
+            panel = self.crop(pixels_first, box)
+            if title.startswith("time course"):
+                # The line plot: its curve and markers in the line colour (plot.js COLOURS.line);
+                # 24 points joined over a ~300 pixel wide plot are well over 300 such pixels.
+                curve = np.all(np.abs(panel - LINE_COLOUR) < 40, axis=2).sum()
+                self.assertGreater(curve, 300, f"{pipeline} '{title}' shows no curve")
+                continue
+            drawn = np.any(np.abs(panel - PANEL_BACKGROUND) > 8, axis=2).mean()
+            # The image with its colour bar covers about 30 % (strain's equal-aspect maps) to 50 %
+            # of a panel; an empty panel has only its ~4 % of title, axes and tick text. 15 %: drawn.
+            self.assertGreater(drawn, 0.15, f"{pipeline} '{title}' looks empty ({drawn:.1%} drawn)")
+            self.assertGreater(panel.std(), 20.0, f"{pipeline} '{title}' has almost no contrast")
+
+        # A page that stops acknowledging from here on; the Chromium page must still get everything.
+        silent = SilentPage(web.url)
+        self.addCleanup(silent.close)
+        silent.read_all()
+
+        # 2. The second acquisitions (other seeds and streams): new images, different pixels.
+        for path in second.values():
+            self.replay(path, endpoints)
+        self.wait_for_views(page, {"arfi": {"stream_id": 11, "input_sequence": ARFI_SETS - 1},
+                                   "strain2d": {"stream_id": 12, "input_sequence": STRAIN_FRAMES - 1},
+                                   "perfusion": {"count": 2}}, "the second acquisitions' last result sets")
+        self.assertEqual(page.evaluate("window.sonopipeViewer.state().errors"), [])
+        png_second, pixels_second = page.screenshot()
+        self.keep_screenshot("second.png", png_second)
+        for (pipeline, title, box), (new_pipeline, _, new_box) in zip(boxes, self.canvases(page), strict=True):
+            self.assertEqual((pipeline, box), (new_pipeline, new_box), "the layout moved")
+            change = np.abs(self.crop(pixels_second, box) - self.crop(pixels_first, box)).mean()
+            # Other noise seeds give other speckle and noise in every image (and other values of the
+            # time course); an unchanged panel differs by 0. 0.5 grey levels on average over the
+            # panel: a fraction of its pixels changed colour.
+            self.assertGreater(change, 0.5, f"{pipeline} '{title}' did not change ({change:.2f})")
+
+        # 3. The status numbers shown are sonopipe-ctl's, once the daemon has finished.
+        frames = 2 * (ARFI_SETS + STRAIN_FRAMES + 1)
+        status = self.drained_status(endpoints, frames, daemon)
+        count = lambda values, key: str(int(values.get(key, 0)))  # noqa: E731
+        expected = {f"daemon.{key}": count(status, key) for key in
+                    ("framesReceived", "framesProcessed", "resultsPublished", "framesRejected", "framesDropped",
+                     "framesMissing")}
+        expected["daemon.backend"] = status["backend"]
+        for pipeline in status["pipelines"]:
+            name = pipeline["name"]
+            for key in ("framesAccepted", "framesProcessed", "resultsPublished", "framesDropped", "stageErrors"):
+                expected[f"{name}.{key}"] = count(pipeline, key)
+            for key in ("latencyMsP50", "latencyMsP99"):  # shown as sonopipe-ctl status prints them, %.3f
+                expected[f"{name}.{key}"] = f"{float(pipeline.get(key, 0.0)):.3f}"
+            expected[f"{name}.queue"] = f"{count(pipeline, 'queueDepth')}/{count(pipeline, 'queueCapacity')}"
+        self.assertEqual(sorted(p["name"] for p in status["pipelines"]), ["arfi", "perfusion", "strain2d"])
+        shown_expression = """(() => { const shown = {};
+            for (const node of document.querySelectorAll('#daemon [data-field]'))
+              shown['daemon.' + node.dataset.field] = node.textContent;
+            for (const section of document.querySelectorAll('section.pipeline'))
+              for (const node of section.querySelectorAll('.pipeline-status [data-field]'))
+                shown[section.dataset.pipeline + '.' + node.dataset.field] = node.textContent;
+            return shown; })()"""
+        deadline = time.monotonic() + START_TIMEOUT_S  # the next status heartbeats carry the final numbers
+        while True:
+            shown = page.evaluate(shown_expression)
+            if all(shown.get(key) == value for key, value in expected.items()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        self.assertEqual({key: shown.get(key) for key in expected}, expected)
+        self.assertEqual(self.ctl_status(endpoints).get("framesProcessed"), status.get("framesProcessed"))
+
+        # 4. The silent page held back nothing: the daemon lost no frame (lossless replays finished,
+        # nothing dropped), the Chromium page got the newest views, and what the silent page missed
+        # is counted as conflated for it.
+        self.assertEqual(int(status.get("framesDropped", 0)), 0)
+        self.assertEqual(int(status["framesProcessed"]), frames)
+        silent.read_all()
+        self.assertEqual(silent.received, 1, "a page that acknowledged nothing was sent more than one message")
+        stats = web.stats()
+        self.assertEqual(sum(stats["skipped_on_intake_per_topic"].values()), stats["results_skipped_on_intake"])
+        per_browser = stats["per_browser"]
+        self.assertEqual(len(per_browser), 2, per_browser)
+        chromium, quiet = per_browser  # numbered in order of connection
+        self.assertEqual(quiet["messages"], 1, per_browser)
+        # Every status after its first message and every new view replaced a version it had not taken.
+        self.assertGreater(quiet["conflated"], 0, per_browser)
+        self.assertGreater(chromium["messages"], quiet["messages"], per_browser)
+
+        page.close()
+        returncode, output = web.stop()
+        self.assertEqual(returncode, 0, output)
+        self.assertRegex(output, r"sonopipe-web: \d+ result sets from \d+ messages")
+
+
+class WebServerAlone(unittest.TestCase):
+    def test_binds_loopback_and_serves_the_page_with_no_outside_resources(self):
+        web = WebProcess(self, "--endpoint", support.TemporaryFolder(self).endpoint("no-daemon"))
+        self.assertRegex(web.url, r"^http://127\.0\.0\.1:\d+/$")
+        self.assertNotEqual(web.url, "http://127.0.0.1:0/")  # the ephemeral port chosen is printed
+        status, content_type, page = web.get("/")
+        self.assertEqual(status, 200)
+        self.assertIn("text/html", content_type)
+        page = page.decode()
+        references = re.findall(r'(?:src|href)="([^"]+)"', page)
+        self.assertEqual(sorted(references), ["/static/plot.js", "/static/viewer.css", "/static/viewer.js"])
+        for reference in references:
+            status, _, body = web.get(reference)
+            self.assertEqual(status, 200, reference)
+            self.assertNotRegex(body.decode(), r"(?:src|href)\s*=\s*[\"']?https?://", reference)  # no CDN
+        tables = json.loads(web.get("/colormaps.json")[2])
+        for name in ("inferno", "RdBu_r", "gray", "viridis", "viridis_r", "magma", "jet"):
+            self.assertEqual(len(tables[name]), 255, name)  # codes 0..254 (render.LEVELS); 255 = no value
+        self.assertEqual(tables["gray"][0], [0, 0, 0])
+        self.assertEqual(tables["gray"][-1], [255, 255, 255])
+        returncode, output = web.stop()
+        self.assertEqual(returncode, 0, output)
+
+    def test_a_port_out_of_range_is_one_line_and_a_non_zero_exit(self):
+        completed = subprocess.run([web_launcher(), "--port", "70000"], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("--port 70000 is not a TCP port", completed.stderr)
+
+
+class HubWithoutSockets(unittest.TestCase):
+    """The hub alone: conflation counted per browser, a result set that cannot be drawn."""
+
+    def test_versions_replaced_before_a_browser_took_them_are_counted_for_that_browser_only(self):
+        async def scenario():
+            hub = Hub(concurrent.futures.ThreadPoolExecutor(max_workers=1), SubscriberStats())
+            slow, fast = hub.join(), hub.join()
+            statuses = [result_pb2.Status(frames_received=n) for n in range(1, 6)]
+            hub.put_status(statuses[0])
+            for client in (slow, fast):
+                self.assertEqual(hub.next_topic(client), STATUS_TOPIC)
+                message = json.loads(await hub.message(client, STATUS_TOPIC))
+                self.assertEqual(message["status"]["framesReceived"], "1")
+            for status in statuses[1:]:  # `fast` takes each new version, `slow` none
+                hub.put_status(status)
+                await hub.message(fast, STATUS_TOPIC)
+            self.assertIsNone(hub.next_topic(fast))
+            self.assertEqual(fast.conflated, 0)
+            # versions 2, 3, 4 were replaced while `slow` had not taken them; 5 it still can
+            self.assertEqual(slow.conflated, 3)
+            self.assertEqual(hub.next_topic(slow), STATUS_TOPIC)
+            message = json.loads(await hub.message(slow, STATUS_TOPIC))
+            self.assertEqual(message["status"]["framesReceived"], "5")
+            self.assertEqual(message["viewer"]["browser_conflated"], 3)
+            self.assertIsNone(hub.next_topic(slow))
+        asyncio.run(scenario())
+
+    def test_a_result_set_that_cannot_be_drawn_is_counted_once_and_skipped(self):
+        async def scenario():
+            hub = Hub(concurrent.futures.ThreadPoolExecutor(max_workers=1), SubscriberStats())
+            pages = hub.join(), hub.join()
+            header = result_pb2.ResultHeader(pipeline="odd", output="nothing", input_sequence=7)
+            group = Group("odd", 7, 0, {"nothing": Result("result/odd/nothing", header, None)})  # no array
+            hub.put_group(group, None)
+            for page in pages:
+                self.assertEqual(hub.next_topic(page), "view/odd")
+                self.assertIsNone(await hub.message(page, "view/odd"))
+                self.assertIsNone(hub.next_topic(page))  # not offered again
+            self.assertEqual(hub.render_errors, 1)
+            self.assertEqual(hub.counters()["result_sets"], 1)
+        asyncio.run(scenario())
+
+
+def decoded(panel):
+    """The values an image panel carries: codes back to values (render.quantise's inverse), NaN
+    where it has none."""
+    codes = np.frombuffer(base64.b64decode(panel["pixels"]), np.uint8).reshape(panel["rows"], panel["columns"])
+    low, high = panel["colour"]["low"], panel["colour"]["high"]
+    return np.where(codes == render.NO_VALUE, np.nan, low + codes * (high - low) / render.LEVELS)
+
+
+class RenderedPanels(unittest.TestCase):
+    """What the page is sent for result sets with known fields (synthetic.py, as recordings): the
+    pixels are the published values (clipped to the colour limits) at the right place, with the
+    axes' physical coordinates and units."""
+
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def rendered(self, write):
+        path = self.folder.file("results.h5")
+        write(path, rng=self.rng)
+        groups, context = groups_of(path)
+        for group in groups:
+            context.remember(group)
+        return groups[-1], render.render_group(groups[-1], context)
+
+    def assert_values(self, panel, expected):
+        """Equal within half a quantisation step (plus float32 rounding of the published values)."""
+        expected = np.clip(np.asarray(expected, np.float64), panel["colour"]["low"], panel["colour"]["high"])
+        step = (panel["colour"]["high"] - panel["colour"]["low"]) / render.LEVELS
+        np.testing.assert_allclose(decoded(panel), expected, rtol=0, atol=step / 2 * 1.001 + 1e-6)
+
+    def test_arfi_peak_and_depth_time_images_hold_the_published_displacement(self):
+        group, view = self.rendered(lambda path, rng: synthetic.write_arfi_results(path, sets=1, rng=rng))
+        self.assertEqual(view["chain"], "arfi")
+        displacement = group.outputs["displacement"].array  # [location, track, depth] um
+        peak, depth_time, course = view["panels"]
+        self.assert_values(peak, displacement.max(axis=1).T)  # [depth, location]
+        self.assertEqual((peak["x"]["label"], peak["y"]["label"]), ("lateral (mm)", "depth (mm)"))
+        self.assertAlmostEqual(peak["x"]["first"], -5.2, places=9)  # origin -5.2 mm, 0.2 mm apart
+        self.assertAlmostEqual(peak["x"]["last"], -5.2 + 0.2 * (displacement.shape[0] - 1), places=9)
+        depth_step_mm = 1 / 44.4e6 * 1540 / 2 * 1e3  # fast time to depth, c = 1540 m/s
+        self.assertAlmostEqual(peak["y"]["last"], depth_step_mm * (displacement.shape[2] - 1), places=9)
+        self.assertEqual(peak["colour"]["label"], "peak displacement (µm)")
+        location = int(np.unravel_index(np.argmax(displacement.max(axis=1)), displacement.shape[::2])[0])
+        self.assert_values(depth_time, displacement[location].T)  # [depth, track]
+        self.assertEqual(depth_time["x"]["label"], "time after push (ms)")
+        self.assertAlmostEqual(peak["markers"][0]["value"], -5.2 + 0.2 * location, places=9)
+        peak_depth = int(np.argmax(displacement[location].max(axis=0)))
+        np.testing.assert_allclose(course["y"]["values"], displacement[location, :, peak_depth], rtol=1e-6)
+
+    def test_strain_in_percent_and_a_bmode_reduced_to_at_most_512_rows(self):
+        group, view = self.rendered(synthetic.write_strain_results)
+        self.assertEqual(view["chain"], "strain")
+        bmode_panel, strain_panel, correlation_panel = view["panels"]
+        self.assert_values(strain_panel, group.outputs["strain"].array * 100.0)
+        self.assertEqual(strain_panel["colour"]["label"], "strain (%)")
+        self.assert_values(correlation_panel, group.outputs["correlation"].array)
+        self.assertEqual(bmode_panel["title"], "B-mode, pre-compression frame #0")
+        self.assertEqual(bmode_panel["colour"]["label"], "echo (dB)")
+        # 600 RF samples: block means of 2 (render.MAX_PIXELS_PER_AXIS = 512); centre of the first block
+        self.assertEqual((bmode_panel["rows"], bmode_panel["columns"]), (300, 64))
+        self.assertAlmostEqual(bmode_panel["y"]["first"], 0.5 * 1540 / 2 / 40e6 * 1e3, places=9)
+
+    def test_perfusion_maps_in_ml_per_100g_per_min(self):
+        group, view = self.rendered(synthetic.write_perfusion_results)
+        self.assertEqual(view["chain"], "perfusion")
+        for panel, name in zip(view["panels"], ("k_a", "k_p", "k_l"), strict=True):
+            self.assert_values(panel, group.outputs[name].array)
+            self.assertEqual(panel["colour"]["label"], f"{name} (ml/100g/min)")
+            self.assertEqual(panel["aspect"], "equal")

@@ -1,0 +1,5 @@
+import sys
+
+from sonopipe.web.cli import main
+
+sys.exit(main())

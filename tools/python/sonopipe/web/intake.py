@@ -1,0 +1,66 @@
+"""The daemon's side: results and status from its publish socket, read in a thread of their own.
+
+A conflating Subscriber (sonopipe.subscriber) drains the socket on every read and keeps only the
+newest message per topic, so the daemon's PUB socket never fills because of this viewer; what it
+replaced is counted (`stats.skipped`), as are sequence gaps (`stats.missing`) and malformed
+messages. Results are grouped per (pipeline, input frame) as sonopipe-view does (Grouper); every
+complete group and every status goes to `on_group(group, context)` / `on_status(status)`, called
+in this thread (the hub hands them over to the event loop).
+"""
+import logging
+import threading
+import time
+
+from sonopipe.subscriber import RESULT_TOPIC_PREFIX, STATUS_TOPIC, Subscriber
+from sonopipe.view.cli import Context
+from sonopipe.view.sources import Grouper
+
+log = logging.getLogger("sonopipe.web")
+
+IDLE_FLUSH_S = 0.2  # a pipeline's open result set is complete once nothing arrived for this long
+
+
+class Intake:
+    def __init__(self, endpoint, pipelines, on_group, on_status):
+        topics = [f"{RESULT_TOPIC_PREFIX}{p}/" for p in pipelines] or [RESULT_TOPIC_PREFIX]
+        self.subscriber = Subscriber(endpoint, topics + [STATUS_TOPIC], conflate=True)
+        self.stats = self.subscriber.stats
+        self.errors = 0  # messages that raised while being grouped (logged)
+        self._error_logged_at = 0.0
+        self._on_group, self._on_status = on_group, on_status
+        self._grouper = Grouper()
+        self._context = Context(None, None)  # keeps the RF a pipeline publishes, for strain's B-mode
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sonopipe-web intake", daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.subscriber.close()
+
+    def _run(self):
+        while not self._stop.is_set():
+            result = self.subscriber.receive(IDLE_FLUSH_S)
+            try:
+                if result is None:
+                    self._deliver(self._grouper.flush())
+                elif result.topic == STATUS_TOPIC:
+                    self._on_status(result.header)
+                else:
+                    self._deliver(self._grouper.add(result))
+            except Exception:  # one odd message must not stop the viewer's intake
+                self.errors += 1
+                now = time.monotonic()
+                if now - self._error_logged_at >= 1.0:  # at most one line a second
+                    self._error_logged_at = now
+                    log.exception("intake: %s could not be taken in (%d so far)",
+                                  result.topic if result is not None else "a result set", self.errors)
+
+    def _deliver(self, groups):
+        for group in groups:
+            self._context.remember(group)
+            self._on_group(group, self._context.frozen())
