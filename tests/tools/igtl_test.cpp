@@ -470,7 +470,10 @@ TEST_CASE("sonopipe-igtl serves ARFI peak displacement and strain images that ma
   const auto conflated = client_conflated(report, never_reads.local_port);
   REQUIRE(conflated);
   CHECK(*conflated > 0);
-  CHECK(report.find("127.0.0.1:" + std::to_string(vanishes.local_port)) != std::string::npos);
+  const std::regex vanished_line("127\\.0\\.0\\.1:" + std::to_string(vanishes.local_port) + ": [^\n]*\\(([^)]*)\\)");
+  std::smatch vanished;
+  REQUIRE(std::regex_search(report, vanished, vanished_line));
+  CHECK(vanished[1] != "still connected at the stop");  // the bridge saw it go and ended it
   CHECK(report.find("result/arfi/displacement_filtered: 4 results, 0 missing") != std::string::npos);
   CHECK(report.find("result/strain2d/strain: 2 results, 0 missing") != std::string::npos);
 }
