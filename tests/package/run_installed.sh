@@ -21,6 +21,7 @@ for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonop
          "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml"; do
   [ -e "$f" ] || fail "missing $f"
 done
+[ -x "$bin/sonopipe-igtl" ] || fail "missing $bin/sonopipe-igtl"
 # lib/ or lib/<multiarch>/ (GNUInstallDirs picks the multiarch folder for a /usr prefix).
 for name in libsonopipe-stage-sdk.so sonopipe.pc sonopipeConfig.cmake; do
   [ -n "$(find "$prefix/lib" -name "$name" -print -quit)" ] || fail "missing $name under $prefix/lib"

@@ -29,8 +29,8 @@ constexpr auto kSubscriptionMargin = std::chrono::milliseconds(150);  // handsha
 
 ClientSummary summary_of(const ClientConnection& client) {
   const ClientCounters counters = client.counters();
-  return {client.id(), client.peer(), client.end_reason(), counters.offered, counters.sent, counters.conflated,
-          counters.bytes_sent};
+  return {client.id(),   client.peer(),      client.end_reason(),  counters.offered,
+          counters.sent, counters.conflated, counters.bytes_sent, counters.unsent};
 }
 
 // A connected client and what was last logged about it.
@@ -211,8 +211,8 @@ class Bridge {
         continue;
       }
       const ClientSummary s = summary_of(*it->connection);
-      spdlog::info("sonopipe-igtl: client #{} {} ended ({}): sent {} messages ({:.3f} MB), conflated {}", s.id, s.peer,
-                   s.end_reason, s.sent, static_cast<double>(s.bytes_sent) / 1e6, s.conflated);
+      spdlog::info("sonopipe-igtl: client #{} {} ended ({}): sent {} messages ({:.3f} MB), conflated {}, dropped {} unsent",
+                   s.id, s.peer, s.end_reason, s.sent, static_cast<double>(s.bytes_sent) / 1e6, s.conflated, s.dropped);
       ended_.push_back(s);
       it = clients_.erase(it);
     }
@@ -298,7 +298,8 @@ std::string describe(const BridgeReport& report) {
   for (const auto& [reason, count] : report.rejected) out << "\n  rejected " << reason << ": " << count;
   for (const ClientSummary& c : report.clients)
     out << "\n  client #" << c.id << " " << c.peer << ": offered " << c.offered << ", sent " << c.sent << ", conflated "
-        << c.conflated << ", " << static_cast<double>(c.bytes_sent) / 1e6 << " MB (" << c.end_reason << ")";
+        << c.conflated << ", dropped " << c.dropped << ", " << static_cast<double>(c.bytes_sent) / 1e6 << " MB ("
+        << c.end_reason << ")";
   if (report.status_messages) out << "\n  daemon status messages: " << report.status_messages;
   return out.str();
 }

@@ -42,7 +42,7 @@ struct TopicCount {
 struct ClientSummary {
   int id = 0;
   std::string peer, end_reason;
-  std::uint64_t offered = 0, sent = 0, conflated = 0, bytes_sent = 0;
+  std::uint64_t offered = 0, sent = 0, conflated = 0, bytes_sent = 0, dropped = 0;  // dropped: unsent at the end
 };
 
 struct BridgeReport {

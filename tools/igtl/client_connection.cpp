@@ -50,7 +50,9 @@ std::string ClientConnection::end_reason() const {
 
 ClientCounters ClientConnection::counters() const {
   std::lock_guard lock(mutex_);
-  return counters_;
+  ClientCounters counters = counters_;
+  counters.unsent = slots_.size();
+  return counters;
 }
 
 void ClientConnection::wake() {

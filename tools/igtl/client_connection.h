@@ -23,6 +23,7 @@ struct ClientCounters {
   std::uint64_t sent = 0;       // messages written completely
   std::uint64_t conflated = 0;  // replaced by a newer one of the same device before being sent
   std::uint64_t bytes_sent = 0;
+  std::uint64_t unsent = 0;     // waiting in a slot (at the end: dropped with the connection)
 };
 
 class ClientConnection {

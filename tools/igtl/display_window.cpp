@@ -7,9 +7,11 @@ namespace sonopipe::igtl_bridge {
 
 namespace {
 
-double percentile(const std::vector<float>& sorted, double percent) {
-  const double rank = percent / 100.0 * static_cast<double>(sorted.size() - 1);
-  return sorted[static_cast<std::size_t>(std::lround(rank))];
+// Nearest rank, as if `values` were sorted (selection in linear time: volumes can be large).
+double percentile(std::vector<float>& values, double percent) {
+  const auto rank = static_cast<std::ptrdiff_t>(std::lround(percent / 100.0 * static_cast<double>(values.size() - 1)));
+  std::nth_element(values.begin(), values.begin() + rank, values.end());
+  return values[static_cast<std::size_t>(rank)];
 }
 
 }  // namespace
@@ -21,7 +23,6 @@ DisplayWindow window_for(const std::vector<float>& values, const std::optional<D
   for (float v : values)
     if (std::isfinite(v)) finite.push_back(v);
   if (finite.empty()) return {0, 0};
-  std::sort(finite.begin(), finite.end());
   return {percentile(finite, kAutoWindowLowPercentile), percentile(finite, kAutoWindowHighPercentile)};
 }
 
