@@ -45,27 +45,34 @@ std::size_t element_bytes(v1::ElementType type) {
   }
 }
 
+// One pass over the payload in memory order (the cache-friendly order for large volumes): element
+// e goes to pixel `out` of its component's image, kept when it is the larger finite one on a
+// slow-time axis (out_stride 0 there), copied otherwise.
 template <typename T>
-void widen(const void* payload, std::size_t count, std::vector<float>& out) {
-  out.resize(count);
+void scatter(const void* payload, const std::vector<std::uint64_t>& sizes, const std::vector<std::size_t>& out_stride,
+             bool has_components, bool peak, std::vector<Image>& images) {
+  const int rank = static_cast<int>(sizes.size());
+  std::size_t count = 1;
+  for (std::uint64_t size : sizes) count *= size;
   const auto* bytes = static_cast<const unsigned char*>(payload);
-  for (std::size_t n = 0; n < count; ++n) {
-    T value;
-    std::memcpy(&value, bytes + n * sizeof(T), sizeof(T));  // the payload need not be aligned
-    out[n] = static_cast<float>(value);
+  std::vector<std::uint64_t> index(rank, 0);
+  std::size_t out = 0;
+  for (std::size_t e = 0; e < count; ++e) {
+    T element;
+    std::memcpy(&element, bytes + e * sizeof(T), sizeof(T));  // the payload need not be aligned
+    const float v = static_cast<float>(element);
+    float& pixel = images[has_components ? index[rank - 1] : 0].values[out];
+    if (!peak)
+      pixel = v;
+    else if (std::isfinite(v) && !(v <= pixel))  // !(v <= NaN) holds: the first finite value replaces NaN
+      pixel = v;
+    for (int a = rank - 1; a >= 0; --a) {  // C order: the last axis fastest
+      out += out_stride[a];
+      if (++index[a] < sizes[a]) break;
+      out -= out_stride[a] * sizes[a];
+      index[a] = 0;
+    }
   }
-}
-
-std::vector<float> payload_as_float(v1::ElementType type, const void* payload, std::size_t count) {
-  std::vector<float> values;
-  switch (type) {
-    case v1::ELEMENT_TYPE_FLOAT32: widen<float>(payload, count, values); break;
-    case v1::ELEMENT_TYPE_FLOAT64: widen<double>(payload, count, values); break;
-    case v1::ELEMENT_TYPE_INT16: widen<std::int16_t>(payload, count, values); break;
-    case v1::ELEMENT_TYPE_UINT8: widen<std::uint8_t>(payload, count, values); break;
-    default: break;
-  }
-  return values;
 }
 
 double speed_of_sound(const v1::ResultHeader& header) {
@@ -114,13 +121,11 @@ std::vector<Image> images_of_result(const v1::ResultHeader& header, const void* 
   if (bytes_per_element == 0)
     throw LayoutError(name + ": element type " + v1::ElementType_Name(header.element_type()) +
                       " is not shown (float32, float64, int16, uint8 are)");
-  std::vector<std::size_t> strides(rank);
   std::size_t count = 1;
   for (int a = rank - 1; a >= 0; --a) {
     const std::uint64_t size = header.axes(a).size();
     if (size == 0 || size > static_cast<std::uint64_t>(INT_MAX) || count > static_cast<std::size_t>(INT_MAX) / size)
       throw LayoutError(name + ": axis '" + header.axes(a).name() + "' has size " + std::to_string(size));
-    strides[a] = count;
     count *= size;
   }
   if (count * bytes_per_element != payload_bytes)
@@ -185,7 +190,6 @@ std::vector<Image> images_of_result(const v1::ResultHeader& header, const void* 
       for (double& v : geometry.direction[d]) v = -v;
   }
 
-  const std::vector<float> values = payload_as_float(header.element_type(), payload, count);
   std::vector<Image> images;
   for (int component = 0; component < components; ++component) {
     Image image = geometry;
@@ -201,28 +205,24 @@ std::vector<Image> images_of_result(const v1::ResultHeader& header, const void* 
     image.unit = header.unit();
     image.acquisition_time_ns = header.acquisition_time_ns();
     image.input_sequence = header.input_sequence();
-    image.values.resize(image.pixel_count());
-    const std::size_t time_count = time_axis >= 0 ? header.axes(time_axis).size() : 1;
-    const std::size_t time_stride = time_axis >= 0 ? strides[time_axis] : 0;
-    std::vector<std::size_t> index(dims, 0);
-    for (std::size_t pixel = 0; pixel < image.values.size(); ++pixel) {
-      std::size_t offset = has_components ? static_cast<std::size_t>(component) : 0;
-      for (int a = 0; a < dims; ++a) offset += index[a] * strides[image_axes[a]];
-      float value = values[offset];
-      if (time_axis >= 0) {  // peak over slow time of the finite values
-        value = std::numeric_limits<float>::quiet_NaN();
-        for (std::size_t t = 0; t < time_count; ++t) {
-          const float v = values[offset + t * time_stride];
-          if (std::isfinite(v) && !(v <= value)) value = v;  // !(v <= NaN) is true: the first finite one
-        }
-      }
-      image.values[pixel] = value;
-      for (int a = dims - 1; a >= 0; --a) {  // C order: the last image axis fastest
-        if (++index[a] < header.axes(image_axes[a]).size()) break;
-        index[a] = 0;
-      }
-    }
+    image.values.assign(image.pixel_count(), std::numeric_limits<float>::quiet_NaN());
     images.push_back(std::move(image));
+  }
+  std::vector<std::uint64_t> sizes(rank);
+  std::vector<std::size_t> out_stride(rank, 0);  // 0 on the component and slow-time axes
+  for (int a = 0; a < rank; ++a) sizes[a] = header.axes(a).size();
+  std::size_t stride = 1;
+  for (int n = dims - 1; n >= 0; --n) {
+    out_stride[image_axes[n]] = stride;
+    stride *= sizes[image_axes[n]];
+  }
+  const bool peak = time_axis >= 0;
+  switch (header.element_type()) {
+    case v1::ELEMENT_TYPE_FLOAT32: scatter<float>(payload, sizes, out_stride, has_components, peak, images); break;
+    case v1::ELEMENT_TYPE_FLOAT64: scatter<double>(payload, sizes, out_stride, has_components, peak, images); break;
+    case v1::ELEMENT_TYPE_INT16: scatter<std::int16_t>(payload, sizes, out_stride, has_components, peak, images); break;
+    case v1::ELEMENT_TYPE_UINT8: scatter<std::uint8_t>(payload, sizes, out_stride, has_components, peak, images); break;
+    default: break;  // refused above
   }
   return images;
 }
