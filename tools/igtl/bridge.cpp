@@ -26,6 +26,7 @@ using tools::SteadyClock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kSubscriptionMargin = std::chrono::milliseconds(150);  // handshake -> subscription at the PUB
+constexpr int kMaxDrain = 1000;  // messages taken from the SUB socket per loop
 
 ClientSummary summary_of(const ClientConnection& client) {
   const ClientCounters counters = client.counters();
@@ -80,8 +81,12 @@ class Bridge {
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
-      if (items[0].revents & ZMQ_POLLIN)
-        while (tools::receive_message(subscriber_, parts, true)) handle_message(parts);
+      if (items[0].revents & ZMQ_POLLIN) {
+        // Take what is queued (bounded, so clients are still accepted under a flood), then convert only
+        // the newest result of each topic: a display wants the present, not a backlog.
+        for (int n = 0; n < kMaxDrain && tools::receive_message(subscriber_, parts, true); ++n) receive(parts);
+        convert_pending();
+      }
       if (items[1].revents & ZMQ_POLLIN)
         while (auto accepted = listener_.accept()) add_client(*accepted);
       reap_clients();
@@ -117,7 +122,13 @@ class Bridge {
       spdlog::warn("sonopipe-igtl: rejected {} message ({} so far): {}", reason, count, detail);
   }
 
-  void handle_message(std::vector<zmq::message_t>& parts) {
+  // A result waiting for conversion: the newest of its topic so far.
+  struct PendingResult {
+    v1::ResultHeader header;
+    zmq::message_t payload;
+  };
+
+  void receive(std::vector<zmq::message_t>& parts) {
     if (parts.empty()) return reject("malformed_message", "empty message");
     const std::string topic = parts[0].to_string();
     if (topic == tools::kStatusTopic) {
@@ -143,12 +154,26 @@ class Bridge {
       count.sequence_gaps += header.input_sequence() - count.last_sequence - 1;
     ++count.results;
     count.last_sequence = header.input_sequence();
-    std::vector<Image> images;
-    try {
-      images = images_of_result(header, parts[2].data(), parts[2].size());
-    } catch (const LayoutError& e) {
-      return reject("unshowable_result", e.what());
+    auto [pending, inserted] = pending_.try_emplace(topic);
+    if (!inserted) ++count.superseded;
+    pending->second = PendingResult{std::move(header), std::move(parts[2])};
+  }
+
+  void convert_pending() {
+    for (auto& [topic, pending] : pending_) {
+      std::vector<Image> images;
+      try {
+        images = images_of_result(pending.header, pending.payload.data(), pending.payload.size());
+      } catch (const LayoutError& e) {
+        reject("unshowable_result", e.what());
+        continue;
+      }
+      serve(images);
     }
+    pending_.clear();
+  }
+
+  void serve(const std::vector<Image>& images) {
     for (const Image& image : images) {
       const std::string base = device_for(image.key);
       if (options_.float_images) publish(pack_float_image(base, image), image.key + " float32 " + image.unit);
@@ -240,15 +265,18 @@ class Bridge {
 
   // key=value lines (Slicer shows them as a text node; scripts split them).
   std::string status_text(double uptime_s, double rate_hz) const {
-    std::uint64_t conflated = 0, rejected = 0, gaps = 0;
+    std::uint64_t conflated = 0, rejected = 0, gaps = 0, superseded = 0;
     for (const Client& client : clients_) conflated += client.connection->counters().conflated;
     for (const ClientSummary& s : ended_) conflated += s.conflated;
     for (const auto& [reason, count] : report_.rejected) rejected += count;
-    for (const auto& [name, count] : report_.topics) gaps += count.sequence_gaps;
+    for (const auto& [name, count] : report_.topics) {
+      gaps += count.sequence_gaps;
+      superseded += count.superseded;
+    }
     std::ostringstream out;
     out << std::fixed << std::setprecision(3);
     out << "bridge_uptime_s=" << uptime_s << "\nresult_rate_hz=" << rate_hz << "\nresults_received=" << total_results()
-        << "\nresults_missing=" << gaps << "\nimages_packed=" << report_.images_packed << "\nrejected=" << rejected
+        << "\nresults_missing=" << gaps << "\nresults_superseded=" << superseded << "\nimages_packed=" << report_.images_packed << "\nrejected=" << rejected
         << "\nclients=" << clients_.size() << "\nconflated=" << conflated << "\n";
     if (have_daemon_status_) {
       const v1::Status& s = daemon_status_;
@@ -270,6 +298,7 @@ class Bridge {
   std::map<std::string, MessagePointer> latest_;  // device -> newest message
   std::vector<std::string> latest_order_;         // devices in the order they first appeared
   std::string devices_text_;
+  std::map<std::string, PendingResult> pending_;  // topic -> newest result not yet converted
   std::vector<Client> clients_;
   std::vector<ClientSummary> ended_;
   int client_count_ = 0;
@@ -294,7 +323,8 @@ std::string describe(const BridgeReport& report) {
       << report.stop_reason << "), " << report.images_packed << " images packed, rejected " << rejected << ", "
       << report.clients.size() << " clients";
   for (const auto& [name, count] : report.topics)
-    out << "\n  result/" << name << ": " << count.results << " results, " << count.sequence_gaps << " missing";
+    out << "\n  result/" << name << ": " << count.results << " results, " << count.sequence_gaps << " missing, "
+        << count.superseded << " superseded by a newer one before conversion";
   for (const auto& [reason, count] : report.rejected) out << "\n  rejected " << reason << ": " << count;
   for (const ClientSummary& c : report.clients)
     out << "\n  client #" << c.id << " " << c.peer << ": offered " << c.offered << ", sent " << c.sent << ", conflated "

@@ -2,7 +2,7 @@
 // sonopipe-record) and serves them to OpenIGTLink clients (3D Slicer's OpenIGTLinkIF, PLUS, custom
 // ones) as IMAGE messages, float32 and a uint8 display-ready variant (image_layout.h,
 // display_window.h), with STRING messages for status. One thread reads ZeroMQ, converts and packs each
-// result once; every client has its own sender with latest-only slots (client_connection.h), so no
+// result once (when results queue faster than it converts, only the newest of each topic is converted); every client has its own sender with latest-only slots (client_connection.h), so no
 // client can slow the subscription, and the daemon never waits on the bridge (PUB drops, never blocks).
 #pragma once
 
@@ -37,6 +37,7 @@ struct TopicCount {
   std::uint64_t results = 0;
   std::uint64_t sequence_gaps = 0;  // results the daemon published that never reached the bridge
   std::uint64_t last_sequence = 0;
+  std::uint64_t superseded = 0;     // received, but a newer one of the topic came before it was converted
 };
 
 struct ClientSummary {
