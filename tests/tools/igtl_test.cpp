@@ -477,3 +477,75 @@ TEST_CASE("sonopipe-igtl serves ARFI peak displacement and strain images that ma
   CHECK(report.find("result/arfi/displacement_filtered: 4 results, 0 missing") != std::string::npos);
   CHECK(report.find("result/strain2d/strain: 2 results, 0 missing") != std::string::npos);
 }
+
+TEST_CASE("sonopipe-igtl counts and logs malformed or unshowable results by reason and keeps serving",
+          "[tools][igtl]") {
+  test::TempPath endpoint("igtl-publisher", ""), ready("igtl-ready", ".txt"), bridge_log("igtl-bridge", ".log");
+  zmq::context_t context(1);
+  zmq::socket_t publisher(context, zmq::socket_type::pub);
+  publisher.set(zmq::sockopt::sndhwm, 0);
+  publisher.bind(endpoint.ipc());
+  tools::ChildProcess bridge({test::tool("igtl"), "--results", endpoint.ipc(), "--port", "0", "--ready-file", ready.path},
+                             bridge_log.path);
+  REQUIRE(test::wait_for_file(ready.path, seconds(20)));
+  std::this_thread::sleep_for(milliseconds(50));
+  int port = 0;
+  std::string word;
+  std::ifstream(ready.path) >> word >> port;
+  REQUIRE(port > 0);
+
+  auto send = [&](const std::vector<std::string>& parts) {
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      publisher.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  };
+  auto header = [](const std::string& output, std::vector<std::uint64_t> sizes,
+                   v1::ElementType type = v1::ELEMENT_TYPE_FLOAT32) {
+    v1::ResultHeader h;
+    h.set_schema_version(wire::kSchemaVersion);
+    h.set_pipeline("p");
+    h.set_output(output);
+    h.set_element_type(type);
+    for (std::size_t n = 0; n < sizes.size(); ++n) {
+      auto* axis = h.add_axes();
+      axis->set_name("axis" + std::to_string(n));
+      axis->set_size(sizes[n]);
+    }
+    return h;
+  };
+  const std::string sixteen_floats(16 * sizeof(float), '\0');
+  send({"result/p/only-a-topic"});                                                        // malformed_message
+  send({"result/p/garbage", "not a protobuf \xff\xff\xff", sixteen_floats});              // unparsable_header
+  auto old_schema = header("schema", {16});
+  old_schema.set_schema_version(7);
+  send({"result/p/schema", old_schema.SerializeAsString(), sixteen_floats});              // unknown_schema
+  send({"result/p/elsewhere", header("named", {16}).SerializeAsString(), sixteen_floats});  // topic_mismatch
+  send({"result/p/four", header("four", {2, 2, 2, 2}).SerializeAsString(), sixteen_floats});  // unshowable_result
+  send({"result/p/complex", header("complex", {8}, v1::ELEMENT_TYPE_COMPLEX64).SerializeAsString(), sixteen_floats});
+  send({"result/p/short", header("short", {17}).SerializeAsString(), sixteen_floats});    // payload too short
+  send({"status", "not a Status \xff\xff"});                                              // malformed_status
+  std::vector<float> good_values(16);
+  for (int n = 0; n < 16; ++n) good_values[n] = n * 0.5f;
+  send({"result/p/good", header("good", {4, 4}).SerializeAsString(),
+        std::string(reinterpret_cast<const char*>(good_values.data()), 16 * sizeof(float))});
+
+  IgtlClient client(port);
+  std::optional<ImageReceived> good;
+  const auto deadline = steady_clock::now() + seconds(30);
+  while (!good && steady_clock::now() < deadline)
+    if (auto message = client.receive(steady_clock::now() + milliseconds(500)); message && message->device == "p/good")
+      good = message->image;
+  INFO(tools::read_text_file(bridge_log.path));
+  REQUIRE(good);
+  CHECK(good->floats == good_values);  // [axis0, axis1] -> i = axis1 fastest: the payload order
+
+  bridge.send_signal(SIGINT);
+  REQUIRE(bridge.wait(seconds(20)).value_or(-1) == 0);
+  const std::string report = tools::read_text_file(bridge_log.path);
+  INFO(report);
+  for (const char* line : {"rejected malformed_message: 1", "rejected unparsable_header: 1", "rejected unknown_schema: 1",
+                           "rejected topic_mismatch: 1", "rejected unshowable_result: 3", "rejected malformed_status: 1"})
+    CHECK(report.find(line) != std::string::npos);
+  // Each rejection has its one-line warning naming the topic.
+  for (const char* topic : {"result/p/garbage", "result/p/elsewhere", "p/four", "p/complex", "p/short"})
+    CHECK(report.find(topic) != std::string::npos);
+}

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <sstream>
 
 #include "tools/common/stop_signal.h"
 #include "tools/igtl/bridge.h"
@@ -67,8 +68,15 @@ int main(int argc, char** argv) {
     if (!topics.empty()) options.topics = topics;
     for (std::string& topic : options.topics)
       if (topic.rfind("result/", 0) == 0) topic.erase(0, 7);  // the full topic works too
-    options.float_images = variants.find("float32") != std::string::npos;
-    options.uint8_images = variants.find("uint8") != std::string::npos;
+    options.float_images = options.uint8_images = false;
+    std::stringstream list(variants);
+    for (std::string variant; std::getline(list, variant, ',');) {
+      if (variant == "float32") options.float_images = true;
+      else if (variant == "uint8") options.uint8_images = true;
+      else throw CLI::ValidationError("--variants", "unknown variant '" + variant + "' (float32, uint8)");
+    }
+    if (!options.float_images && !options.uint8_images)
+      throw CLI::ValidationError("--variants", "no variant given (float32, uint8)");
     for (const std::string& text : windows) {
       const auto [key, value] = split_assignment(text, "--window");
       options.windows[key] = parse_window(value, "--window");
