@@ -452,7 +452,9 @@ TEST_CASE("sonopipe-igtl serves ARFI peak displacement and strain images that ma
       late_images[message->device] = std::move(*message->image);
   REQUIRE(late_images.count("arfi-peak"));
   CHECK(std::llabs(late_images["arfi-peak"].time_ns - arfi.header.acquisition_time_ns()) < 1000);
-  CHECK(late_images["arfi-peak"].floats == arfi_float.floats);
+  const auto& late_floats = late_images["arfi-peak"].floats;
+  REQUIRE(late_floats.size() == arfi_float.floats.size());
+  CHECK(std::memcmp(late_floats.data(), arfi_float.floats.data(), late_floats.size() * sizeof(float)) == 0);  // NaN-safe
   CHECK(std::llabs(late_images[strain_device("float32")].time_ns - strain.header.acquisition_time_ns()) < 1000);
 
   // The daemon processed every frame and dropped none while the clients stalled or vanished.
