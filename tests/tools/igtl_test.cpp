@@ -308,12 +308,8 @@ TEST_CASE("sonopipe-igtl serves ARFI peak displacement and strain images that ma
                              bridge_log.path);
   REQUIRE(test::wait_for_file(ready.path, seconds(20)));
   int port = 0;
-  {
-    std::this_thread::sleep_for(milliseconds(50));  // the file is written in one line; let it land
-    std::ifstream file(ready.path);
-    std::string word;
-    file >> word >> port;
-  }
+  std::string word;
+  std::ifstream(ready.path) >> word >> port;  // written aside and renamed: complete when it exists
   INFO("seed " << seed << ", bridge on port " << port);
   REQUIRE(port > 0);
 
@@ -490,7 +486,6 @@ TEST_CASE("sonopipe-igtl counts and logs malformed or unshowable results by reas
   tools::ChildProcess bridge({test::tool("igtl"), "--results", endpoint.ipc(), "--port", "0", "--ready-file", ready.path},
                              bridge_log.path);
   REQUIRE(test::wait_for_file(ready.path, seconds(20)));
-  std::this_thread::sleep_for(milliseconds(50));
   int port = 0;
   std::string word;
   std::ifstream(ready.path) >> word >> port;

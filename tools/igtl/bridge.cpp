@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <memory>
@@ -71,7 +72,7 @@ class Bridge {
         if (!ready_at && watch_->wait(std::chrono::milliseconds(0))) ready_at = SteadyClock::now() + kSubscriptionMargin;
         if (ready_at && SteadyClock::now() >= *ready_at) {
           announced = true;
-          if (!options_.ready_file.empty()) std::ofstream(options_.ready_file) << "port " << listener_.port() << "\n";
+          if (!options_.ready_file.empty()) write_ready_file();
           spdlog::info("sonopipe-igtl: subscribed to {}", options_.endpoint);
         }
       }
@@ -116,6 +117,15 @@ class Bridge {
   }
 
  private:
+  // Written aside and renamed, so a reader never sees it half written.
+  void write_ready_file() const {
+    const std::string aside = options_.ready_file + ".partial";
+    std::ofstream(aside) << "port " << listener_.port() << "\n";
+    std::error_code error;
+    std::filesystem::rename(aside, options_.ready_file, error);
+    if (error) spdlog::warn("sonopipe-igtl: cannot write the ready file {}: {}", options_.ready_file, error.message());
+  }
+
   void reject(const std::string& reason, const std::string& detail) {
     const std::uint64_t count = ++report_.rejected[reason];
     if (count <= 5 || count % 1000 == 0)  // first few of each reason, then one in a thousand
