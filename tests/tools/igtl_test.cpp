@@ -458,6 +458,8 @@ TEST_CASE("sonopipe-igtl serves ARFI peak displacement and strain images that ma
   REQUIRE(reply);
   CHECK(reply->status().frames_processed() == kArfiSets + 3);
   CHECK(reply->status().frames_dropped() == 0);
+  CHECK(status["daemon_backend"] == reply->status().backend());  // the STRING status forwards the daemon's
+  CHECK(status.count("pipeline_arfi_latency_ms_p50"));
 
   // The bridge's own account: the never-reading client's messages were conflated, the vanished
   // client ended, the healthy one was served.
