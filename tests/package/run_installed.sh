@@ -24,6 +24,7 @@ for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonop
          "$prefix/include/sonopipe/sonopipe_client.h" "$prefix/share/sonopipe/matlab/SonopipeSender.m"; do
   [ -e "$f" ] || fail "missing $f"
 done
+[ -x "$bin/sonopipe-igtl" ] || fail "missing $bin/sonopipe-igtl"
 # lib/ or lib/<multiarch>/ (GNUInstallDirs picks the multiarch folder for a /usr prefix).
 for name in libsonopipe-stage-sdk.so libsonopipe-client.so sonopipe.pc sonopipe-client.pc sonopipeConfig.cmake; do
   [ -n "$(find "$prefix/lib" -name "$name" -print -quit)" ] || fail "missing $name under $prefix/lib"
