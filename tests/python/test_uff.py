@@ -1,0 +1,342 @@
+"""USTB UFF files written by an independent h5py writer (uff_files.py, from USTB's class
+definitions) imported by sonopipe-import and replayed by sonopipe-replay: frames equal the written
+arrays bit for bit and every mapped header field is checked; bad files end with one line naming
+file, object and expectation, exit status 1 and no output file."""
+import os
+import subprocess
+import unittest
+
+import h5py
+import numpy as np
+
+import sonopipe
+import support
+import uff_files
+from daemon_fixture import IQ_SCALE, RF_SCALE, DaemonFixture
+
+F32 = np.float32
+
+
+def run_import(path, out, *options):
+    return subprocess.run([support.tool("import"), path, "--out", out, *options], capture_output=True, text=True,
+                          timeout=120)
+
+
+def vector(header, name):
+    for v in header.vectors:
+        if v.name == name:
+            return np.asarray(v.values)
+    raise AssertionError(f"header has no vector '{name}' (has {[v.name for v in header.vectors]})")
+
+
+def as_stored(values):
+    """What a float32 dataset gives back as double."""
+    return np.asarray(values, dtype=np.float32).astype(np.float64)
+
+
+class ImportedChannelData(unittest.TestCase):
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def imported(self, path, *options, stream=0):
+        out = self.folder.file("imported.h5")
+        completed = run_import(path, out, *options)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        recording = sonopipe.read_recording(out)
+        return recording, recording.streams[stream]
+
+    def test_channel_rf_plane_waves_v1_2_import_bit_exact_with_every_mapped_field(self):
+        samples, elements, waves, frames = 50, 8, 3, 4
+        data = self.rng.standard_normal((samples, elements, waves, frames)).astype(F32) * 1000
+        angles = np.array([-0.1, 0.0, 0.12])
+        geometry = uff_files.linear_geometry(elements, 0.3e-3)
+        path = self.folder.file("channel_rf.uff")
+        with uff_files.UffWriter(path, "v1.2.0") as w:
+            g = w.group(None, "channel_data", "uff.channel_data")
+            w.number(g, "sampling_frequency", 20e6)
+            w.number(g, "initial_time", 2.5e-6)
+            w.number(g, "sound_speed", 1480.0)
+            w.number(g, "modulation_frequency", 0.0)
+            w.number(g, "PRF", 3000.0)
+            w.number(g, "data", data)
+            w.probe(g, geometry)
+            w.sequence(g, [{"wavefront": 0, "azimuth": a, "delay": 1e-7 * i, "origin": (0.0, 0.0)}
+                           for i, a in enumerate(angles)])
+            w.pulse(g, 5.2e6)
+            w.text(g, "name", "phantom A")
+        recording, stream = self.imported(path)
+        self.assertEqual(recording.attributes["uff_version"], "v1.2.0")
+        self.assertEqual(recording.attributes["uff_object"], "/channel_data")
+        self.assertEqual(recording.attributes["uff_name"], "phantom A")
+        self.assertEqual(len(stream), frames)
+        self.assertEqual(stream.payload.dtype, np.float32)
+        for f, (header, frame) in enumerate(stream):
+            # MATLAB data(s, c, w, f) is our frame[w, c, s]
+            np.testing.assert_array_equal(frame, data[:, :, :, f].transpose(2, 1, 0))
+            self.assertEqual(header.kind, sonopipe.publisher.frame_kind("channel_rf"))
+            self.assertEqual(header.sequence, f)
+            # PRF is per transmit: a frame of 3 waves takes 3 / 3000 s
+            self.assertEqual(header.acquisition_time_ns, round(f * waves / 3000.0 * 1e9))
+        header = stream.headers[0]
+        self.assertEqual([(a.name, a.size) for a in header.axes], [("transmit", 3), ("element", 8), ("sample", 50)])
+        sample = header.axes[2]
+        self.assertEqual((sample.unit, sample.spacing, sample.origin), ("s", 1 / as_stored(20e6)[()], as_stored(2.5e-6)[()]))
+        self.assertEqual(header.sampling_frequency_hz, 20e6)
+        self.assertEqual(header.demodulation_frequency_hz, 0.0)
+        self.assertEqual(header.center_frequency_hz, as_stored(5.2e6)[()])
+        self.assertEqual(header.speed_of_sound_m_per_s, 1480.0)
+        np.testing.assert_array_equal(vector(header, "element_x_m"), as_stored(geometry[:, 0]))
+        np.testing.assert_array_equal(vector(header, "element_width_m"), as_stored(geometry[:, 5]))
+        np.testing.assert_array_equal(vector(header, "transmit_wavefront"), [0, 0, 0])
+        np.testing.assert_array_equal(vector(header, "transmit_angle_rad"), as_stored(angles))
+        np.testing.assert_array_equal(vector(header, "transmit_delay_s"), as_stored([0, 1e-7, 2e-7]))
+        np.testing.assert_array_equal(vector(header, "transmit_source_z_m"), [0, 0, 0])
+
+    def test_channel_iq_v1_0_1_focused_waves_with_trailing_singletons_dropped(self):
+        samples, elements = 40, 6
+        data = (self.rng.standard_normal((samples, elements)) + 1j * self.rng.standard_normal((samples, elements)))
+        data = data.astype(np.complex64)  # one wave, one frame: MATLAB keeps [samples x elements]
+        path = self.folder.file("channel_iq.uff")
+        with uff_files.UffWriter(path, "v1.0.1", fixed_length_version=False) as w:
+            g = w.group(None, "chan", "uff.channel_data")
+            w.number(g, "sampling_frequency", 10e6)
+            w.number(g, "initial_time", 0.0)
+            w.number(g, "modulation_frequency", 4e6)
+            w.number(g, "data", data)
+            w.probe(g, uff_files.linear_geometry(elements, 0.2e-3))
+            w.sequence(g, [{"wavefront": 1, "distance": 0.03, "azimuth": 0.2, "origin": (0.001, 0.0)}],
+                       origin_name="origo")
+        with h5py.File(path, "r") as f:
+            self.assertEqual(f["chan/data/real"].shape, (elements, samples), "the writer dropped the singletons")
+        recording, stream = self.imported(path)
+        self.assertEqual(recording.attributes["uff_version"], "v1.0.1")
+        header, frame = stream.frame(0)
+        self.assertEqual(len(stream), 1)
+        self.assertEqual(header.kind, sonopipe.publisher.frame_kind("channel_iq"))
+        self.assertEqual(stream.payload.dtype, np.complex64)
+        np.testing.assert_array_equal(frame, data.T[None, :, :])
+        self.assertEqual(header.demodulation_frequency_hz, 4e6)
+        self.assertEqual(header.center_frequency_hz, 4e6, "no pulse: f_c = modulation frequency")
+        self.assertEqual(header.speed_of_sound_m_per_s, 1540.0, "UFF's default sound speed")
+        np.testing.assert_array_equal(vector(header, "transmit_wavefront"), [1])
+        # USTB's point: x = d sin(az) cos(el), z = d cos(az) cos(el) (float32 d, az)
+        d, az = as_stored(0.03)[()], as_stored(0.2)[()]
+        np.testing.assert_allclose(vector(header, "transmit_source_x_m"), [d * np.sin(az)], rtol=1e-15)
+        np.testing.assert_allclose(vector(header, "transmit_source_z_m"), [d * np.cos(az)], rtol=1e-15)
+        # the old name `origo` of the wave origin is read
+        np.testing.assert_allclose(vector(header, "transmit_origin_x_m"), [0.001], rtol=1e-6)
+
+    def test_picmus_layout_rf_reads_real_only_and_iq_reads_both(self):
+        samples, elements, angles = 30, 5, 3
+        rf = self.rng.standard_normal((samples, elements, angles)).astype(F32)
+        geometry3 = uff_files.linear_geometry(elements, 0.3e-3)[:, :3]
+        path = self.folder.file("picmus_rf.hdf5")
+        uff_files.picmus(path, rf + 0j, [-0.1, 0, 0.1], geometry3, 20.832e6, 0.0, 1540.0, 1e-6)
+        recording, stream = self.imported(path)
+        self.assertEqual(recording.attributes["source_format"], "picmus")
+        header, frame = stream.frame(0)
+        self.assertEqual(header.kind, sonopipe.publisher.frame_kind("channel_rf"))
+        np.testing.assert_array_equal(frame, rf.transpose(2, 1, 0))
+        np.testing.assert_array_equal(vector(header, "transmit_angle_rad"), as_stored([-0.1, 0, 0.1]))
+        np.testing.assert_array_equal(vector(header, "element_x_m"), as_stored(geometry3[:, 0]))
+        self.assertEqual(header.sampling_frequency_hz, as_stored(20.832e6)[()])
+        iq = (rf + 1j * self.rng.standard_normal(rf.shape)).astype(np.complex64)
+        path = self.folder.file("picmus_iq.hdf5")
+        uff_files.picmus(path, iq, [-0.1, 0, 0.1], geometry3, 5.2e6, 5.2e6, 1540.0, 1e-6)
+        _, stream = self.imported(path)
+        header, frame = stream.frame(0)
+        self.assertEqual(header.kind, sonopipe.publisher.frame_kind("channel_iq"))
+        np.testing.assert_array_equal(frame, iq.transpose(2, 1, 0))
+        self.assertEqual(header.demodulation_frequency_hz, as_stored(5.2e6)[()])
+
+
+def beamformed_file(path, data, scan, version="v1.2.0", modulation=0.0, sampling_frequency=None):
+    """data: MATLAB [pixels x channels x waves x frames]; scan: ("linear", x, z) or ("sector", az, depth, origin_name, origin)."""
+    with uff_files.UffWriter(path, version) as w:
+        g = w.group(None, "beamformed_data", "uff.beamformed_data")
+        w.number(g, "data", data)
+        w.number(g, "modulation_frequency", modulation)
+        if sampling_frequency:
+            w.number(g, "sampling_frequency", sampling_frequency)
+        if scan[0] == "linear":
+            s = w.group(g, "scan", "uff.linear_scan")
+            w.number(s, "x_axis", scan[1][:, None], dtype=np.float64)
+            w.number(s, "z_axis", scan[2][:, None], dtype=np.float64)
+        else:
+            s = w.group(g, "scan", "uff.sector_scan")
+            w.number(s, "azimuth_axis", scan[1][:, None], dtype=np.float64)
+            w.number(s, "depth_axis", scan[2][:, None], dtype=np.float64)
+            ox, oz = scan[4]
+            w.point(s, scan[3], np.hypot(ox, oz), np.arctan2(ox, oz))
+        w.pulse(g, 5e6)
+
+
+class ImportedBeamformedData(unittest.TestCase):
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def imported(self, path, *options):
+        out = self.folder.file("imported.h5")
+        completed = run_import(path, out, *options)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        return sonopipe.read_recording(out).streams[0]
+
+    def test_iq_on_a_linear_scan_v1_1_several_frames_is_lateral_by_axial_with_z_fastest(self):
+        nx, nz, frames = 7, 33, 5
+        x, z = np.linspace(-5e-3, 5e-3, nx), np.linspace(10e-3, 20e-3, nz)
+        data = (self.rng.standard_normal((nx * nz, 1, 1, frames)) + 1j * self.rng.standard_normal((nx * nz, 1, 1, frames)))
+        data = data.astype(np.complex64)
+        path = self.folder.file("bf_iq.uff")
+        beamformed_file(path, data, ("linear", x, z), "v1.1.1", modulation=5e6, sampling_frequency=20e6)
+        stream = self.imported(path)
+        self.assertEqual(len(stream), frames)
+        for f, (header, frame) in enumerate(stream):
+            # pixel p = ix * nz + iz (USTB's meshgrid(x, z)(:)): z runs fastest
+            np.testing.assert_array_equal(frame, data[:, 0, 0, f].reshape(nx, nz))
+            self.assertEqual(header.kind, sonopipe.publisher.frame_kind("iq"))
+        header = stream.headers[0]
+        lateral, axial = header.axes
+        self.assertEqual((lateral.name, lateral.size, lateral.unit, lateral.origin), ("lateral", nx, "m", x[0]))
+        self.assertEqual((axial.name, axial.size, axial.unit, axial.origin), ("axial", nz, "m", z[0]))
+        self.assertAlmostEqual(lateral.spacing, x[1] - x[0], delta=1e-18)
+        self.assertAlmostEqual(axial.spacing, z[1] - z[0], delta=1e-18)
+        np.testing.assert_array_equal(vector(header, "scan_z_m"), z)
+        self.assertEqual((header.demodulation_frequency_hz, header.sampling_frequency_hz, header.center_frequency_hz),
+                         (5e6, 20e6, 5e6))
+
+    def test_rf_on_a_sector_scan_one_frame_with_apex_v1_0_and_origin_v1_2(self):
+        na, nd = 9, 21
+        azimuth, depth = np.linspace(-0.4, 0.4, na), np.linspace(0.0, 0.05, nd)
+        data = self.rng.standard_normal((na * nd, 1)).astype(F32)  # one frame: MATLAB keeps [pixels x 1]
+        for version, name in (("v1.0.1", "apex"), ("v1.2.0", "origin")):
+            with self.subTest(version=version):
+                path = self.folder.file(f"sector_{version}.uff")
+                beamformed_file(path, data, ("sector", azimuth, depth, name, (0.0, -0.01)), version)
+                stream = self.imported(path)
+                header, frame = stream.frame(0)
+                self.assertEqual(header.kind, sonopipe.publisher.frame_kind("rf"))
+                np.testing.assert_array_equal(frame, data[:, 0].reshape(na, nd))
+                self.assertEqual([(a.name, a.unit) for a in header.axes], [("angle", "rad"), ("radius", "m")])
+                np.testing.assert_allclose(vector(header, "scan_origin_z_m"), [-0.01], rtol=1e-6)
+                np.testing.assert_array_equal(vector(header, "scan_azimuth_rad"), azimuth)
+                # no sampling_frequency in the file: USTB's c / (2 dz)
+                self.assertAlmostEqual(header.sampling_frequency_hz, 1540 / (2 * (depth[1] - depth[0])), delta=1e-3)
+
+    def test_ensemble_option_groups_frames_into_arfi_sets_location_ensemble_sample(self):
+        nx, nz, ensemble, sets = 4, 25, 3, 2
+        data = (self.rng.standard_normal((nx * nz, 1, 1, ensemble * sets))
+                + 1j * self.rng.standard_normal((nx * nz, 1, 1, ensemble * sets))).astype(np.complex64)
+        path = self.folder.file("bf_ensemble.uff")
+        beamformed_file(path, data, ("linear", np.linspace(-1e-3, 1e-3, nx), np.linspace(5e-3, 9e-3, nz)),
+                        modulation=4e6, sampling_frequency=12e6)
+        stream = self.imported(path, "--ensemble", str(ensemble))
+        self.assertEqual(len(stream), sets)
+        self.assertEqual([(a.name, a.size) for a in stream.axes], [("location", nx), ("ensemble", ensemble), ("sample", nz)])
+        for s, (header, frame) in enumerate(stream):
+            expected = np.stack([data[:, 0, 0, s * ensemble + e].reshape(nx, nz) for e in range(ensemble)], axis=1)
+            np.testing.assert_array_equal(frame, expected)
+        out = self.folder.file("not_divisible.h5")
+        completed = run_import(path, out, "--ensemble", "4")
+        self.assertEqual(completed.returncode, 1)
+        self.assertIn("6 frames do not divide into ensembles of 4", completed.stderr)
+        self.assertFalse(os.path.exists(out))
+
+
+class BadFiles(unittest.TestCase):
+    """Each bad file: exit 1, one line naming the file, the object and the expectation, no output."""
+
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def good_file(self, path, version="v1.2.0", data=None, elements=4):
+        data = self.rng.standard_normal((20, 4, 1, 2)).astype(F32) if data is None else data
+        with uff_files.UffWriter(path, version) as w:
+            g = w.group(None, "channel_data", "uff.channel_data")
+            w.number(g, "sampling_frequency", 10e6)
+            w.number(g, "initial_time", 0.0)
+            w.number(g, "data", data)
+            w.probe(g, uff_files.linear_geometry(elements, 0.3e-3))
+            w.sequence(g, [{"wavefront": 0, "azimuth": 0.0}])
+        return path
+
+    def assert_refused(self, path, *expected):
+        out = self.folder.file("out.h5")
+        completed = run_import(path, out)
+        self.assertEqual(completed.returncode, 1, completed.stdout)
+        lines = completed.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, completed.stderr)
+        self.assertIn(path, lines[0])
+        for text in expected:
+            self.assertIn(text, lines[0])
+        self.assertEqual(sorted(os.listdir(self.folder.path)), [os.path.basename(path)], "nothing else written")
+        os.remove(path)
+
+    def test_a_good_file_imports_so_the_bad_ones_fail_for_their_defect(self):
+        path = self.good_file(self.folder.file("good.uff"))
+        completed = run_import(path, self.folder.file("out.h5"))
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+
+    def test_missing_dataset(self):
+        path = self.good_file(self.folder.file("missing.uff"))
+        with h5py.File(path, "a") as f:
+            del f["channel_data/initial_time"]
+        self.assert_refused(path, "/channel_data/initial_time", "missing dataset")
+
+    def test_missing_imag_of_complex_data(self):
+        path = self.good_file(self.folder.file("imag.uff"), data=(np.ones((20, 4)) + 1j).astype(np.complex64))
+        with h5py.File(path, "a") as f:
+            del f["channel_data/data/imag"]
+        self.assert_refused(path, "/channel_data/data/imag", "missing dataset")
+
+    def test_wrong_rank(self):
+        path = self.good_file(self.folder.file("rank.uff"))
+        with h5py.File(path, "a") as f:
+            del f["channel_data/data"]
+            f["channel_data"].create_dataset("data", data=np.zeros((2, 1, 1, 4, 20), dtype=F32))
+        self.assert_refused(path, "/channel_data/data", "wrong rank", "found 5")
+
+    def test_unsupported_version(self):
+        path = self.good_file(self.folder.file("version.uff"), version="v2.0.0")
+        self.assert_refused(path, ": /:", "unsupported version 'v2.0.0'", "v1.0.x, v1.1.x, v1.2.x")
+
+    def test_inconsistent_sizes(self):
+        path = self.good_file(self.folder.file("sizes.uff"), elements=5)
+        self.assert_refused(path, "/channel_data/probe/geometry", "inconsistent sizes", "5 elements", "4 channels")
+
+    def test_truncated_file(self):
+        path = self.good_file(self.folder.file("truncated.uff"))
+        with open(path, "rb") as f:
+            content = f.read()
+        with open(path, "wb") as f:
+            f.write(content[: len(content) // 2])
+        self.assert_refused(path, "truncated or damaged")
+
+
+class UffReplayedThroughTheDaemon(DaemonFixture):
+    def test_beamformed_iq_and_rf_uff_replay_into_the_iq_and_rf_chains(self):
+        folder = support.TemporaryFolder(self)
+        nx, nz, frames = 5, 40, 6
+        x, z = np.linspace(-2e-3, 2e-3, nx), np.linspace(5e-3, 15e-3, nz)
+        iq = (self.rng.standard_normal((nx * nz, 1, 1, frames))
+              + 1j * self.rng.standard_normal((nx * nz, 1, 1, frames))).astype(np.complex64)
+        rf = self.rng.standard_normal((nx * nz, 1, 1, frames)).astype(F32)
+        for name, data, modulation, scale in (("iq", iq, 5e6, IQ_SCALE), ("rf", rf, 0.0, RF_SCALE)):
+            path = folder.file(f"{name}.uff")
+            beamformed_file(path, data, ("linear", x, z), modulation=modulation)
+            sub = self.subscriber([f"result/{name}/"])
+            completed = subprocess.run([support.tool("replay"), path, "--endpoint", self.ingest, "--lossless", "--max",
+                                        "--stream-id", "3"], capture_output=True, text=True, timeout=120)
+            self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+            self.assertIn("is a uff v1.2.0 (/beamformed_data: uff.beamformed_data)", completed.stdout + completed.stderr)
+            results = self.results(sub, frames)
+            for f, result in enumerate(results):
+                self.assertEqual(result.header.input_sequence, f)
+                expected = np.float32(scale) * data[:, 0, 0, f].reshape(nx, nz)
+                np.testing.assert_array_equal(result.array, expected)
+
+
+if __name__ == "__main__":
+    unittest.main()
