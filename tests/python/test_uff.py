@@ -4,6 +4,7 @@ arrays bit for bit and every mapped header field is checked; bad files end with 
 file, object and expectation, exit status 1 and no output file."""
 import os
 import subprocess
+import sys
 import unittest
 
 import h5py
@@ -336,6 +337,82 @@ class UffReplayedThroughTheDaemon(DaemonFixture):
                 self.assertEqual(result.header.input_sequence, f)
                 expected = np.float32(scale) * data[:, 0, 0, f].reshape(nx, nz)
                 np.testing.assert_array_equal(result.array, expected)
+
+
+class ArfiSetThroughUff(unittest.TestCase):
+    """The ARFI simulator's sets exported as beamformed IQ UFF, imported back as ARFI sets, and
+    replayed through config/arfi.yaml: the same displacement as the native recording."""
+
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def test_export_import_round_trip_and_the_same_displacement_through_config_arfi(self):
+        import test_chains  # its daemon and record helpers, used on this test (no tests of its own run here)
+        chain = test_chains.ChainThroughTheDaemon
+        config = chain.require(self, "arfi.yaml", ["upsample", "loupas", "motion_filter"])
+        native, uff, imported = (self.folder.file(n) for n in ("arfi_sim.h5", "arfi.uff", "arfi_imported.h5"))
+        sets, locations, tracks, samples = 2, 8, 12, 200
+        ensemble = tracks + 1
+        completed = subprocess.run([support.tool("sim"), "arfi", "--out", native, "--sets", str(sets), "--threads", "2",
+                                    "--locations", str(locations), "--tracks", str(tracks), "--samples", str(samples),
+                                    "--seed", str(self.rng.integers(1, 2**31))], capture_output=True, text=True, timeout=300)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        completed = subprocess.run([support.tool("export"), native, "--out", uff],
+                                   capture_output=True, text=True, timeout=120)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        (stream_id, stream), = sonopipe.read_recording(native).streams.items()
+        iq = stream.payload  # int16 [set, location, ensemble, sample, iq]
+        header = stream.headers[0]
+
+        # What a UFF reader sees (USTB's layout, read with h5py): MATLAB [pixels x 1 x 1 x frames].
+        with h5py.File(uff, "r") as f:
+            self.assertEqual(f.attrs["version"].decode() if isinstance(f.attrs["version"], bytes) else f.attrs["version"],
+                             "v1.2.0")
+            b = f["beamformed_data"]
+            self.assertEqual(b.attrs["class"], b"uff.beamformed_data")
+            self.assertEqual(b["data"].attrs["complex"], 1)
+            self.assertEqual(b["scan"].attrs["class"], b"uff.linear_scan")
+            real, imag = b["data/real"][()], b["data/imag"][()]
+            self.assertEqual(real.shape, (sets * ensemble, 1, 1, locations * samples))
+            self.assertEqual(real.dtype, np.float32)
+            # UFF frame s * E + e holds set s, ensemble entry e; pixel l * samples + k (z fastest)
+            expected = iq.transpose(0, 2, 1, 3, 4).reshape(sets * ensemble, 1, 1, locations * samples, 2)
+            np.testing.assert_array_equal(real, expected[..., 0])
+            np.testing.assert_array_equal(imag, expected[..., 1])
+            x = b["scan/x_axis"][()].ravel()
+            sample_axis = header.axes[2]
+            np.testing.assert_allclose(x, header.axes[0].origin + np.arange(locations) * header.axes[0].spacing, rtol=1e-15)
+            t = sample_axis.origin + np.arange(samples) * sample_axis.spacing
+            np.testing.assert_allclose(b["scan/z_axis"][()].ravel(), header.speed_of_sound_m_per_s * t / 2, rtol=1e-15)
+            self.assertEqual(b["modulation_frequency"][()].item(), header.demodulation_frequency_hz)
+            self.assertEqual(b["sampling_frequency"][()].item(), header.sampling_frequency_hz)
+            self.assertEqual(b["pulse/center_frequency"][()].item(), header.center_frequency_hz)
+
+        completed = run_import(uff, imported, "--ensemble", str(ensemble))
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        back = sonopipe.read_recording(imported).streams[stream_id]  # the stream id travels in sonopipe_stream_id
+        self.assertEqual([(a.name, a.size) for a in back.axes],
+                         [("location", locations), ("ensemble", ensemble), ("sample", samples)])
+        np.testing.assert_array_equal(back.payload, (iq[..., 0].astype(np.float32) + 1j * iq[..., 1]).astype(np.complex64))
+        np.testing.assert_array_equal(vector(back.headers[0], "ensemble_time_s"), vector(header, "ensemble_time_s"))
+        self.assertEqual(list(back.sequence), list(stream.sequence))
+        self.assertEqual(list(back.acquisition_time_ns), list(stream.acquisition_time_ns))
+
+        daemon, endpoints = chain.start_daemon(self, config)
+        displacement = {}
+        for name, path, options in (("native", native, []), ("uff", uff, ["--ensemble", str(ensemble)])):
+            results = chain.record_replay_with(self, path, sets, endpoints, daemon, options)
+            displacement[name] = sonopipe.read_recording(results).results[("arfi", "displacement_filtered")].payload
+        self.assertEqual(displacement["native"].shape, displacement["uff"].shape)
+        self.assertGreater(np.nanmax(np.abs(displacement["native"])), 1.0, "a push, not zeros")
+        # The UFF sample axis is depth in m, so loupas takes T_s = 2 dz / c where the native frame
+        # gives T_s directly: the two differ by double rounding (~1e-16 relative), which may move a
+        # float32 displacement by an ulp (~1e-6 um at 10 um); 1e-4 um bounds that with room and is
+        # far below the estimator's own error (~0.1 um).
+        difference = np.nanmax(np.abs(displacement["uff"] - displacement["native"]))
+        print(f"ARFI via UFF: max |displacement difference| {difference:.3g} um", file=sys.stderr)
+        np.testing.assert_allclose(displacement["uff"], displacement["native"], rtol=0, atol=1e-4)
 
 
 if __name__ == "__main__":
