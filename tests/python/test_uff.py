@@ -339,6 +339,65 @@ class UffReplayedThroughTheDaemon(DaemonFixture):
                 np.testing.assert_array_equal(result.array, expected)
 
 
+class ChannelDataThroughUff(unittest.TestCase):
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def test_simulated_channel_data_exports_as_ustb_channel_data_and_imports_back_unchanged(self):
+        for transmits, extra in (("plane", []), ("focused", ["--iq", "--aperture", "8"]), ("diverging", [])):
+            with self.subTest(transmits=transmits):
+                native, uff, imported = (self.folder.file(f"{transmits}{n}") for n in (".h5", ".uff", "_imported.h5"))
+                completed = subprocess.run([support.tool("sim"), "channel", "--out", native, "--frames", "2",
+                                            "--transmits", transmits, "--count", "3", "--elements", "16",
+                                            "--phantom", "points", *extra], capture_output=True, text=True, timeout=300)
+                self.assertEqual(completed.returncode, 0, completed.stderr)
+                completed = subprocess.run([support.tool("export"), native, "--out", uff], capture_output=True,
+                                           text=True, timeout=120)
+                self.assertEqual(completed.returncode, 0, completed.stderr)
+                (stream_id, stream), = sonopipe.read_recording(native).streams.items()
+                header = stream.headers[0]
+                with h5py.File(uff, "r") as f:
+                    c = f["channel_data"]
+                    self.assertEqual(c.attrs["class"], b"uff.channel_data")
+                    data = c["data/real"][()] + 1j * c["data/imag"][()] if "--iq" in extra else c["data"][()]
+                    # MATLAB [samples x elements x transmits x frames] reversed is our [frame, transmit, element, sample]
+                    np.testing.assert_array_equal(data, stream.payload)
+                    geometry = c["probe/geometry"][()]  # (7, elements)
+                    np.testing.assert_array_equal(geometry[0], vector(header, "element_x_m"))
+                    self.assertEqual(c["initial_time"][()].item(), header.axes[2].origin)
+                    self.assertEqual(c["sampling_frequency"][()].item(), header.sampling_frequency_hz)
+                    waves = sorted(k for k in c["sequence"].keys())
+                    self.assertEqual(len(waves), 3)
+                    wavefront = [c[f"sequence/{w}/wavefront"][()].item() for w in waves]
+                    np.testing.assert_array_equal(wavefront, vector(header, "transmit_wavefront"))
+                    if transmits == "plane":
+                        azimuth = [c[f"sequence/{w}/source/azimuth"][()].item() for w in waves]
+                        np.testing.assert_array_equal(azimuth, vector(header, "transmit_angle_rad"))
+                    else:  # USTB's point: distance and azimuth of the source (focus or virtual source)
+                        x, z = vector(header, "transmit_source_x_m"), vector(header, "transmit_source_z_m")
+                        distance = [c[f"sequence/{w}/source/distance"][()].item() for w in waves]
+                        np.testing.assert_allclose(distance, np.hypot(x, z), rtol=1e-15)
+                completed = run_import(uff, imported)
+                self.assertEqual(completed.returncode, 0, completed.stderr)
+                back = sonopipe.read_recording(imported).streams[stream_id]
+                np.testing.assert_array_equal(back.payload, stream.payload)
+                for name in ("element_x_m", "transmit_wavefront", "transmit_angle_rad"):
+                    np.testing.assert_array_equal(vector(back.headers[0], name), vector(header, name), err_msg=name)
+                # an absent optional vector means zeros (channel_conventions.h); UFF always has wave.delay
+                np.testing.assert_array_equal(vector(back.headers[0], "transmit_delay_s"), [0, 0, 0])
+                # sources go through USTB's spherical point (distance, azimuth): exact to rounding
+                for name in ("transmit_source_x_m", "transmit_source_z_m"):
+                    np.testing.assert_allclose(vector(back.headers[0], name), vector(header, name), rtol=1e-12,
+                                               atol=1e-15, err_msg=name)
+                self.assertEqual(back.headers[0].kind, header.kind)
+                self.assertEqual([(a.name, a.size, a.unit) for a in back.axes], [(a.name, a.size, a.unit) for a in stream.axes])
+                # the element axis comes back from the element positions (pitch = their mean step)
+                np.testing.assert_allclose([(a.spacing, a.origin) for a in back.axes],
+                                           [(a.spacing, a.origin) for a in stream.axes], rtol=1e-12, atol=0)
+                self.assertEqual(list(back.acquisition_time_ns), list(stream.acquisition_time_ns))
+
+
 class ArfiSetThroughUff(unittest.TestCase):
     """The ARFI simulator's sets exported as beamformed IQ UFF, imported back as ARFI sets, and
     replayed through config/arfi.yaml: the same displacement as the native recording."""

@@ -222,9 +222,18 @@ class UffReader final : public AcquisitionReader {
     const auto& d = data_->dims();
     channel_ = true;
     base_.payload.dtype = data_->element_type();
+    Axis element{.name = std::string(channel::element_axis), .size = static_cast<std::int64_t>(d[2])};
+    // Elements equally spaced along x (a linear array): the axis says so too (pitch, first x).
+    if (const std::vector<double>* x = base_.vector(std::string(channel::element_x_m)); x && x->size() > 1) {
+      const double step = step_of(*x);
+      bool uniform = step != 0;
+      for (std::size_t i = 0; i < x->size() && uniform; ++i)
+        uniform = std::abs((*x)[i] - (x->front() + static_cast<double>(i) * step)) <= 1e-9 * std::abs(step);
+      if (uniform) element = Axis{.name = element.name, .size = element.size, .spacing = step, .unit = "m", .origin = x->front()};
+    }
     base_.payload.axes = {
         Axis{.name = std::string(channel::transmit_axis), .size = static_cast<std::int64_t>(d[1])},
-        Axis{.name = std::string(channel::element_axis), .size = static_cast<std::int64_t>(d[2])},
+        element,
         Axis{.name = std::string(channel::sample_axis), .size = static_cast<std::int64_t>(d[3]),
              .spacing = 1.0 / base_.sampling_frequency_hz, .unit = "s", .origin = initial_time}};
   }
