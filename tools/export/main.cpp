@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   if (*stream_option) options.stream = stream;
   try {
     const exporter::ExportReport report = exporter::export_uff(recording, output, options);
-    std::cout << "sonopipe-export: " << recording << " " << report.source << " -> " << output << report.object << ": "
+    std::cout << "sonopipe-export: " << recording << " " << report.source << " -> " << output << " (" << report.object << "): "
               << report.frames << " frames as " << report.uff_frames << " UFF frames" << std::endl;
     return 0;
   } catch (const std::exception& e) {

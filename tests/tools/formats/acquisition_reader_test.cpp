@@ -45,7 +45,7 @@ FrameMeta meta_of(std::uint32_t stream, std::uint64_t sequence, std::int64_t tim
 }  // namespace
 
 TEST_CASE("a sonopipe recording reads through open_acquisition in acquisition-time order over its streams") {
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   TempFolder folder;
   const std::string path = folder.file("two_streams.h5");
