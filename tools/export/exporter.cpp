@@ -167,24 +167,24 @@ ExportReport export_uff(const std::string& recording_path, const std::string& ou
       if (axes.size() != 3 || axes[0].name != channel::transmit_axis || axes[1].name != channel::element_axis)
         throw std::invalid_argument(where + ": channel frames " + meta.payload.shape_string() +
                                     ": expected [transmit, element, sample]");
-      formats::UffChannelLayout l{.transmits = static_cast<std::size_t>(axes[0].size),
-                                  .elements = static_cast<std::size_t>(axes[1].size),
-                                  .samples = static_cast<std::size_t>(axes[2].size),
-                                  .complex = complex,
-                                  .sampling_frequency_hz = meta.sampling_frequency_hz,
-                                  .initial_time_s = axes[2].origin,
-                                  .modulation_frequency_hz = meta.demodulation_frequency_hz,
-                                  .sound_speed_m_per_s = meta.speed_of_sound_m_per_s,
-                                  .center_frequency_hz = meta.center_frequency_hz};
-      l.element_x_m = vector_or_empty(meta, channel::element_x_m);
-      l.element_y_m = vector_or_empty(meta, channel::element_y_m);
-      l.element_z_m = vector_or_empty(meta, channel::element_z_m);
-      l.wavefront = vector_or_empty(meta, channel::transmit_wavefront);
-      l.angle_rad = vector_or_empty(meta, channel::transmit_angle_rad);
-      l.source_x_m = vector_or_empty(meta, channel::transmit_source_x_m);
-      l.source_z_m = vector_or_empty(meta, channel::transmit_source_z_m);
-      l.delay_s = vector_or_empty(meta, channel::transmit_delay_s);
-      writer = std::make_unique<formats::UffWriter>(temporary, l, count, options.double_precision);
+      formats::UffChannelLayout layout{.transmits = static_cast<std::size_t>(axes[0].size),
+                                       .elements = static_cast<std::size_t>(axes[1].size),
+                                       .samples = static_cast<std::size_t>(axes[2].size),
+                                       .complex = complex,
+                                       .sampling_frequency_hz = meta.sampling_frequency_hz,
+                                       .initial_time_s = axes[2].origin,
+                                       .modulation_frequency_hz = meta.demodulation_frequency_hz,
+                                       .sound_speed_m_per_s = meta.speed_of_sound_m_per_s,
+                                       .center_frequency_hz = meta.center_frequency_hz};
+      layout.element_x_m = vector_or_empty(meta, channel::element_x_m);
+      layout.element_y_m = vector_or_empty(meta, channel::element_y_m);
+      layout.element_z_m = vector_or_empty(meta, channel::element_z_m);
+      layout.wavefront = vector_or_empty(meta, channel::transmit_wavefront);
+      layout.angle_rad = vector_or_empty(meta, channel::transmit_angle_rad);
+      layout.source_x_m = vector_or_empty(meta, channel::transmit_source_x_m);
+      layout.source_z_m = vector_or_empty(meta, channel::transmit_source_z_m);
+      layout.delay_s = vector_or_empty(meta, channel::transmit_delay_s);
+      writer = std::make_unique<formats::UffWriter>(temporary, layout, count, options.double_precision);
       report.object = "/channel_data";
     } else {
       if (axes.size() != 2 && axes.size() != 3)
@@ -197,14 +197,14 @@ ExportReport export_uff(const std::string& recording_path, const std::string& ou
         per_frame = middle;
         extra.ensemble = middle;
       }
-      formats::UffBeamformedLayout l{.sector = axes.front().unit == "rad",
-                                     .lateral = positions(axes.front()),
-                                     .axial = depths_m(axes.back(), meta),
-                                     .complex = complex,
-                                     .sampling_frequency_hz = meta.sampling_frequency_hz,
-                                     .modulation_frequency_hz = meta.demodulation_frequency_hz,
-                                     .center_frequency_hz = meta.center_frequency_hz};
-      writer = std::make_unique<formats::UffWriter>(temporary, l, count * per_frame, options.double_precision);
+      formats::UffBeamformedLayout layout{.sector = axes.front().unit == "rad",
+                                          .lateral = positions(axes.front()),
+                                          .axial = depths_m(axes.back(), meta),
+                                          .complex = complex,
+                                          .sampling_frequency_hz = meta.sampling_frequency_hz,
+                                          .modulation_frequency_hz = meta.demodulation_frequency_hz,
+                                          .center_frequency_hz = meta.center_frequency_hz};
+      writer = std::make_unique<formats::UffWriter>(temporary, layout, count * per_frame, options.double_precision);
       report.object = "/beamformed_data";
     }
     std::vector<double> real, imag, frame_real, frame_imag;
@@ -223,9 +223,9 @@ ExportReport export_uff(const std::string& recording_path, const std::string& ou
       frame_real.resize(lateral * axial);
       frame_imag.resize(complex ? lateral * axial : 0);
       for (std::size_t m = 0; m < middle; ++m) {
-        for (std::size_t l = 0; l < lateral; ++l)
-          for (std::size_t s = 0; s < axial; ++s) {
-            const std::size_t from = (l * middle + m) * axial + s, to = l * axial + s;
+        for (std::size_t x = 0; x < lateral; ++x)
+          for (std::size_t z = 0; z < axial; ++z) {
+            const std::size_t from = (x * middle + m) * axial + z, to = x * axial + z;
             frame_real[to] = real[from];
             if (complex) frame_imag[to] = imag[from];
           }

@@ -29,6 +29,7 @@ struct ExportReport {
 };
 
 // Throws std::runtime_error (recording::RecordingError, std::invalid_argument) with one line.
-ExportReport export_uff(const std::string& recording_path, const std::string& output_path, const ExportOptions& options);
+ExportReport export_uff(const std::string& recording_path, const std::string& output_path,
+                        const ExportOptions& options);
 
 }  // namespace sonopipe::exporter

@@ -26,9 +26,7 @@ class RecordingSource final : public AcquisitionReader {
     }
   }
 
-  std::string description() const override {
-    return "sonopipe recording v" + reader_->attribute("format_version");
-  }
+  std::string description() const override { return "sonopipe recording v" + reader_->attribute("format_version"); }
   std::size_t frame_count() const override { return order_.size(); }
 
   recording::Frame read_frame(std::size_t index) override {

@@ -161,7 +161,8 @@ DataArray::DataArray(const UffFile& file, const std::string& path, bool real_onl
   if (!file.exists(path)) file.fail(path, "missing dataset (the object's data)");
   std::string dataset = path;
   if (file.is_group(path)) {
-    if (!file.exists(path + "/real")) file.fail(path + "/real", "missing dataset: a complex array is a group {real, imag}");
+    if (!file.exists(path + "/real"))
+      file.fail(path + "/real", "missing dataset: a complex array is a group {real, imag}");
     complex_ = !real_only;
     if (complex_ && !file.exists(path + "/imag"))
       file.fail(path + "/imag", "missing dataset: a complex array is a group {real, imag}");
@@ -182,8 +183,10 @@ DataArray::DataArray(const UffFile& file, const std::string& path, bool real_onl
   std::vector<hsize_t> dims;
   Id type = shape_of(dataset, dims);
   if (dims.empty() || dims.size() > 4)
-    file.fail(dataset, "wrong rank: expected 1 to 4 dimensions (MATLAB [samples x channels x waves x frames], "
-                       "reversed), found " + std::to_string(dims.size()));
+    file.fail(dataset,
+              "wrong rank: expected 1 to 4 dimensions (MATLAB [samples x channels x waves x frames], "
+              "reversed), found " +
+                  std::to_string(dims.size()));
   if (complex_) {
     std::vector<hsize_t> imag_dims;
     Id imag_type = shape_of(path + "/imag", imag_dims);

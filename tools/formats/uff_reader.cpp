@@ -85,17 +85,17 @@ class UffReader final : public AcquisitionReader {
     frame.meta = base_;
     frame.meta.sequence = sequences_[index];
     frame.meta.acquisition_time_ns = times_ns_[index];
-    const hsize_t group = ensemble_ > 0 ? ensemble_ : 1;
-    std::vector<std::byte> raw = data_->read(index * group, group);
+    const hsize_t per_frame = ensemble_ > 0 ? ensemble_ : 1;  // UFF frames per sonopipe frame
+    std::vector<std::byte> raw = data_->read(index * per_frame, per_frame);
     if (ensemble_ > 0 && !channel_) {
       // [ensemble, location, sample] as stored -> [location, ensemble, sample], the ARFI set.
       const std::size_t element = data_->element_bytes();
       const std::size_t locations = lateral_size_, samples = axial_size_;
       frame.payload.resize(raw.size());
-      for (std::size_t e = 0; e < ensemble_; ++e)
-        for (std::size_t l = 0; l < locations; ++l)
-          std::memcpy(frame.payload.data() + ((l * ensemble_ + e) * samples) * element,
-                      raw.data() + ((e * locations + l) * samples) * element, samples * element);
+      for (std::size_t entry = 0; entry < ensemble_; ++entry)
+        for (std::size_t location = 0; location < locations; ++location)
+          std::memcpy(frame.payload.data() + ((location * ensemble_ + entry) * samples) * element,
+                      raw.data() + ((entry * locations + location) * samples) * element, samples * element);
     } else {
       frame.payload = std::move(raw);
     }
@@ -120,7 +120,8 @@ class UffReader final : public AcquisitionReader {
 
   void check_index(std::size_t index) const {
     if (index >= frame_count_)
-      throw std::out_of_range(file_.path() + ": frame " + std::to_string(index) + " of " + std::to_string(frame_count_));
+      throw std::out_of_range(file_.path() + ": frame " + std::to_string(index) + " of " +
+                              std::to_string(frame_count_));
   }
 
   // ---- layouts ---------------------------------------------------------------------------
@@ -128,7 +129,8 @@ class UffReader final : public AcquisitionReader {
   void open_uff() {
     version_ = file_.string_attribute("/", "version");
     if (version_.empty())
-      file_.fail("/", "missing root attribute 'version' (USTB writes e.g. \"v1.2.0\"; accepted: v1.0.x, v1.1.x, v1.2.x)");
+      file_.fail("/",
+                 "missing root attribute 'version' (USTB writes e.g. \"v1.2.0\"; accepted: v1.0.x, v1.1.x, v1.2.x)");
     if (!std::regex_match(version_, std::regex(R"(v1\.[012]\.[0-9]+)")))
       file_.fail("/", "unsupported version '" + version_ + "' (accepted: v1.0.x, v1.1.x, v1.2.x)");
     object_ = options_.object;
@@ -169,47 +171,49 @@ class UffReader final : public AcquisitionReader {
   }
 
   void open_picmus() {
-    const std::string g = uff_names::picmus_group;
-    object_ = g;
+    const std::string group = uff_names::picmus_group;
+    object_ = group;
     version_ = "PICMUS";
-    const double modulation = file_.optional_scalar(g + "/modulation_frequency").value_or(0.0);
+    const double modulation = file_.optional_scalar(group + "/modulation_frequency").value_or(0.0);
     // PICMUS RF files carry an all-zero imag beside real: with f_dem = 0 only real is read.
-    data_ = std::make_unique<DataArray>(file_, g + "/data", modulation == 0);
-    const auto& d = data_->dims();  // [1, angles, elements, samples]
+    data_ = std::make_unique<DataArray>(file_, group + "/data", modulation == 0);
+    const auto& dims = data_->dims();  // [1, angles, elements, samples]
     base_.kind = data_->is_complex() ? FrameKind::channel_iq : FrameKind::channel_rf;
-    base_.sampling_frequency_hz = positive_scalar(g + "/sampling_frequency");
+    base_.sampling_frequency_hz = positive_scalar(group + "/sampling_frequency");
     base_.demodulation_frequency_hz = modulation;
     base_.center_frequency_hz = modulation;
-    base_.speed_of_sound_m_per_s = file_.optional_scalar(g + "/sound_speed").value_or(1540.0);
-    const double initial_time = file_.optional_scalar(g + "/initial_time").value_or(0.0);
+    base_.speed_of_sound_m_per_s = file_.optional_scalar(group + "/sound_speed").value_or(1540.0);
+    const double initial_time = file_.optional_scalar(group + "/initial_time").value_or(0.0);
     std::vector<hsize_t> angle_dims;
-    const std::vector<double> angles = file_.values(g + "/angles", &angle_dims);
-    if (angles.size() != d[1])
-      file_.fail(g + "/angles", "inconsistent sizes: " + std::to_string(angles.size()) + " angles, data has " +
-                                    std::to_string(d[1]) + " transmits");
+    const std::vector<double> angles = file_.values(group + "/angles", &angle_dims);
+    if (angles.size() != dims[1])
+      file_.fail(group + "/angles", "inconsistent sizes: " + std::to_string(angles.size()) + " angles, data has " +
+                                        std::to_string(dims[1]) + " transmits");
     base_.vectors[std::string(channel::transmit_wavefront)].assign(angles.size(), channel::wavefront_plane);
     base_.vectors[std::string(channel::transmit_angle_rad)] = angles;
-    read_geometry(g + "/probe_geometry", d[2]);
+    read_geometry(group + "/probe_geometry", dims[2]);
     channel_axes(initial_time);
     source_["source_format"] = "picmus";
-    source_["uff_object"] = g;
-    description_ = "PICMUS dataset (" + g + ")";
+    source_["uff_object"] = group;
+    description_ = "PICMUS dataset (" + group + ")";
   }
 
   // ---- channel data ----------------------------------------------------------------------
 
   void map_channel_data() {
-    const auto& d = data_->dims();  // [frame, wave, channel, sample]
+    const auto& dims = data_->dims();  // [frame, wave, channel, sample]
     base_.kind = data_->is_complex() ? FrameKind::channel_iq : FrameKind::channel_rf;
     base_.sampling_frequency_hz = positive_scalar(object_ + "/sampling_frequency");
     base_.demodulation_frequency_hz = file_.optional_scalar(object_ + "/modulation_frequency").value_or(0.0);
     base_.speed_of_sound_m_per_s = file_.optional_scalar(object_ + "/sound_speed").value_or(1540.0);
-    if (!file_.exists(object_ + "/initial_time")) file_.fail(object_ + "/initial_time", "missing dataset (time of the first sample)");
+    if (!file_.exists(object_ + "/initial_time"))
+      file_.fail(object_ + "/initial_time", "missing dataset (time of the first sample)");
     const double initial_time = file_.scalar(object_ + "/initial_time");
     if (!file_.exists(object_ + "/probe")) file_.fail(object_ + "/probe", "missing object (the element positions)");
-    read_probe(object_ + "/probe", d[2]);
-    if (!file_.exists(object_ + "/sequence")) file_.fail(object_ + "/sequence", "missing object (the transmitted waves)");
-    read_sequence(object_ + "/sequence", d[1]);
+    read_probe(object_ + "/probe", dims[2]);
+    if (!file_.exists(object_ + "/sequence"))
+      file_.fail(object_ + "/sequence", "missing object (the transmitted waves)");
+    read_sequence(object_ + "/sequence", dims[1]);
     read_pulse();
     if (auto prf = file_.optional_scalar(object_ + "/PRF")) source_["uff_prf_hz"] = std::to_string(*prf);
     if (auto active = file_.optional_scalar(object_ + "/N_active_elements"))
@@ -219,23 +223,26 @@ class UffReader final : public AcquisitionReader {
 
   // [transmit, element, sample] (+ iq for int16), ensemble outermost when grouped.
   void channel_axes(double initial_time) {
-    const auto& d = data_->dims();
+    const auto& dims = data_->dims();
     channel_ = true;
     base_.payload.dtype = data_->element_type();
-    Axis element{.name = std::string(channel::element_axis), .size = static_cast<std::int64_t>(d[2])};
+    Axis element{.name = std::string(channel::element_axis), .size = static_cast<std::int64_t>(dims[2])};
     // Elements equally spaced along x (a linear array): the axis says so too (pitch, first x).
     if (const std::vector<double>* x = base_.vector(std::string(channel::element_x_m)); x && x->size() > 1) {
       const double step = step_of(*x);
       bool uniform = step != 0;
       for (std::size_t i = 0; i < x->size() && uniform; ++i)
         uniform = std::abs((*x)[i] - (x->front() + static_cast<double>(i) * step)) <= 1e-9 * std::abs(step);
-      if (uniform) element = Axis{.name = element.name, .size = element.size, .spacing = step, .unit = "m", .origin = x->front()};
+      if (uniform)
+        element = Axis{.name = element.name, .size = element.size, .spacing = step, .unit = "m", .origin = x->front()};
     }
-    base_.payload.axes = {
-        Axis{.name = std::string(channel::transmit_axis), .size = static_cast<std::int64_t>(d[1])},
-        element,
-        Axis{.name = std::string(channel::sample_axis), .size = static_cast<std::int64_t>(d[3]),
-             .spacing = 1.0 / base_.sampling_frequency_hz, .unit = "s", .origin = initial_time}};
+    base_.payload.axes = {Axis{.name = std::string(channel::transmit_axis), .size = static_cast<std::int64_t>(dims[1])},
+                          element,
+                          Axis{.name = std::string(channel::sample_axis),
+                               .size = static_cast<std::int64_t>(dims[3]),
+                               .spacing = 1.0 / base_.sampling_frequency_hz,
+                               .unit = "s",
+                               .origin = initial_time}};
   }
 
   void read_probe(const std::string& probe, hsize_t channels) {
@@ -251,23 +258,25 @@ class UffReader final : public AcquisitionReader {
       file_.fail(probe + "/N", "inconsistent sizes: " + std::to_string(static_cast<long long>(*count)) +
                                    " elements, data has " + std::to_string(channels) + " channels");
     std::vector<double> x(channels);
-    for (hsize_t i = 0; i < channels; ++i) x[i] = (static_cast<double>(i) - (static_cast<double>(channels) - 1) / 2) * *pitch;
+    for (hsize_t i = 0; i < channels; ++i)
+      x[i] = (static_cast<double>(i) - (static_cast<double>(channels) - 1) / 2) * *pitch;
     base_.vectors[std::string(channel::element_x_m)] = x;
   }
 
   // MATLAB [elements x (x y z theta phi width height)] reads as (columns, elements).
   void read_geometry(const std::string& path, hsize_t channels) {
     std::vector<hsize_t> dims;
-    const std::vector<double> g = file_.values(path, &dims);
+    const std::vector<double> geometry = file_.values(path, &dims);
     if (dims.size() != 2 || dims[0] < 3 || dims[0] > 7)
       file_.fail(path, "wrong rank: expected MATLAB [elements x 3..7] (x y z theta phi width height)");
     if (dims[1] != channels)
       file_.fail(path, "inconsistent sizes: " + std::to_string(dims[1]) + " elements, data has " +
                            std::to_string(channels) + " channels");
-    static const char* const names[] = {"element_x_m", "element_y_m", "element_z_m", "element_theta_rad",
+    static const char* const names[] = {"element_x_m",     "element_y_m",     "element_z_m",     "element_theta_rad",
                                         "element_phi_rad", "element_width_m", "element_height_m"};
     for (hsize_t column = 0; column < dims[0]; ++column)
-      base_.vectors[names[column]] = std::vector<double>(g.begin() + column * channels, g.begin() + (column + 1) * channels);
+      base_.vectors[names[column]] =
+          std::vector<double>(geometry.begin() + column * channels, geometry.begin() + (column + 1) * channels);
   }
 
   void read_sequence(const std::string& sequence, hsize_t waves) {
@@ -294,7 +303,8 @@ class UffReader final : public AcquisitionReader {
       origin_x.push_back(o.x);
       origin_y.push_back(o.y);
       origin_z.push_back(o.z);
-      if (base_.speed_of_sound_m_per_s == 0) base_.speed_of_sound_m_per_s = file_.optional_scalar(wave + "/sound_speed").value_or(0);
+      if (base_.speed_of_sound_m_per_s == 0)
+        base_.speed_of_sound_m_per_s = file_.optional_scalar(wave + "/sound_speed").value_or(0);
     }
     auto& v = base_.vectors;
     v[std::string(channel::transmit_wavefront)] = wavefront;
@@ -319,7 +329,7 @@ class UffReader final : public AcquisitionReader {
   // ---- beamformed data -------------------------------------------------------------------
 
   void map_beamformed_data() {
-    const auto& d = data_->dims();  // [frame, wave, channel, pixel]
+    const auto& dims = data_->dims();  // [frame, wave, channel, pixel]
     base_.kind = data_->is_complex() ? FrameKind::iq : FrameKind::rf;
     base_.demodulation_frequency_hz = file_.optional_scalar(object_ + "/modulation_frequency").value_or(0.0);
     base_.speed_of_sound_m_per_s = 0;  // beamformed_data has no sound_speed: from the sequence, else 1540
@@ -337,14 +347,30 @@ class UffReader final : public AcquisitionReader {
     Axis lateral, axial;
     if (scan_class == uff_names::linear_scan_class) {
       const std::vector<double> x = axis_values(scan + "/x_axis"), z = axis_values(scan + "/z_axis");
-      lateral = Axis{.name = "lateral", .size = static_cast<std::int64_t>(x.size()), .spacing = step_of(x), .unit = "m", .origin = x.front()};
-      axial = Axis{.name = "axial", .size = static_cast<std::int64_t>(z.size()), .spacing = step_of(z), .unit = "m", .origin = z.front()};
+      lateral = Axis{.name = "lateral",
+                     .size = static_cast<std::int64_t>(x.size()),
+                     .spacing = step_of(x),
+                     .unit = "m",
+                     .origin = x.front()};
+      axial = Axis{.name = "axial",
+                   .size = static_cast<std::int64_t>(z.size()),
+                   .spacing = step_of(z),
+                   .unit = "m",
+                   .origin = z.front()};
       base_.vectors["scan_x_m"] = x;
       base_.vectors["scan_z_m"] = z;
     } else if (scan_class == uff_names::sector_scan_class) {
       const std::vector<double> a = axis_values(scan + "/azimuth_axis"), r = axis_values(scan + "/depth_axis");
-      lateral = Axis{.name = "angle", .size = static_cast<std::int64_t>(a.size()), .spacing = step_of(a), .unit = "rad", .origin = a.front()};
-      axial = Axis{.name = "radius", .size = static_cast<std::int64_t>(r.size()), .spacing = step_of(r), .unit = "m", .origin = r.front()};
+      lateral = Axis{.name = "angle",
+                     .size = static_cast<std::int64_t>(a.size()),
+                     .spacing = step_of(a),
+                     .unit = "rad",
+                     .origin = a.front()};
+      axial = Axis{.name = "radius",
+                   .size = static_cast<std::int64_t>(r.size()),
+                   .spacing = step_of(r),
+                   .unit = "m",
+                   .origin = r.front()};
       base_.vectors["scan_azimuth_rad"] = a;
       base_.vectors["scan_depth_m"] = r;
       // v1.2 `origin` (one point or one per line); v1.0/v1.1 `apex`; `origo` in some writers.
@@ -365,17 +391,20 @@ class UffReader final : public AcquisitionReader {
     } else {
       file_.fail(scan, "class '" + scan_class + "': expected uff.linear_scan or uff.sector_scan");
     }
-    if (static_cast<hsize_t>(lateral.size * axial.size) != d[3])
-      file_.fail(object_ + "/data", "inconsistent sizes: " + std::to_string(d[3]) + " pixels, the scan has " +
+    if (static_cast<hsize_t>(lateral.size * axial.size) != dims[3])
+      file_.fail(object_ + "/data", "inconsistent sizes: " + std::to_string(dims[3]) + " pixels, the scan has " +
                                         std::to_string(lateral.size) + " x " + std::to_string(axial.size));
     lateral_size_ = static_cast<std::size_t>(lateral.size);
     axial_size_ = static_cast<std::size_t>(axial.size);
     // Sampling in depth: UFF's own field, else USTB's rule c / (2 dz).
     const auto fs = file_.optional_scalar(object_ + "/sampling_frequency");
-    base_.sampling_frequency_hz = fs ? *fs : (axial.spacing > 0 ? base_.speed_of_sound_m_per_s / (2 * axial.spacing) : 0.0);
+    base_.sampling_frequency_hz =
+        fs ? *fs : (axial.spacing > 0 ? base_.speed_of_sound_m_per_s / (2 * axial.spacing) : 0.0);
     base_.payload.dtype = data_->element_type();
-    if (d[1] > 1) base_.payload.axes.push_back(Axis{.name = std::string(channel::transmit_axis), .size = static_cast<std::int64_t>(d[1])});
-    if (d[2] > 1) base_.payload.axes.push_back(Axis{.name = "channel", .size = static_cast<std::int64_t>(d[2])});
+    if (dims[1] > 1)
+      base_.payload.axes.push_back(
+          Axis{.name = std::string(channel::transmit_axis), .size = static_cast<std::int64_t>(dims[1])});
+    if (dims[2] > 1) base_.payload.axes.push_back(Axis{.name = "channel", .size = static_cast<std::int64_t>(dims[2])});
     base_.payload.axes.push_back(lateral);
     base_.payload.axes.push_back(axial);
     source_["uff_scan"] = scan_class;
@@ -403,15 +432,16 @@ class UffReader final : public AcquisitionReader {
   double positive_scalar(const std::string& path) {
     if (!file_.exists(path)) file_.fail(path, "missing dataset");
     const double value = file_.scalar(path);
-    if (!(value > 0) || !std::isfinite(value)) file_.fail(path, "expected a positive number, found " + std::to_string(value));
+    if (!(value > 0) || !std::isfinite(value))
+      file_.fail(path, "expected a positive number, found " + std::to_string(value));
     return value;
   }
 
   // ---- frames, times, ensembles, sonopipe's own attributes -------------------------------
 
   void finish() {
-    const auto& d = data_->dims();
-    const std::size_t acquisition_frames = d[0];
+    const auto& dims = data_->dims();
+    const std::size_t acquisition_frames = dims[0];
     apply_sonopipe_attributes();
     base_.attributes["source_format"] = source_.at("source_format");
     if (data_->narrowed()) {
@@ -429,24 +459,26 @@ class UffReader final : public AcquisitionReader {
       if (channel_) {
         axes.insert(axes.begin(), ensemble_axis);
       } else {
-        if (d[1] > 1 || d[2] > 1)
+        if (dims[1] > 1 || dims[2] > 1)
           file_.fail(object_ + "/data", "an ensemble (ARFI set) needs one wave and one channel per frame, found " +
-                                            std::to_string(d[1]) + " x " + std::to_string(d[2]));
+                                            std::to_string(dims[1]) + " x " + std::to_string(dims[2]));
         axes[0].name = arfi::kLocationAxis;
         axes[1].name = arfi::kSampleAxis;
         axes.insert(axes.begin() + 1, ensemble_axis);
       }
       source_["import_ensemble"] = std::to_string(ensemble_);
     }
-    if (data_->is_complex() && data_->element_type() == DType::int16) base_.payload.axes.push_back(Axis{.name = "iq", .size = 2});
+    if (data_->is_complex() && data_->element_type() == DType::int16)
+      base_.payload.axes.push_back(Axis{.name = "iq", .size = 2});
     const std::size_t group = ensemble_ > 0 ? ensemble_ : 1;
     frame_count_ = acquisition_frames / group;
     times_ns_.resize(frame_count_);
     sequences_.resize(frame_count_);
     for (std::size_t i = 0; i < frame_count_; ++i) {
       const std::size_t first = i * group;
-      times_ns_[i] = first < frame_times_ns_.size() ? frame_times_ns_[first]
-                                                    : static_cast<std::int64_t>(std::llround(static_cast<double>(first) * frame_period_ns_));
+      times_ns_[i] = first < frame_times_ns_.size()
+                         ? frame_times_ns_[first]
+                         : static_cast<std::int64_t>(std::llround(static_cast<double>(first) * frame_period_ns_));
       sequences_[i] = first < frame_sequences_.size() ? frame_sequences_[first] : i;
     }
     if (options_.stream_id != 0) base_.stream_id = options_.stream_id;
@@ -464,24 +496,25 @@ class UffReader final : public AcquisitionReader {
       const double value = std::stod(prf->second);
       if (value > 0) frame_period_ns_ = static_cast<double>(data_->dims()[1]) / value * 1e9;
     }
-    const std::string& g = object_;
-    for (const std::string& name : file_.attribute_names(g)) {
+    for (const std::string& name : file_.attribute_names(object_)) {
       if (name.rfind(uff_names::sonopipe_prefix, 0) != 0) continue;
       const std::string key = name.substr(std::strlen(uff_names::sonopipe_prefix));
       if (key == uff_names::stream_id_key) {
-        base_.stream_id = static_cast<std::uint32_t>(file_.double_list_attribute(g, name).at(0));
+        base_.stream_id = static_cast<std::uint32_t>(file_.double_list_attribute(object_, name).at(0));
       } else if (key == uff_names::acquisition_time_key) {
-        for (double t : file_.double_list_attribute(g, name)) frame_times_ns_.push_back(static_cast<std::int64_t>(t));
+        for (double t : file_.double_list_attribute(object_, name))
+          frame_times_ns_.push_back(static_cast<std::int64_t>(t));
       } else if (key == uff_names::sequence_key) {
-        for (double s : file_.double_list_attribute(g, name)) frame_sequences_.push_back(static_cast<std::uint64_t>(s));
+        for (double s : file_.double_list_attribute(object_, name))
+          frame_sequences_.push_back(static_cast<std::uint64_t>(s));
       } else if (key == uff_names::sound_speed_key) {
-        base_.speed_of_sound_m_per_s = file_.double_list_attribute(g, name).at(0);
+        base_.speed_of_sound_m_per_s = file_.double_list_attribute(object_, name).at(0);
       } else if (key == uff_names::center_frequency_key) {
-        base_.center_frequency_hz = file_.double_list_attribute(g, name).at(0);
+        base_.center_frequency_hz = file_.double_list_attribute(object_, name).at(0);
       } else if (key.rfind(uff_names::vector_prefix, 0) == 0) {
-        base_.vectors[key.substr(std::strlen(uff_names::vector_prefix))] = file_.double_list_attribute(g, name);
+        base_.vectors[key.substr(std::strlen(uff_names::vector_prefix))] = file_.double_list_attribute(object_, name);
       } else if (key.rfind(uff_names::attribute_prefix, 0) == 0) {
-        base_.attributes[key.substr(std::strlen(uff_names::attribute_prefix))] = file_.string_attribute(g, name);
+        base_.attributes[key.substr(std::strlen(uff_names::attribute_prefix))] = file_.string_attribute(object_, name);
       }
     }
   }

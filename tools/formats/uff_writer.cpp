@@ -21,7 +21,8 @@ void write_fixed_string(hid_t object, const std::string& name, const std::string
   check(H5Tset_strpad(type.get(), H5T_STR_NULLTERM), "H5Tset_strpad");
   Id space(check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
   if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
-  Id attribute(check(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  Id attribute(check(H5Acreate2(object, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name),
+               H5Aclose);
   check(H5Awrite(attribute.get(), type.get(), value.c_str()), name);
 }
 
@@ -149,72 +150,76 @@ struct UffWriter::Impl {
   }
 };
 
-UffWriter::UffWriter(const std::string& path, const UffChannelLayout& l, std::size_t frames, bool double_precision)
+UffWriter::UffWriter(const std::string& path, const UffChannelLayout& layout, std::size_t frames, bool double_precision)
     : impl_(std::make_unique<Impl>()) {
   impl_->open(path, "channel_data", uff_names::channel_data_class);
-  const hid_t g = impl_->object.get();
-  scalar(g, "sampling_frequency", l.sampling_frequency_hz);
-  scalar(g, "initial_time", l.initial_time_s);
-  scalar(g, "sound_speed", l.sound_speed_m_per_s);
-  scalar(g, "modulation_frequency", l.modulation_frequency_hz);
+  const hid_t data_object = impl_->object.get();
+  scalar(data_object, "sampling_frequency", layout.sampling_frequency_hz);
+  scalar(data_object, "initial_time", layout.initial_time_s);
+  scalar(data_object, "sound_speed", layout.sound_speed_m_per_s);
+  scalar(data_object, "modulation_frequency", layout.modulation_frequency_hz);
   {
-    Id probe = object_group(g, "probe", uff_names::probe_class);
+    Id probe = object_group(data_object, "probe", uff_names::probe_class);
     // geometry [elements x 7]: x y z theta phi width height (MATLAB column-major)
-    std::vector<double> geometry(l.elements * 7, 0.0);
-    for (std::size_t e = 0; e < l.elements; ++e) {
-      geometry[0 * l.elements + e] = at(l.element_x_m, e);
-      geometry[1 * l.elements + e] = at(l.element_y_m, e);
-      geometry[2 * l.elements + e] = at(l.element_z_m, e);
+    std::vector<double> geometry(layout.elements * 7, 0.0);
+    for (std::size_t e = 0; e < layout.elements; ++e) {
+      geometry[0 * layout.elements + e] = at(layout.element_x_m, e);
+      geometry[1 * layout.elements + e] = at(layout.element_y_m, e);
+      geometry[2 * layout.elements + e] = at(layout.element_z_m, e);
     }
-    number(probe.get(), "geometry", geometry, l.elements, 7);
+    number(probe.get(), "geometry", geometry, layout.elements, 7);
   }
   {
     // USTB names the members sequence_0001, ...; one wave is the object itself.
-    Id array = l.transmits > 1 ? object_group(g, "sequence", uff_names::wave_class, l.transmits) : Id();
-    for (std::size_t t = 0; t < l.transmits; ++t) {
+    Id array =
+        layout.transmits > 1 ? object_group(data_object, "sequence", uff_names::wave_class, layout.transmits) : Id();
+    for (std::size_t t = 0; t < layout.transmits; ++t) {
       char member[32];
       std::snprintf(member, sizeof member, "sequence_%04zu", t + 1);
-      Id wave = object_group(l.transmits > 1 ? array.get() : g, l.transmits > 1 ? member : "sequence", uff_names::wave_class);
-      const double wavefront = at(l.wavefront, t);
+      Id wave = object_group(layout.transmits > 1 ? array.get() : data_object,
+                             layout.transmits > 1 ? member : "sequence", uff_names::wave_class);
+      const double wavefront = at(layout.wavefront, t);
       scalar(wave.get(), "wavefront", wavefront, uff_names::wavefront_class);
       if (wavefront == 0) {  // plane: the direction only (distance infinite, as USTB sets it)
         Id source = object_group(wave.get(), "source", uff_names::point_class);
         scalar(source.get(), "distance", INFINITY);
-        scalar(source.get(), "azimuth", at(l.angle_rad, t));
+        scalar(source.get(), "azimuth", at(layout.angle_rad, t));
         scalar(source.get(), "elevation", 0.0);
       } else {
-        point(wave.get(), "source", at(l.source_x_m, t), at(l.source_z_m, t));
+        point(wave.get(), "source", at(layout.source_x_m, t), at(layout.source_z_m, t));
       }
       point(wave.get(), "origin", 0.0, 0.0);
-      scalar(wave.get(), "delay", at(l.delay_s, t));
-      scalar(wave.get(), "sound_speed", l.sound_speed_m_per_s);
+      scalar(wave.get(), "delay", at(layout.delay_s, t));
+      scalar(wave.get(), "sound_speed", layout.sound_speed_m_per_s);
     }
   }
-  if (l.center_frequency_hz > 0) {
-    Id pulse = object_group(g, "pulse", uff_names::pulse_class);
-    scalar(pulse.get(), "center_frequency", l.center_frequency_hz);
+  if (layout.center_frequency_hz > 0) {
+    Id pulse = object_group(data_object, "pulse", uff_names::pulse_class);
+    scalar(pulse.get(), "center_frequency", layout.center_frequency_hz);
   }
-  impl_->create_data(l.complex, {l.transmits, l.elements, l.samples}, frames, double_precision);
+  impl_->create_data(layout.complex, {layout.transmits, layout.elements, layout.samples}, frames, double_precision);
 }
 
-UffWriter::UffWriter(const std::string& path, const UffBeamformedLayout& l, std::size_t frames, bool double_precision)
+UffWriter::UffWriter(const std::string& path, const UffBeamformedLayout& layout, std::size_t frames,
+                     bool double_precision)
     : impl_(std::make_unique<Impl>()) {
   impl_->open(path, "beamformed_data", uff_names::beamformed_data_class);
-  const hid_t g = impl_->object.get();
+  const hid_t data_object = impl_->object.get();
   {
-    Id scan = object_group(g, "scan", l.sector ? uff_names::sector_scan_class : uff_names::linear_scan_class);
-    column(scan.get(), l.sector ? "azimuth_axis" : "x_axis", l.lateral);
-    column(scan.get(), l.sector ? "depth_axis" : "z_axis", l.axial);
-    if (l.sector) point(scan.get(), "origin", 0.0, 0.0);
+    Id scan =
+        object_group(data_object, "scan", layout.sector ? uff_names::sector_scan_class : uff_names::linear_scan_class);
+    column(scan.get(), layout.sector ? "azimuth_axis" : "x_axis", layout.lateral);
+    column(scan.get(), layout.sector ? "depth_axis" : "z_axis", layout.axial);
+    if (layout.sector) point(scan.get(), "origin", 0.0, 0.0);
   }
-  if (l.sampling_frequency_hz > 0) scalar(g, "sampling_frequency", l.sampling_frequency_hz);
-  scalar(g, "modulation_frequency", l.modulation_frequency_hz);
-  if (l.center_frequency_hz > 0) {
-    Id pulse = object_group(g, "pulse", uff_names::pulse_class);
-    scalar(pulse.get(), "center_frequency", l.center_frequency_hz);
+  if (layout.sampling_frequency_hz > 0) scalar(data_object, "sampling_frequency", layout.sampling_frequency_hz);
+  scalar(data_object, "modulation_frequency", layout.modulation_frequency_hz);
+  if (layout.center_frequency_hz > 0) {
+    Id pulse = object_group(data_object, "pulse", uff_names::pulse_class);
+    scalar(pulse.get(), "center_frequency", layout.center_frequency_hz);
   }
   // [pixels x 1 x 1 x frames] reversed
-  impl_->create_data(l.complex, {1, 1, l.lateral.size() * l.axial.size()}, frames, double_precision);
+  impl_->create_data(layout.complex, {1, 1, layout.lateral.size() * layout.axial.size()}, frames, double_precision);
 }
 
 UffWriter::~UffWriter() = default;
@@ -235,27 +240,29 @@ void UffWriter::append_frame(const std::vector<double>& real, const std::vector<
   ++impl_->written;
 }
 
-void UffWriter::finish(const UffSonopipeAttributes& a) {
-  const hid_t g = impl_->object.get();
-  const std::string p = uff_names::sonopipe_prefix;
-  write_number_attribute(g, p + uff_names::stream_id_key, a.stream_id);
-  write_number_attribute(g, p + uff_names::sound_speed_key, a.sound_speed_m_per_s);
-  write_number_attribute(g, p + uff_names::center_frequency_key, a.center_frequency_hz);
-  write_number_attribute(g, p + uff_names::ensemble_key, static_cast<double>(a.ensemble));
+void UffWriter::finish(const UffSonopipeAttributes& extra) {
+  const hid_t data_object = impl_->object.get();
+  const std::string prefix = uff_names::sonopipe_prefix;
+  write_number_attribute(data_object, prefix + uff_names::stream_id_key, extra.stream_id);
+  write_number_attribute(data_object, prefix + uff_names::sound_speed_key, extra.sound_speed_m_per_s);
+  write_number_attribute(data_object, prefix + uff_names::center_frequency_key, extra.center_frequency_hz);
+  write_number_attribute(data_object, prefix + uff_names::ensemble_key, static_cast<double>(extra.ensemble));
   // ns since the epoch stay exact in a double up to 2^53 ns (104 days after 1970): stored as int64.
   {
     const hsize_t count = impl_->times.size();
     Id space(check(H5Screate_simple(1, &count, nullptr), "H5Screate_simple"), H5Sclose);
     auto write_int = [&](const std::string& name, hid_t file_type, hid_t memory_type, const void* values) {
-      Id attribute(check(H5Acreate2(g, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+      Id attribute(check(H5Acreate2(data_object, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), name),
+                   H5Aclose);
       if (count > 0) check(H5Awrite(attribute.get(), memory_type, values), name);
     };
-    write_int(p + uff_names::acquisition_time_key, H5T_STD_I64LE, H5T_NATIVE_INT64, impl_->times.data());
-    write_int(p + uff_names::sequence_key, H5T_STD_U64LE, H5T_NATIVE_UINT64, impl_->sequences.data());
+    write_int(prefix + uff_names::acquisition_time_key, H5T_STD_I64LE, H5T_NATIVE_INT64, impl_->times.data());
+    write_int(prefix + uff_names::sequence_key, H5T_STD_U64LE, H5T_NATIVE_UINT64, impl_->sequences.data());
   }
-  for (const auto& [name, values] : a.vectors)
-    hdf5::write_double_list_attribute(g, p + uff_names::vector_prefix + name, values);
-  for (const auto& [key, value] : a.attributes) hdf5::write_string_attribute(g, p + uff_names::attribute_prefix + key, value);
+  for (const auto& [name, values] : extra.vectors)
+    hdf5::write_double_list_attribute(data_object, prefix + uff_names::vector_prefix + name, values);
+  for (const auto& [key, value] : extra.attributes)
+    hdf5::write_string_attribute(data_object, prefix + uff_names::attribute_prefix + key, value);
   if (impl_->written != impl_->frames)
     throw std::logic_error("UFF writer: " + std::to_string(impl_->written) + " frames written of " +
                            std::to_string(impl_->frames));

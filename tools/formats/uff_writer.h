@@ -21,7 +21,7 @@ struct UffChannelLayout {
   bool complex = false;
   double sampling_frequency_hz = 0, initial_time_s = 0, modulation_frequency_hz = 0;
   double sound_speed_m_per_s = 1540, center_frequency_hz = 0;
-  std::vector<double> element_x_m, element_y_m, element_z_m;  // per element (y, z may be empty: 0)
+  std::vector<double> element_x_m, element_y_m, element_z_m;                  // per element (y, z may be empty: 0)
   std::vector<double> wavefront, angle_rad, source_x_m, source_z_m, delay_s;  // per transmit (empty: 0)
 };
 
@@ -47,15 +47,16 @@ class UffWriter {
   // Creates `path` (replacing it) with one data object of `frames` UFF frames; values are stored
   // as float32 ("single", as USTB writes them) unless `double_precision`.
   UffWriter(const std::string& path, const UffChannelLayout& layout, std::size_t frames, bool double_precision = false);
-  UffWriter(const std::string& path, const UffBeamformedLayout& layout, std::size_t frames, bool double_precision = false);
+  UffWriter(const std::string& path, const UffBeamformedLayout& layout, std::size_t frames,
+            bool double_precision = false);
   ~UffWriter();
   UffWriter(const UffWriter&) = delete;
   UffWriter& operator=(const UffWriter&) = delete;
 
   // Next UFF frame: real parts (and imaginary parts when complex), `frame_size` values each in
   // C order of MATLAB's reversed [waves, channels, samples] (beamformed: [pixels], z fastest).
-  void append_frame(const std::vector<double>& real, const std::vector<double>& imag,
-                    std::int64_t acquisition_time_ns, std::uint64_t sequence);
+  void append_frame(const std::vector<double>& real, const std::vector<double>& imag, std::int64_t acquisition_time_ns,
+                    std::uint64_t sequence);
   std::size_t frame_size() const;
   // Writes the sonopipe_* attributes (times and sequences of the frames appended) and closes.
   void finish(const UffSonopipeAttributes& attributes);
