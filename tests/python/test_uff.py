@@ -307,6 +307,14 @@ class BadFiles(unittest.TestCase):
         path = self.good_file(self.folder.file("sizes.uff"), elements=5)
         self.assert_refused(path, "/channel_data/probe/geometry", "inconsistent sizes", "5 elements", "4 channels")
 
+    def test_replay_refuses_a_bad_file_with_the_same_line(self):
+        path = self.good_file(self.folder.file("replay_version.uff"), version="v0.3")
+        completed = subprocess.run([support.tool("replay"), path, "--endpoint", "ipc://" + self.folder.file("nobody"),
+                                    "--connect-timeout-s", "1"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(completed.returncode, 1)
+        self.assertEqual(completed.stderr.strip().splitlines()[-1],
+                         f"sonopipe-replay: {path}: /: unsupported version 'v0.3' (accepted: v1.0.x, v1.1.x, v1.2.x)")
+
     def test_truncated_file(self):
         path = self.good_file(self.folder.file("truncated.uff"))
         with open(path, "rb") as f:
@@ -469,6 +477,17 @@ class ArfiSetThroughUff(unittest.TestCase):
         # gives T_s directly: the two differ by double rounding (~1e-16 relative), which may move a
         # float32 displacement by an ulp (~1e-6 um at 10 um); 1e-4 um bounds that with room and is
         # far below the estimator's own error (~0.1 um).
+        # Results out as UFF too: [location, track, depth] -> one UFF frame per track, depth fastest.
+        exported = self.folder.file("displacement.uff")
+        completed = subprocess.run([support.tool("export"), results, "--out", exported, "--result",
+                                    "arfi/displacement_filtered"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        with h5py.File(exported, "r") as f:
+            stored_values = f["beamformed_data/data"][()]  # real: float32 [frames, 1, 1, pixels]
+            result = displacement["uff"]  # [set, location, track, depth]
+            self.assertEqual(stored_values.shape, (sets * result.shape[2], 1, 1, result.shape[1] * result.shape[3]))
+            np.testing.assert_array_equal(stored_values[:, 0, 0, :],
+                                          result.transpose(0, 2, 1, 3).reshape(stored_values.shape[0], -1))
         difference = np.nanmax(np.abs(displacement["uff"] - displacement["native"]))
         print(f"ARFI via UFF: max |displacement difference| {difference:.3g} um", file=sys.stderr)
         np.testing.assert_allclose(displacement["uff"], displacement["native"], rtol=0, atol=1e-4)
