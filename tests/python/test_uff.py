@@ -406,6 +406,53 @@ class ChannelDataThroughUff(unittest.TestCase):
                 self.assertEqual(list(back.acquisition_time_ns), list(stream.acquisition_time_ns))
 
 
+class ImagesThroughUff(unittest.TestCase):
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+
+    def test_sector_and_int16_iq_images_export_as_ustb_beamformed_data_and_import_back(self):
+        angles, radii = 11, 30
+        sector = [self.rng.standard_normal((angles, radii)).astype(F32) for _ in range(3)]
+        lines = [self.rng.integers(-32768, 32767, size=(6, 20, 2), endpoint=True).astype(np.int16) for _ in range(2)]
+        for name, frames, kind, axes in (
+                ("sector", sector, "rf", [("angle", 0.05, "rad", -0.25), ("radius", 2e-4, "m", 0.004)]),
+                ("lines", lines, "iq", [("lateral", 3e-4, "m", -8e-4), ("axial", 1e-7, "s", 4e-6), "iq"])):
+            with self.subTest(name=name):
+                native, uff, imported = (self.folder.file(f"{name}{n}") for n in (".h5", ".uff", "_imported.h5"))
+                sonopipe.write_recording(native, frames=[
+                    (sonopipe.make_frame_header(f, kind=kind, axes=axes, stream_id=9, sequence=i,
+                                                acquisition_time_ns=1000 + 50_000_000 * i, demodulation_frequency_hz=3e6,
+                                                speed_of_sound_m_per_s=1500.0), f) for i, f in enumerate(frames)])
+                completed = subprocess.run([support.tool("export"), native, "--out", uff], capture_output=True,
+                                           text=True, timeout=120)
+                self.assertEqual(completed.returncode, 0, completed.stderr)
+                with h5py.File(uff, "r") as f:
+                    b = f["beamformed_data"]
+                    if name == "sector":
+                        self.assertEqual(b["scan"].attrs["class"], b"uff.sector_scan")
+                        np.testing.assert_allclose(b["scan/azimuth_axis"][()].ravel(), -0.25 + 0.05 * np.arange(angles),
+                                                   rtol=1e-15)
+                        np.testing.assert_array_equal(b["data"][()][:, 0, 0, :], np.stack(frames).reshape(3, -1))
+                    else:
+                        self.assertEqual(b["scan"].attrs["class"], b"uff.linear_scan")
+                        # axial in s -> depth c t / 2
+                        np.testing.assert_allclose(b["scan/z_axis"][()].ravel(), 1500.0 * (4e-6 + 1e-7 * np.arange(20)) / 2,
+                                                   rtol=1e-15)
+                        np.testing.assert_array_equal(b["data/real"][()][:, 0, 0, :], np.stack(frames)[..., 0].reshape(2, -1))
+                        np.testing.assert_array_equal(b["data/imag"][()][:, 0, 0, :], np.stack(frames)[..., 1].reshape(2, -1))
+                completed = run_import(uff, imported)
+                self.assertEqual(completed.returncode, 0, completed.stderr)
+                back = sonopipe.read_recording(imported).streams[9]
+                expected = np.stack(frames)
+                if name == "lines":  # int16 I/Q stored as single complex: complex64 now, same values
+                    expected = (expected[..., 0] + 1j * expected[..., 1].astype(np.float32)).astype(np.complex64)
+                np.testing.assert_array_equal(back.payload, expected)
+                self.assertEqual(list(back.acquisition_time_ns), [1000 + 50_000_000 * i for i in range(len(frames))])
+                self.assertEqual(back.headers[0].speed_of_sound_m_per_s, 1500.0)
+                self.assertEqual(back.headers[0].demodulation_frequency_hz, 3e6)
+
+
 class ArfiSetThroughUff(unittest.TestCase):
     """The ARFI simulator's sets exported as beamformed IQ UFF, imported back as ARFI sets, and
     replayed through config/arfi.yaml: the same displacement as the native recording."""
