@@ -128,6 +128,25 @@ class ImportedChannelData(unittest.TestCase):
         # the old name `origo` of the wave origin is read
         np.testing.assert_allclose(vector(header, "transmit_origin_x_m"), [0.001], rtol=1e-6)
 
+    def test_int16_iq_channel_data_keeps_int16_with_an_iq_axis(self):
+        samples, elements, waves, frames = 16, 4, 2, 3
+        real = self.rng.integers(-32768, 32767, size=(samples, elements, waves, frames), endpoint=True)
+        imag = self.rng.integers(-32768, 32767, size=(samples, elements, waves, frames), endpoint=True)
+        path = self.folder.file("channel_int16.uff")
+        with uff_files.UffWriter(path, "v1.2.0") as w:
+            g = w.group(None, "channel_data", "uff.channel_data")
+            w.number(g, "sampling_frequency", 5e6)
+            w.number(g, "initial_time", 0.0)
+            w.number(g, "modulation_frequency", 5e6)
+            w.number(g, "data", real + 1j * imag, dtype=np.int16, class_name="int16")
+            w.probe(g, uff_files.linear_geometry(elements, 0.3e-3))
+            w.sequence(g, [{"wavefront": 0, "azimuth": a} for a in (-0.05, 0.05)])
+        _, stream = self.imported(path)
+        self.assertEqual(stream.payload.dtype, np.int16)
+        self.assertEqual([a.name for a in stream.axes], ["transmit", "element", "sample", "iq"])
+        expected = np.stack([real, imag], axis=-1).astype(np.int16)  # [s, c, w, f, iq]
+        np.testing.assert_array_equal(stream.payload, expected.transpose(3, 2, 1, 0, 4))
+
     def test_picmus_layout_rf_reads_real_only_and_iq_reads_both(self):
         samples, elements, angles = 30, 5, 3
         rf = self.rng.standard_normal((samples, elements, angles)).astype(F32)
