@@ -70,7 +70,12 @@ class ChainThroughTheDaemon(unittest.TestCase):
 
     def record_replay(self, frames_path, expected_results, endpoints, daemon):
         """Replays `frames_path` losslessly and records the results; returns the results file."""
-        results, ready = self.folder.file("results.h5"), self.folder.file("ready")
+        return ChainThroughTheDaemon.record_replay_with(self, frames_path, expected_results, endpoints, daemon, [])
+
+    def record_replay_with(self, frames_path, expected_results, endpoints, daemon, replay_options):
+        """record_replay with extra sonopipe-replay options; each call writes its own results file."""
+        index = len([n for n in os.listdir(self.folder.path) if n.startswith("results")])
+        results, ready = self.folder.file(f"results{index}.h5"), self.folder.file(f"ready{index}")
         recorder = subprocess.Popen([support.tool("record"), "--endpoint", endpoints["publish"], "--out", results,
                                      "--count", str(expected_results), "--ready-file", ready],
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -79,7 +84,7 @@ class ChainThroughTheDaemon(unittest.TestCase):
         while not os.path.exists(ready) and recorder.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         completed = subprocess.run([support.tool("replay"), frames_path, "--endpoint", endpoints["ingest"],
-                                    "--lossless", "--max"], capture_output=True, text=True, timeout=300)
+                                    "--lossless", "--max", *replay_options], capture_output=True, text=True, timeout=300)
         self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
         try:
             output, _ = recorder.communicate(timeout=300)

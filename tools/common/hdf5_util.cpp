@@ -89,6 +89,9 @@ std::vector<std::string> read_strings(hid_t object, const std::string& name) {
     const std::size_t size = H5Tget_size(stored.get());
     Id type(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
     check(H5Tset_size(type.get(), size), "H5Tset_size");
+    // Null-padded in memory: a NULLTERM copy of a full-width NULLPAD string (h5py's np.bytes_,
+    // MATLAB) would lose its last character to the terminator.
+    check(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), "H5Tset_strpad");
     std::vector<char> buffer(size * count);
     check(H5Aread(attribute.get(), type.get(), buffer.data()), "read attribute '" + name + "'");
     for (std::size_t i = 0; i < count; ++i) {

@@ -1,5 +1,9 @@
 #include "tools/formats/acquisition_reader.h"
 
+#include <filesystem>
+
+#include "tools/common/hdf5_util.h"
+
 #include "tools/formats/recording_source.h"
 #include "tools/formats/uff_reader.h"
 #include "tools/formats/verasonics_reader.h"
@@ -34,6 +38,13 @@ std::unique_ptr<AcquisitionReader> open_acquisition(const std::string& path, con
     case FileFormat::uff: return open_uff(path, options);
     case FileFormat::verasonics_mat: return open_verasonics(path, options);
     case FileFormat::unknown: break;
+  }
+  if (!std::filesystem::is_regular_file(path)) fail(path, "", "does not exist or is not a file");
+  recording::hdf5::quiet_errors();
+  if (H5Fis_hdf5(path.c_str()) > 0) {
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) fail(path, "", "an HDF5 file that cannot be opened (truncated or damaged?)");
+    H5Fclose(file);
   }
   fail(path, "", "not a sonopipe recording, UFF file or MAT file (unrecognised contents)");
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -32,8 +33,11 @@ struct ImportOptions {
   // UFF/.mat: which object to read when a file holds several ("" = the only/first suitable one,
   // e.g. "/channel_data" or "/beamformed_data").
   std::string object;
-  // ARFI: group this many consecutive acquisition frames into one frame (a new outermost axis
-  // "time" of this size before the existing axes), 0 = one frame per acquisition frame.
+  // ARFI: group this many consecutive acquisition frames into one frame, 0 = one frame per
+  // acquisition frame. The new axis is called "ensemble"; where it goes is the reader's to say
+  // (UFF: beamformed [location, ensemble, sample], the ARFI set of stages/arfi/arfi_conventions.h;
+  // channel data [ensemble, transmit, element, sample]). A frame count that is not a multiple is
+  // refused.
   std::size_t ensemble = 0;
   std::uint32_t stream_id = 0;  // stream id given to imported frames (non-sonopipe formats)
 };
@@ -47,6 +51,16 @@ class AcquisitionReader {
   // Frame `index` in replay order: meta (stream id, sequence, acquisition time, kind, axes with
   // spacing/origin/units, frequencies, c, vectors, attributes) and the payload bytes.
   virtual recording::Frame read_frame(std::size_t index) = 0;
+  // Stream and acquisition time of frame `index` without its payload (replay's schedule and stream
+  // filter). Readers that know these cheaply override it; the default reads the frame.
+  struct FrameInfo {
+    std::uint32_t stream_id = 0;
+    std::int64_t acquisition_time_ns = 0;
+  };
+  virtual FrameInfo frame_info(std::size_t index) {
+    const recording::Frame frame = read_frame(index);
+    return {frame.meta.stream_id, frame.meta.acquisition_time_ns};
+  }
   // The source's metadata that the import keeps as root attributes of the sonopipe recording
   // (format, version, object paths, fields not mapped onto the frame header).
   virtual std::map<std::string, std::string> source_attributes() const = 0;

@@ -9,34 +9,42 @@
 namespace sonopipe::replay {
 
 FrameSource::FrameSource(const std::string& path, const std::vector<std::uint32_t>& streams,
-                         std::size_t preload_limit_bytes)
-    : reader_(std::make_unique<recording::Reader>(path)) {
-  const std::vector<std::uint32_t> available = reader_->streams();
+                         std::size_t preload_limit_bytes, const formats::ImportOptions& import_options)
+    : reader_(formats::open_acquisition(path, import_options)), description_(reader_->description()) {
+  std::vector<Entry> all;
+  for (std::size_t i = 0; i < reader_->frame_count(); ++i) {
+    const formats::AcquisitionReader::FrameInfo info = reader_->frame_info(i);
+    all.push_back({i, info.stream_id, info.acquisition_time_ns});
+  }
   for (std::uint32_t id : streams)
-    if (std::find(available.begin(), available.end(), id) == available.end())
+    if (std::none_of(all.begin(), all.end(), [id](const Entry& e) { return e.stream_id == id; }))
       throw std::invalid_argument("'" + path + "' has no stream " + std::to_string(id));
-  for (const recording::FrameRef& ref : reader_->frame_order())
-    if (streams.empty() || std::find(streams.begin(), streams.end(), ref.stream_id) != streams.end())
-      order_.push_back(ref);
-  for (const recording::FrameRef& ref : order_) ++frames_per_stream_[ref.stream_id];
-  // Every frame of a stream has one shape: the first frame gives the stream's frame size.
+  for (const Entry& entry : all)
+    if (streams.empty() || std::find(streams.begin(), streams.end(), entry.stream_id) != streams.end())
+      order_.push_back(entry);
+  // Every frame of a stream has one shape: the stream's first frame gives its frame size.
+  std::map<std::uint32_t, std::size_t> first_of_stream;
+  for (const Entry& entry : order_) {
+    ++frames_per_stream_[entry.stream_id];
+    first_of_stream.try_emplace(entry.stream_id, entry.index);
+  }
   for (const auto& [stream_id, count] : frames_per_stream_)
-    total_bytes_ += count * reader_->read_frame(stream_id, 0).payload.size();
+    total_bytes_ += count * reader_->read_frame(first_of_stream.at(stream_id)).payload.size();
   if (total_bytes_ <= preload_limit_bytes) {
     frames_.reserve(order_.size());
-    for (const recording::FrameRef& ref : order_) frames_.push_back(reader_->read_frame(ref.stream_id, ref.index));
+    for (const Entry& entry : order_) frames_.push_back(reader_->read_frame(entry.index));
   }
 }
 
 std::vector<std::int64_t> FrameSource::times_ns() const {
   std::vector<std::int64_t> times;
-  for (const recording::FrameRef& ref : order_) times.push_back(ref.acquisition_time_ns);
+  for (const Entry& entry : order_) times.push_back(entry.acquisition_time_ns);
   return times;
 }
 
 OutgoingFrame FrameSource::prepare(std::size_t index, std::size_t loop, std::int64_t recorded_period_ns,
                                    bool keep_headers) {
-  const recording::FrameRef& ref = order_.at(index);
+  const Entry& ref = order_.at(index);
   OutgoingFrame out;
   recording::Frame streamed;
   const recording::Frame* frame = nullptr;
@@ -45,7 +53,7 @@ OutgoingFrame FrameSource::prepare(std::size_t index, std::size_t loop, std::int
     // Zero copy: ZeroMQ reads the preloaded bytes in place; they outlive the socket.
     out.payload = zmq::message_t(const_cast<std::byte*>(frame->payload.data()), frame->payload.size(), nullptr, nullptr);
   } else {
-    streamed = reader_->read_frame(ref.stream_id, ref.index);
+    streamed = reader_->read_frame(ref.index);
     frame = &streamed;
     out.payload = zmq::message_t(streamed.payload.data(), streamed.payload.size());
   }

@@ -1,5 +1,7 @@
-// The frames of a recording in replay order (acquisition time over the chosen streams), held in
-// memory when they fit under a limit (sends then copy nothing) or read from the file one by one.
+// The frames of a recorded acquisition in replay order (a sonopipe recording: acquisition time
+// over the chosen streams; UFF and Verasonics files: their frame axis, through
+// tools/formats/acquisition_reader.h), held in memory when they fit under a limit (sends then copy
+// nothing) or read from the file one by one.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "tools/common/recording.h"
+#include "tools/formats/acquisition_reader.h"
 
 namespace sonopipe::replay {
 
@@ -21,9 +24,11 @@ struct OutgoingFrame {
 
 class FrameSource {
  public:
-  // streams: the stream ids to replay (empty = all). Throws RecordingError / std::invalid_argument.
-  FrameSource(const std::string& path, const std::vector<std::uint32_t>& streams, std::size_t preload_limit_bytes);
+  // streams: the stream ids to replay (empty = all). Throws formats::FormatError / std::invalid_argument.
+  FrameSource(const std::string& path, const std::vector<std::uint32_t>& streams, std::size_t preload_limit_bytes,
+              const formats::ImportOptions& import_options = {});
 
+  std::string description() const { return description_; }  // the detected format, e.g. "uff v1.2.0 (...)"
   std::size_t size() const { return order_.size(); }
   std::vector<std::int64_t> times_ns() const;
   std::size_t total_bytes() const { return total_bytes_; }  // payload bytes of one pass
@@ -35,8 +40,14 @@ class FrameSource {
   OutgoingFrame prepare(std::size_t index, std::size_t loop, std::int64_t recorded_period_ns, bool keep_headers);
 
  private:
-  std::unique_ptr<recording::Reader> reader_;
-  std::vector<recording::FrameRef> order_;
+  struct Entry {
+    std::size_t index;  // in the reader's replay order
+    std::uint32_t stream_id;
+    std::int64_t acquisition_time_ns;
+  };
+  std::unique_ptr<formats::AcquisitionReader> reader_;
+  std::string description_;
+  std::vector<Entry> order_;
   std::map<std::uint32_t, std::size_t> frames_per_stream_;
   std::vector<recording::Frame> frames_;  // preloaded, in replay order
   std::size_t total_bytes_ = 0;

@@ -19,7 +19,18 @@ int main(int argc, char** argv) {
   double speed = 1.0, rate_hz = 0.0, connect_timeout_s = 10.0, preload_mb = 2048.0;
   bool as_fast_as_possible = false;
   std::vector<std::uint32_t> streams;
-  app.add_option("recording", path, "HDF5 recording (sonopipe-sim, sonopipe-record)")->required()->check(CLI::ExistingFile);
+  formats::ImportOptions import_options;
+  app.add_option("recording", path,
+                 "recorded acquisition: sonopipe recording (sonopipe-sim, sonopipe-record), USTB UFF or Verasonics .mat "
+                 "(detected from the contents)")
+      ->required()->check(CLI::ExistingFile);
+  app.add_option("--object", import_options.object, "UFF/.mat: the object to replay (default: the first channel or "
+                                                     "beamformed data)");
+  app.add_option("--ensemble", import_options.ensemble,
+                 "UFF/.mat: group this many acquisition frames into one ARFI set (0 = one frame each)")
+      ->capture_default_str();
+  app.add_option("--stream-id", import_options.stream_id, "UFF/.mat: stream id of the replayed frames")
+      ->capture_default_str();
   app.add_option("--endpoint", options.endpoint, "ingest endpoint of the receiver")->capture_default_str();
   app.add_flag("--bind", options.bind, "bind the endpoint instead of connecting to it");
   app.add_flag("--lossless", options.lossless,
@@ -54,7 +65,8 @@ int main(int argc, char** argv) {
       timing = {.mode = replay::TimingMode::fixed_rate, .rate_hz = rate_hz};
     else
       timing = {.mode = replay::TimingMode::original, .speed = speed};
-    replay::FrameSource source(path, streams, static_cast<std::size_t>(preload_mb * 1e6));
+    replay::FrameSource source(path, streams, static_cast<std::size_t>(preload_mb * 1e6), import_options);
+    spdlog::info("sonopipe-replay: {} is a {}", path, source.description());
     if (source.size() == 0) {
       std::cerr << "sonopipe-replay: " << path << " holds no frames to replay\n";
       return 1;
