@@ -30,9 +30,8 @@ constexpr int kMaxFailureCode = 125;
 constexpr int kCouldNotRun = 126;
 
 // Written beside its final name and renamed, like the result recordings.
-void write_summary(const std::filesystem::path& out_dir, const std::vector<run::InputOutcome>& outcomes) {
-  const std::filesystem::path path = out_dir / run::kSummaryFileName;
-  const std::filesystem::path temporary = out_dir / ("." + path.filename().string() + ".partial");
+void write_summary(const std::filesystem::path& path, const std::vector<run::InputOutcome>& outcomes) {
+  const std::filesystem::path temporary = path.parent_path() / ("." + path.filename().string() + ".partial");
   {
     std::ofstream file(temporary);
     file << run::summary_csv(outcomes);
@@ -45,7 +44,7 @@ void write_summary(const std::filesystem::path& out_dir, const std::vector<run::
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-run: run a sonopiped config's pipelines over recordings, in process, without sockets"};
-  std::string config_path, out_dir, log_level = "warn", backend_flag;
+  std::string config_path, out_dir, summary_path, log_level = "warn", backend_flag;
   std::vector<std::string> inputs;
   app.add_option("--config", config_path, "YAML configuration of sonopiped (its pipelines, backend, slots)")
       ->required();
@@ -53,6 +52,7 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--out", out_dir, "folder for <input stem>.h5 result recordings and summary.csv (created)")
       ->required();
+  app.add_option("--summary", summary_path, "where the summary CSV goes (default <out>/summary.csv)");
   app.add_option("--backend", backend_flag, "auto|cuda|cpu (overrides the config)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (stderr)")
@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
                    overflow_policy_name(config.overflow), config_path);
     backend = choose_backend(config.backend, config.device, config.cpu_threads);
     std::filesystem::create_directories(out_dir);
+    if (summary_path.empty()) summary_path = (std::filesystem::path(out_dir) / run::kSummaryFileName).string();
   } catch (const std::exception& e) {
     std::cerr << "sonopipe-run: " << e.what() << "\n";
     return kCouldNotRun;
@@ -109,13 +110,12 @@ int main(int argc, char** argv) {
   }
   const auto failed = static_cast<int>(std::count_if(outcomes.begin(), outcomes.end(), [](const auto& o) { return !o.ok; }));
   try {
-    write_summary(out_dir, outcomes);
+    write_summary(summary_path, outcomes);
   } catch (const std::exception& e) {
     std::cerr << "sonopipe-run: " << e.what() << "\n";
     return kCouldNotRun;
   }
   std::cout << "sonopipe-run: " << outcomes.size() - static_cast<std::size_t>(failed) << " of " << outcomes.size()
-            << " inputs ok, " << failed << " failed; summary in "
-            << (std::filesystem::path(out_dir) / run::kSummaryFileName).string() << std::endl;
+            << " inputs ok, " << failed << " failed; summary in " << summary_path << std::endl;
   return std::min(failed, kMaxFailureCode);
 }
