@@ -33,9 +33,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python/sonopipe DESTINATION ${SONO
         COMPONENT runtime PATTERN __pycache__ EXCLUDE PATTERN "*.pyc" EXCLUDE)
 install(DIRECTORY ${SONOPIPE_PROTO_PY_DIR}/sonopipe/v1 DESTINATION ${SONOPIPE_INSTALL_PYTHONDIR}/sonopipe
         COMPONENT runtime FILES_MATCHING PATTERN "*_pb2.py")
-configure_file(${package_dir}/sonopipe-view.in ${CMAKE_CURRENT_BINARY_DIR}/installed/sonopipe-view @ONLY)
-install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/installed/sonopipe-view DESTINATION ${CMAKE_INSTALL_BINDIR}
-        COMPONENT runtime)
+foreach(launcher IN ITEMS sonopipe-view sonopipe-cohort)
+  configure_file(${package_dir}/${launcher}.in ${CMAKE_CURRENT_BINARY_DIR}/installed/${launcher} @ONLY)
+  install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/installed/${launcher} DESTINATION ${CMAKE_INSTALL_BINDIR}
+          COMPONENT runtime)
+endforeach()
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/config
         COMPONENT runtime FILES_MATCHING PATTERN "*.yaml")
@@ -53,6 +55,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # sonopipe_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-zmq, python3-protobuf, python3-numpy, python3-h5py, python3-matplotlib")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-distributed")  # sonopipe-cohort only
 if(SONOPIPE_CUDA)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CUDAToolkit_LIBRARY_DIR})
 endif()
