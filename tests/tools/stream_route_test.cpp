@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <set>
 
 #include "tests/tools/tool_test_support.h"
 #include "tools/common/daemon_launcher.h"

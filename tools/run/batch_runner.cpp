@@ -1,12 +1,12 @@
 #include "tools/run/batch_runner.h"
 
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "pipeline/executor.h"
