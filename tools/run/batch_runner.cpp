@@ -1,6 +1,5 @@
 #include "tools/run/batch_runner.h"
 
-
 #include <chrono>
 #include <filesystem>
 #include <memory>
