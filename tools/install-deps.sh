@@ -9,6 +9,7 @@ packages=(
   python3 python3-zmq python3-protobuf python3-numpy python3-scipy python3-matplotlib python3-h5py
   python3-aiohttp  # sonopipe-web
   chromium         # the browser of sonopipe-web's test
+  python3-distributed  # sonopipe-cohort
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -3,7 +3,8 @@
 # builds examples/plugin-stage against the installed CMake package, lists the plugin's stage with the
 # installed sonopiped, simulates IQ frames with the installed sonopipe-sim, replays them through the
 # installed daemon (plugin pipeline `log_envelope`) while the installed sonopipe-record records the
-# results, and checks every result value with the installed Python package against numpy. Then
+# results, runs the installed sonopipe-run over the same frames, and checks every result value with
+# the installed Python package against numpy (and sonopipe-run's against the daemon's). Then
 # compiles tests/src/client/client_program.c with `pkg-config --cflags --libs sonopipe-client` alone
 # and runs it against the installed daemon (convert round trips byte for byte, every error path).
 #   run_installed.sh PREFIX SOURCE_DIR WORK_DIR
@@ -19,7 +20,7 @@ fail() { echo "run_installed: FAILED: $*" >&2; exit 1; }
 
 echo "-- installed files"
 for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonopipe-record" "$bin/sonopipe-ctl" \
-         "$bin/sonopipe-view" "$prefix/include/sonopipe/pipeline/stage.h" "$prefix/include/sonopipe/pipeline/plugin.h" \
+         "$bin/sonopipe-view" "$bin/sonopipe-run" "$bin/sonopipe-cohort" "$prefix/include/sonopipe/pipeline/stage.h" "$prefix/include/sonopipe/pipeline/plugin.h" \
          "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml" \
          "$prefix/include/sonopipe/sonopipe_client.h" "$prefix/share/sonopipe/matlab/SonopipeSender.m"; do
   [ -e "$f" ] || fail "missing $f"
@@ -80,6 +81,11 @@ recorder=""
 wait "$daemon" || fail "sonopiped exited with $?"
 daemon=""
 
+echo "-- the same recording through the installed sonopipe-run; sonopipe-cohort starts"
+"$bin/sonopipe-run" --config "$work/daemon.yaml" "$work/iq.h5" --out "$work/run" > "$work/run.log" 2>&1 \
+  || { cat "$work/run.log"; fail "sonopipe-run"; }
+"$bin/sonopipe-cohort" --help > /dev/null || fail "sonopipe-cohort --help"
+
 echo "-- a C program built with pkg-config sonopipe-client alone, run against the installed daemon"
 client_pc_dir="$(dirname "$(find "$prefix/lib" -name sonopipe-client.pc -print -quit)")"
 client_flags="$(PKG_CONFIG_PATH="$client_pc_dir" pkg-config --cflags --libs sonopipe-client)" || fail "pkg-config sonopipe-client"
@@ -108,7 +114,7 @@ wait "$daemon" || fail "sonopiped (client) exited with $?"
 daemon=""
 
 echo "-- results checked with the installed Python package"
-PYTHONPATH="$python_dir" /usr/bin/python3 - "$work/iq.h5" "$work/results.h5" <<'PY'
+PYTHONPATH="$python_dir" /usr/bin/python3 - "$work/iq.h5" "$work/results.h5" "$work/run/iq.h5" <<'PY'
 import sys
 import numpy as np
 from sonopipe.recording import read_recording
@@ -122,6 +128,8 @@ for header, values in results:
     assert values.shape == iq.shape, (values.shape, iq.shape)
     worst = np.max(np.abs(values - expected))
     assert worst < 1e-4, f"frame {header.input_sequence}: off by {worst} dB"
-print(f"run_installed: 4 results equal 20 log10(|iq| / 0.5) floored at -50 dB")
+batch = read_recording(sys.argv[3]).results[("bmode", "log_envelope")]
+assert np.array_equal(batch.payload, results.payload), "sonopipe-run differs from the daemon"
+print(f"run_installed: 4 results equal 20 log10(|iq| / 0.5) floored at -50 dB, sonopipe-run's too")
 PY
 echo "run_installed: ok ($prefix)"

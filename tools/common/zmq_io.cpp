@@ -36,11 +36,10 @@ PeerWatch::~PeerWatch() {
   zmq_socket_monitor(socket_.handle(), nullptr, 0);  // stop monitoring
 }
 
-bool PeerWatch::wait(std::chrono::milliseconds timeout) {
-  if (seen_) return true;
+bool PeerWatch::wait_for(std::size_t peers, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<zmq::message_t> event;
-  while (!seen_) {
+  while (handshakes_ < peers) {
     // Poll at least once, so a zero timeout still collects events already queued.
     const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                    deadline - std::chrono::steady_clock::now()));
@@ -57,7 +56,7 @@ bool PeerWatch::wait(std::chrono::milliseconds timeout) {
     if (!receive_message(monitor_, event, true) || event.empty() || event[0].size() < 2) continue;
     std::uint16_t id = 0;
     std::memcpy(&id, event[0].data(), sizeof id);  // event frame: uint16 id, uint32 value
-    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) seen_ = true;
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ++handshakes_;
   }
   return true;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -27,12 +28,14 @@ class PeerWatch {
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
   // True once at least one peer completed its handshake (immediately if one already has).
-  bool wait(std::chrono::milliseconds timeout);
+  bool wait(std::chrono::milliseconds timeout) { return wait_for(1, timeout); }
+  // True once `peers` handshakes completed (a socket connected to several endpoints).
+  bool wait_for(std::size_t peers, std::chrono::milliseconds timeout);
 
  private:
   zmq::socket_t& socket_;
   zmq::socket_t monitor_;
-  bool seen_ = false;
+  std::size_t handshakes_ = 0;
 };
 
 enum class SendResult { sent, would_block, interrupted };

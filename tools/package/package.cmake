@@ -38,7 +38,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python/sonopipe DESTINATION ${SONO
         COMPONENT runtime PATTERN __pycache__ EXCLUDE PATTERN "*.pyc" EXCLUDE)
 install(DIRECTORY ${SONOPIPE_PROTO_PY_DIR}/sonopipe/v1 DESTINATION ${SONOPIPE_INSTALL_PYTHONDIR}/sonopipe
         COMPONENT runtime FILES_MATCHING PATTERN "*_pb2.py")
-foreach(launcher IN ITEMS sonopipe-view sonopipe-web)
+foreach(launcher IN ITEMS sonopipe-view sonopipe-web sonopipe-cohort)
   configure_file(${package_dir}/${launcher}.in ${CMAKE_CURRENT_BINARY_DIR}/installed/${launcher} @ONLY)
   install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/installed/${launcher} DESTINATION ${CMAKE_INSTALL_BINDIR}
           COMPONENT runtime)
@@ -63,6 +63,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # sonopipe_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3, python3-zmq, python3-protobuf, python3-numpy, python3-h5py, python3-matplotlib, python3-aiohttp")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-distributed")  # sonopipe-cohort only
 if(SONOPIPE_CUDA)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CUDAToolkit_LIBRARY_DIR})
 endif()

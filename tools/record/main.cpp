@@ -12,12 +12,15 @@ using namespace sonopipe;
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-record: subscribe to sonopipe results (and raw frames) and write them to HDF5"};
   record::RecorderOptions options;
-  options.endpoint = "tcp://127.0.0.1:5556";
+  std::string endpoint = "tcp://127.0.0.1:5556";
+  std::vector<std::string> from;
   bool no_results = false;
   double max_frame_mb = 1024;
   std::vector<std::string> topics;
   app.add_option("--out", options.out, "recording to create (HDF5)")->required();
-  app.add_option("--endpoint", options.endpoint, "the daemon's publish endpoint")->capture_default_str();
+  auto* endpoint_option = app.add_option("--endpoint", endpoint, "the daemon's publish endpoint")->capture_default_str();
+  app.add_option("--from", from, "publish endpoint of one of several daemons (repeat; one SUB connects to all)")
+      ->excludes(endpoint_option);
   app.add_option("--topic", topics, "topic prefix to record (repeatable; default result/; 'status' keeps the last Status)");
   app.add_flag("--bind", options.bind, "bind the result endpoint instead of connecting");
   app.add_flag("--no-results", no_results, "record no results (raw frames only)");
@@ -36,7 +39,8 @@ int main(int argc, char** argv) {
   app.add_option("--hwm", options.receive_high_water_mark, "messages queued per socket while writing")
       ->capture_default_str()->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  if (no_results) options.endpoint.clear();
+  options.endpoints = from.empty() ? std::vector<std::string>{endpoint} : from;
+  if (no_results) options.endpoints.clear();
   if (!topics.empty()) options.topics = topics;
   options.max_frame_bytes = static_cast<std::size_t>(max_frame_mb * 1e6);
   try {

@@ -41,6 +41,7 @@ void count_sequence(SeriesCount& series, std::uint64_t sequence, std::size_t byt
 struct Input {
   zmq::socket_t socket;
   std::unique_ptr<tools::PeerWatch> watch;     // set while waiting for a SUB to attach
+  std::size_t peers = 1;                       // handshakes to wait for
   std::optional<SteadyClock::time_point> ready_at;
 };
 
@@ -48,19 +49,19 @@ class Recorder {
  public:
   explicit Recorder(const RecorderOptions& options) : options_(options), writer_(options.out) {
     writer_.set_attribute("created_by", "sonopipe-record");
-    if (!options.endpoint.empty()) {
-      results_.emplace(Input{zmq::socket_t(context_, zmq::socket_type::sub), nullptr, std::nullopt});
-      setup(*results_, options.endpoint, options.bind, true);
+    if (!options.endpoints.empty()) {
+      results_.emplace(Input{zmq::socket_t(context_, zmq::socket_type::sub), nullptr, 1, std::nullopt});
+      setup(*results_, options.endpoints, options.bind, true);
       for (const std::string& topic : options.topics) results_->socket.set(zmq::sockopt::subscribe, topic);
     }
     if (!options.raw_endpoint.empty()) {
       if (options.raw_pattern != "pull" && options.raw_pattern != "sub")
         throw std::invalid_argument("raw pattern must be pull or sub, got '" + options.raw_pattern + "'");
       const bool sub = options.raw_pattern == "sub";
-      raw_.emplace(Input{zmq::socket_t(context_, sub ? zmq::socket_type::sub : zmq::socket_type::pull), nullptr,
+      raw_.emplace(Input{zmq::socket_t(context_, sub ? zmq::socket_type::sub : zmq::socket_type::pull), nullptr, 1,
                          std::nullopt});
       raw_->socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_frame_bytes) + (1 << 20));
-      setup(*raw_, options.raw_endpoint, options.raw_bind, sub);
+      setup(*raw_, {options.raw_endpoint}, options.raw_bind, sub);
       if (sub) raw_->socket.set(zmq::sockopt::subscribe, "");
     }
     if (!results_ && !raw_) throw std::invalid_argument("nothing to record: no result endpoint and no raw endpoint");
@@ -123,20 +124,22 @@ class Recorder {
   }
 
  private:
-  void setup(Input& input, const std::string& endpoint, bool bind, bool needs_subscription) {
+  void setup(Input& input, const std::vector<std::string>& endpoints, bool bind, bool needs_subscription) {
     input.socket.set(zmq::sockopt::rcvhwm, options_.receive_high_water_mark);
     input.socket.set(zmq::sockopt::linger, 0);
     if (needs_subscription) input.watch = std::make_unique<tools::PeerWatch>(context_, input.socket);
-    tools::attach(input.socket, endpoint, bind);
+    // Bound, we cannot know how many publishers will come: the first one makes it ready.
+    input.peers = bind ? 1 : endpoints.size();
+    for (const std::string& endpoint : endpoints) tools::attach(input.socket, endpoint, bind);
     if (!needs_subscription) input.ready_at = SteadyClock::now();  // PULL: senders queue until we read
   }
 
-  // A SUB is ready once a publisher completed its handshake and our subscription had time to arrive.
+  // A SUB is ready once every publisher it connects to completed its handshake and our subscription had time to arrive.
   bool ready() {
     for (std::optional<Input>* input : {&results_, &raw_}) {
       if (!*input) continue;
       Input& in = **input;
-      if (!in.ready_at && in.watch && in.watch->wait(std::chrono::milliseconds(0)))
+      if (!in.ready_at && in.watch && in.watch->wait_for(in.peers, std::chrono::milliseconds(0)))
         in.ready_at = SteadyClock::now() + kSubscriptionMargin;
       if (!in.ready_at || SteadyClock::now() < *in.ready_at) return false;
     }

@@ -1,7 +1,8 @@
 // The recorder behind sonopipe-record: results [topic][ResultHeader][payload] from a SUB socket
 // and, optionally, raw frames [FrameHeader][payload] from a PULL or SUB socket, written to a
 // recording (tools/common/recording.h) until a count, a duration, an idle time or a signal.
-// Messages that cannot be recorded are counted by reason and logged at a limited rate; the
+// Several result endpoints: one SUB socket connects to every daemon's PUB (ZeroMQ fair-queues
+// between them), ready once each has completed its handshake. Messages that cannot be recorded are counted by reason and logged at a limited rate; the
 // recorder keeps going.
 #pragma once
 
@@ -15,7 +16,9 @@ namespace sonopipe::record {
 
 struct RecorderOptions {
   std::string out;                               // recording to create
-  std::string endpoint;                          // daemon PUB endpoint; "" = record no results
+  // Daemon PUB endpoints, one SUB connected to all (results of several daemons merged; each
+  // daemon's results stay in its order); empty = record no results.
+  std::vector<std::string> endpoints;
   std::vector<std::string> topics = {"result/"};  // SUB prefixes ("status" keeps the last Status)
   bool bind = false;
   std::string raw_endpoint;                      // frame source; "" = record no raw frames

@@ -46,6 +46,7 @@ OutgoingFrame FrameSource::prepare(std::size_t index, std::size_t loop, std::int
                                    bool keep_headers) {
   const Entry& ref = order_.at(index);
   OutgoingFrame out;
+  out.stream_id = ref.stream_id;
   recording::Frame streamed;
   const recording::Frame* frame = nullptr;
   if (!frames_.empty()) {

@@ -18,6 +18,7 @@
 namespace sonopipe::replay {
 
 struct OutgoingFrame {
+  std::uint32_t stream_id = 0;
   std::string header;      // serialized FrameHeader
   zmq::message_t payload;  // refers to preloaded memory, or owns a copy read from the file
 };

@@ -15,7 +15,9 @@ int main(int argc, char** argv) {
   CLI::App app{"sonopipe-replay: send a recording's frames to a sonopipe ingest endpoint"};
   std::string path;
   replay::PlayerOptions options;
-  options.endpoint = "tcp://127.0.0.1:5555";
+  std::string endpoint = "tcp://127.0.0.1:5555";
+  std::vector<std::string> routed_endpoints;
+  bool route = false;
   double speed = 1.0, rate_hz = 0.0, connect_timeout_s = 10.0, preload_mb = 2048.0;
   bool as_fast_as_possible = false;
   std::vector<std::uint32_t> streams;
@@ -31,7 +33,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stream-id", import_options.stream_id, "UFF/.mat: stream id of the replayed frames")
       ->capture_default_str();
-  app.add_option("--endpoint", options.endpoint, "ingest endpoint of the receiver")->capture_default_str();
+  auto* endpoint_option =
+      app.add_option("--endpoint", endpoint, "ingest endpoint of the receiver")->capture_default_str();
+  auto* to_option = app.add_option("--to", routed_endpoints,
+                                   "with --route: ingest endpoint of one receiver (repeat: one socket per daemon)");
+  app.add_flag("--route", route, "spread streams over the --to endpoints: stream s goes to endpoint s mod N")
+      ->needs(to_option);
+  to_option->excludes(endpoint_option);
   app.add_flag("--bind", options.bind, "bind the endpoint instead of connecting to it");
   app.add_flag("--lossless", options.lossless,
                "PUSH and block when the receiver is busy (daemon ingest.pattern: pull); default PUB, drop and count "
@@ -54,6 +62,11 @@ int main(int argc, char** argv) {
   app.add_option("--preload-mb", preload_mb, "hold the frames in memory when one pass fits (0: read each frame from file)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (!routed_endpoints.empty() && !route) {
+    std::cerr << "sonopipe-replay: --to needs --route (frames of stream s go to --to endpoint s mod N)\n";
+    return 1;
+  }
+  options.endpoints = route ? routed_endpoints : std::vector<std::string>{endpoint};
 
   try {
     tools::install_stop_handlers();

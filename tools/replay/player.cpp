@@ -11,6 +11,7 @@
 #include "tools/common/clock.h"
 #include "tools/common/stop_signal.h"
 #include "tools/common/zmq_io.h"
+#include "tools/replay/stream_route.h"
 
 namespace sonopipe::replay {
 
@@ -62,18 +63,21 @@ double percentile_ms(std::vector<double>& values, double fraction) {
 }  // namespace
 
 PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOptions& options) {
+  if (options.endpoints.empty()) throw std::invalid_argument("no endpoint to send to");
   PlayerReport report;
+  report.frames_per_endpoint.assign(options.endpoints.size(), 0);
   zmq::context_t context(1);
-  zmq::socket_t socket(context, options.lossless ? zmq::socket_type::push : zmq::socket_type::xpub);
-  socket.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
-  // Lossless: closing waits until every frame is handed over; live: give up after a second.
-  socket.set(zmq::sockopt::linger, options.lossless ? -1 : 1000);
-  if (!options.lossless) socket.set(zmq::sockopt::xpub_nodrop, 1);  // full queue -> EAGAIN, counted
-
+  std::vector<zmq::socket_t> sockets;
+  sockets.reserve(options.endpoints.size());
   const auto attach_start = SteadyClock::now();
-  {
+  for (const std::string& endpoint : options.endpoints) {
+    zmq::socket_t& socket = sockets.emplace_back(context, options.lossless ? zmq::socket_type::push : zmq::socket_type::xpub);
+    socket.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
+    // Lossless: closing waits until every frame is handed over; live: give up after a second.
+    socket.set(zmq::sockopt::linger, options.lossless ? -1 : 1000);
+    if (!options.lossless) socket.set(zmq::sockopt::xpub_nodrop, 1);  // full queue -> EAGAIN, counted
     tools::PeerWatch watch(context, socket);
-    tools::attach(socket, options.endpoint, options.bind);
+    tools::attach(socket, endpoint, options.bind);
     const bool attached = options.lossless ? watch.wait(options.connect_timeout)
                                            : wait_for_subscriber(socket, options.connect_timeout);
     if (!attached) {
@@ -82,7 +86,7 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
         return report;
       }
       throw std::runtime_error(std::string("no receiver ") + (options.lossless ? "attached to " : "subscribed on ") +
-                               options.endpoint + " within " + std::to_string(options.connect_timeout.count()) +
+                               endpoint + " within " + std::to_string(options.connect_timeout.count()) +
                                " ms (is the daemon running with ingest.pattern " +
                                (options.lossless ? "pull" : "sub") + "?)");
     }
@@ -104,7 +108,9 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
       if (tools::stop_requested()) break;
       const auto send_start = SteadyClock::now();
       if (!first_send_start) first_send_start = send_start;
-      const tools::SendResult result = tools::send_frame(socket, frame.header, std::move(frame.payload), !options.lossless);
+      const std::size_t target = route_of(frame.stream_id, sockets.size());
+      const tools::SendResult result =
+          tools::send_frame(sockets[target], frame.header, std::move(frame.payload), !options.lossless);
       if (result == tools::SendResult::interrupted) break;
       last_send_end = SteadyClock::now();
       if (schedule.timed()) {
@@ -119,6 +125,7 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
         continue;
       }
       ++report.frames_sent;
+      ++report.frames_per_endpoint[target];
       report.bytes_sent += bytes;
     }
     if (tools::stop_requested()) break;
@@ -129,7 +136,7 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
   report.lateness_ms_p50 = percentile_ms(lateness_ms, 0.50);
   report.lateness_ms_p99 = percentile_ms(lateness_ms, 0.99);
   const auto drain_start = SteadyClock::now();
-  socket.close();
+  for (zmq::socket_t& socket : sockets) socket.close();
   context.close();  // returns once lingering frames are handed to the OS
   report.drain_s = tools::seconds_since(drain_start);
   return report;
@@ -141,8 +148,16 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
   out << std::fixed << std::setprecision(3);
   const Timing& timing = schedule.timing();
   out << "sonopipe-replay: sent " << report.frames_sent << " frames (" << static_cast<double>(report.bytes_sent) / 1e6
-      << " MB) in " << report.duration_s << " s to " << options.endpoint << " ("
-      << (options.lossless ? "push, lossless" : "pub, live") << ")";
+      << " MB) in " << report.duration_s << " s to ";
+  if (options.endpoints.size() == 1) {
+    out << options.endpoints[0];
+  } else {
+    out << options.endpoints.size() << " endpoints by stream id mod " << options.endpoints.size() << " (";
+    for (std::size_t i = 0; i < options.endpoints.size(); ++i)
+      out << (i ? ", " : "") << options.endpoints[i] << ": " << report.frames_per_endpoint[i] << " frames";
+    out << ")";
+  }
+  out << " (" << (options.lossless ? "push, lossless" : "pub, live") << ")";
   if (report.interrupted) out << " -- stopped by signal";
   out << "\n  timing: ";
   switch (timing.mode) {

@@ -5,6 +5,8 @@
 //           take is dropped and counted, as a scanner would drop it.
 // Either way the replay starts its clock once a receiver is attached (a completed handshake for
 // PUSH, a subscription for PUB), so no frame is lost to a slow joiner.
+// Several endpoints (--route): one socket each, stream s to endpoint s mod N (stream_route.h); the
+// clock starts once every endpoint has its receiver. Lossless, a busy receiver holds back all.
 #pragma once
 
 #include <chrono>
@@ -19,7 +21,7 @@
 namespace sonopipe::replay {
 
 struct PlayerOptions {
-  std::string endpoint;
+  std::vector<std::string> endpoints;   // one socket each; frames routed by route_of(stream id)
   bool bind = false;                    // bind instead of connect
   bool lossless = false;                // PUSH (blocks) instead of PUB (drops)
   std::size_t loops = 1;                // 0 = until stopped
@@ -33,6 +35,7 @@ struct PlayerReport {
   std::size_t frames_sent = 0;
   std::size_t frames_dropped = 0;       // live mode: queue full
   std::size_t bytes_sent = 0;           // payload bytes
+  std::vector<std::size_t> frames_per_endpoint;  // sent, parallel to PlayerOptions::endpoints
   std::size_t loops_completed = 0;
   bool interrupted = false;             // stopped by SIGINT/SIGTERM
   double wait_for_receiver_s = 0;

@@ -3,6 +3,10 @@
 ``lossless=True`` uses PUSH (for the daemon's PULL ingest): a send blocks while the daemon's
 queue is full instead of dropping. ``lossless=False`` uses PUB (for a SUB ingest, live data): a
 frame nobody can take is dropped by ZeroMQ, as a scanner stream would be.
+
+Several endpoints (one daemon each) route by stream id, as ``sonopipe-replay --route``: every frame
+of stream s goes to endpoint s mod N (tools/replay/stream_route.h), one socket per endpoint, so a
+stream always meets the same daemon.
 """
 import time
 
@@ -51,22 +55,35 @@ def make_frame_header(array, *, kind, axes, stream_id=0, sequence=0, acquisition
     return header
 
 
+def route_of(stream_id, endpoints):
+    """Index of the endpoint that takes stream `stream_id` among `endpoints` (tools/replay/stream_route.h)."""
+    return stream_id % endpoints
+
+
 class Publisher:
-    """Sends frames to `endpoint` (connects; bind=True binds instead).
+    """Sends frames to `endpoint` (connects; bind=True binds instead), or routes them by stream id
+    over a list of endpoints (see the module's doc).
 
     ``send`` numbers the frames of each stream 0, 1, 2, ... unless given a sequence."""
 
     def __init__(self, endpoint, lossless=True, bind=False, context=None, send_high_water_mark=1000,
                  linger_s=10.0):
-        self.endpoint = endpoint
+        self.endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        if not self.endpoints:
+            raise ValueError("no endpoint to send to")
+        self.endpoint = self.endpoints[0]
         self.lossless = lossless
         self.sent = 0
         self._next_sequence = {}  # stream_id -> next sequence number
         self._context = context or zmq.Context.instance()
-        self._socket = self._context.socket(zmq.PUSH if lossless else zmq.PUB)
-        self._socket.setsockopt(zmq.SNDHWM, send_high_water_mark)
-        self._socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
-        (self._socket.bind if bind else self._socket.connect)(endpoint)
+        self._sockets = []
+        for address in self.endpoints:
+            socket = self._context.socket(zmq.PUSH if lossless else zmq.PUB)
+            socket.setsockopt(zmq.SNDHWM, send_high_water_mark)
+            socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
+            (socket.bind if bind else socket.connect)(address)
+            self._sockets.append(socket)
+        self._socket = self._sockets[0]
 
     def send(self, array, *, kind, axes, stream_id=0, sequence=None, **header_fields):
         """Sends `array` with a header built by make_frame_header; returns the header sent."""
@@ -83,12 +100,14 @@ class Publisher:
         if header.element_type != element_type_of(payload.dtype):
             raise PayloadError(f"header element type {header.element_type} does not match dtype {payload.dtype}")
         array_from_payload(header.element_type, header.axes, payload)  # raises on a shape mismatch
-        self._socket.send_multipart([header.SerializeToString(), payload], copy=False)
+        socket = self._sockets[route_of(header.stream_id, len(self._sockets))]
+        socket.send_multipart([header.SerializeToString(), payload], copy=False)
         self._next_sequence[header.stream_id] = header.sequence + 1
         self.sent += 1
 
     def close(self):
-        self._socket.close()
+        for socket in self._sockets:
+            socket.close()
 
     def __enter__(self):
         return self

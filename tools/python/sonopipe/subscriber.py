@@ -87,7 +87,8 @@ class _Pending:
 
 
 class Subscriber:
-    """Iterates results of `endpoint` (the daemon's publish endpoint) on topic prefixes `topics`.
+    """Iterates results of `endpoint` (the daemon's publish endpoint, or a list: one SUB connected to
+    several daemons, their results merged, each daemon's in its order) on topic prefixes `topics`.
 
     ``for header, array in Subscriber("tcp://127.0.0.1:5556", ["result/arfi/"], timeout_s=5)``
     stops when nothing arrives for `timeout_s` (None: waits forever)."""
@@ -106,7 +107,8 @@ class Subscriber:
         self._socket.setsockopt(zmq.RCVHWM, receive_high_water_mark)
         for topic in topics:
             self._socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
-        (self._socket.bind if bind else self._socket.connect)(endpoint)
+        for address in [endpoint] if isinstance(endpoint, str) else endpoint:
+            (self._socket.bind if bind else self._socket.connect)(address)
         self._last_sequence = {}   # (topic, stream_id) -> last input_sequence seen
         self._pending = {}         # conflation: topic -> newest _Pending, in arrival order
         self._malformed_logged_at = 0.0
