@@ -8,13 +8,14 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pipeline/executor.h"
+#include "pipeline/gpu_device.h"
+#include "pipeline/multi_device_executor.h"
 #include "src/ingest.h"
 #include "src/publisher.h"
 #include "src/wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
-#include "tools/run/input_source.h"
+#include "tools/formats/acquisition_reader.h"
 
 namespace sonopipe::run {
 namespace {
@@ -68,9 +69,11 @@ class InputRun {
     ExecutorOptions options{.backend = backend.backend, .device_id = config.device, .slots = config.slots,
                             .queue_depth = config.queue_depth, .overflow = OverflowPolicy::block, .pool = &pool};
     const StageRegistry& registry = config.registry ? *config.registry : builtin_stages();
+    const int visible_devices = backend.backend == Backend::cuda ? probe_gpu(config.device).device_count : 0;
     for (const PipelineConfig& pipeline : config.pipelines) {
-      executors_.push_back(
-          std::make_unique<PipelineExecutor>(pipeline.name, build_stages(pipeline, registry), options, callbacks));
+      executors_.push_back(std::make_unique<MultiDeviceExecutor>(
+          pipeline.name, resolve_devices(pipeline, config, backend.backend, visible_devices),
+          [&] { return build_stages(pipeline, registry); }, options, callbacks));
       matches_.push_back(pipeline.match);
     }
   }
@@ -130,7 +133,7 @@ class InputRun {
   }
 
   recording::Writer writer_;
-  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
+  std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
   std::vector<FrameMatch> matches_;
   std::mutex mutex_;
   std::optional<std::string> error_;
@@ -165,7 +168,7 @@ InputOutcome BatchRunner::run(const std::string& input, const std::string& outpu
   // Hidden, beside the output (a rename within one folder is atomic); a retry truncates it.
   TemporaryFile temporary{final_path.parent_path() / ("." + final_path.filename().string() + ".partial")};
   try {
-    std::unique_ptr<formats::AcquisitionReader> reader = open_input(input);
+    std::unique_ptr<formats::AcquisitionReader> reader = formats::open_acquisition(input, {});
     const std::size_t total = reader->frame_count();
     if (total == 0) throw InputError("holds no frames");
     std::optional<InputRun> pipelines(std::in_place, config_, backend_, pool_, temporary.path.string());
