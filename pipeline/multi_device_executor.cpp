@@ -85,10 +85,15 @@ void MultiDeviceExecutor::drain() {
 void MultiDeviceExecutor::dispatch_loop() {
   while (std::optional<InputFrame> frame = queue_->pop()) {
     bool new_stream = false;
-    const std::size_t lane = placement_.lane_for(frame->meta.stream_id, &new_stream);
+    std::size_t lane = 0, streams_there = 0;
+    {
+      std::lock_guard lock(placement_mutex_);
+      lane = placement_.lane_for(frame->meta.stream_id, &new_stream);
+      streams_there = placement_.streams_on(lane);
+    }
     if (new_stream)
       spdlog::info("pipeline {}: stream {} placed on device {} ({} streams there)", name_, frame->meta.stream_id,
-                   devices_[lane], placement_.streams_on(lane));
+                   devices_[lane], streams_there);
     {
       std::lock_guard lock(order_mutex_);
       auto ticket = std::make_shared<Ticket>();
@@ -129,6 +134,7 @@ void MultiDeviceExecutor::release_finished_locked() {
 
 MultiDeviceStats MultiDeviceExecutor::stats() const {
   MultiDeviceStats stats;
+  std::lock_guard lock(placement_mutex_);
   for (std::size_t lane = 0; lane < lanes_.size(); ++lane) {
     PipelineStats s = lanes_[lane]->stats();
     stats.devices.push_back({.device = devices_[lane], .processed = s.processed, .busy_ms_total = s.busy_ms_total,

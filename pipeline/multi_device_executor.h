@@ -74,6 +74,7 @@ class MultiDeviceExecutor {
   const std::string name_;
   const std::vector<int> devices_;
   const ExecutorCallbacks callbacks_;
+  mutable std::mutex placement_mutex_;  // the dispatcher places, stats() reads
   Placement placement_;
   std::unique_ptr<FrameQueue> queue_;  // several devices only
   std::vector<std::unique_ptr<PipelineExecutor>> lanes_;
