@@ -91,8 +91,10 @@ void MultiDeviceExecutor::dispatch_loop() {
       lane = placement_.lane_for(frame->meta.stream_id, &new_stream);
       streams_there = placement_.streams_on(lane);
     }
+    // The first placements at info, the rest (a churn of stream ids) at debug.
     if (new_stream)
-      spdlog::info("pipeline {}: stream {} placed on device {} ({} streams there)", name_, frame->meta.stream_id,
+      spdlog::log(++placements_logged_ <= 16 ? spdlog::level::info : spdlog::level::debug,
+                  "pipeline {}: stream {} placed on device {} ({} streams there)", name_, frame->meta.stream_id,
                    devices_[lane], streams_there);
     {
       std::lock_guard lock(order_mutex_);

@@ -76,6 +76,7 @@ class MultiDeviceExecutor {
   const ExecutorCallbacks callbacks_;
   mutable std::mutex placement_mutex_;  // the dispatcher places, stats() reads
   Placement placement_;
+  std::size_t placements_logged_ = 0;  // dispatcher thread only
   std::unique_ptr<FrameQueue> queue_;  // several devices only
   std::vector<std::unique_ptr<PipelineExecutor>> lanes_;
 
