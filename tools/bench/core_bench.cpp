@@ -15,6 +15,10 @@
 //   relay     N frames PUSH -> [PULL -> PUB an output-sized payload] -> SUB: the daemon's two hops
 //             without its work, so the table separates transport cost from processing cost.
 // Goals (issue 2): daemon >= 90 % of raw ZeroMQ frames/s at 8 MB, e2e p99 <= 2 ms at 1 MB.
+// --pipeline beamform: the frames are PICMUS-sized channel RF instead (int16, 11 plane waves x 128
+// elements x 2048 samples = 5.8 MB; --sizes-mb is ignored) and the pipeline is convert -> beamform
+// onto 256 x 1024 RF pixels (the beamform bench's case): channel data through the daemon at rate
+// (issue 10's goal: >= 300 frames/s over ipc with 0 loss).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <numbers>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -33,6 +38,7 @@
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"
 #include "tools/common/zmq_io.h"
+#include "tools/sim/channel_sim.h"
 
 namespace sonopipe::bench {
 
@@ -55,6 +61,7 @@ struct CoreOptions {
   int queue_depth = 8;
   int cpu_threads = 0;
   std::string type = "int16";
+  std::string pipeline = "convert";  // or "beamform"
   std::string work_dir;
   bool keep = false;
 };
@@ -87,6 +94,25 @@ BenchFrame make_frame(double size_mb, const std::string& type) {
     std::normal_distribution<float> normal(0.0f, 1000.0f);
     for (std::size_t i = 0; i < frame.payload.size() / 4; ++i) values[i] = normal(rng);
   }
+  return frame;
+}
+
+// PICMUS-sized channel RF (the beamform bench's plane-wave case): the simulator's geometry, random
+// int16 samples.
+BenchFrame make_channel_frame() {
+  sim::ChannelSimConfig config;
+  config.center_frequency_hz = 5.208e6;
+  config.sampling_frequency_hz = 4 * config.center_frequency_hz;
+  config.samples = 2048;
+  config.transmits = sim::plane_wave_sequence(11, 16 * std::numbers::pi / 180);
+  BenchFrame frame;
+  frame.meta = sim::simulate_channel(config).meta;  // no scatterers: geometry only
+  frame.meta.payload.dtype = DType::int16;
+  frame.payload.resize(frame.meta.payload.byte_size());
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> counts(-32768, 32767);
+  auto* values = reinterpret_cast<std::int16_t*>(frame.payload.data());
+  for (std::size_t i = 0; i < frame.payload.size() / 2; ++i) values[i] = static_cast<std::int16_t>(counts(rng));
   return frame;
 }
 
@@ -235,6 +261,9 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const CoreOpt
        << "  - name: bench\n"
        << "    stages:\n"
        << "      - {type: convert, params: {scale: 1.0}}\n";
+  if (options.pipeline == "beamform")
+    yaml << "      - {type: beamform, params: {x_min_m: -0.019, x_max_m: 0.019, lateral_pixels: 256, z_min_m: 0.005,\n"
+         << "                                  z_max_m: 0.05, depth_pixels: 1024, apodisation: hann, f_number: 1.5}}\n";
   return yaml.str();
 }
 
@@ -398,6 +427,7 @@ void run_core_bench(const CoreOptions& options_in) {
 
   double max_mb = 0;
   for (double mb : options.sizes_mb) max_mb = std::max(max_mb, mb);
+  if (options.pipeline == "beamform") max_mb = std::max(max_mb, 6.0);  // the 5.8 MB channel frame
   const std::size_t max_bytes = static_cast<std::size_t>(max_mb * (1 << 20)) * 2 + (1 << 20);
   std::vector<Row> rows;
   std::string backend_line;
@@ -411,8 +441,10 @@ void run_core_bench(const CoreOptions& options_in) {
     backend_line = first.backend() + " on " + first.device_name() + " (" + first.backend_reason() + ")";
     DaemonClient client(endpoints);
     std::uint64_t sequence = 0;
-    for (double size_mb : options.sizes_mb) {
-      BenchFrame frame = make_frame(size_mb, options.type);
+    const bool beamform = options.pipeline == "beamform";
+    for (double size_mb : beamform ? std::vector<double>{0} : options.sizes_mb) {
+      BenchFrame frame = beamform ? make_channel_frame() : make_frame(size_mb, options.type);
+      if (beamform) size_mb = static_cast<double>(frame.payload.size()) / (1 << 20);
       Row row{.transport = transport, .size_mb = size_mb, .frame_bytes = frame.payload.size()};
       run_point(daemon, client, frame, options, sequence, row);
       row.raw_fps = raw_zeromq_fps(transport, dir.string(), frame, options.frames);
@@ -425,7 +457,9 @@ void run_core_bench(const CoreOptions& options_in) {
     if (code != 0) std::cerr << "warning: sonopiped exited with " << code << ":\n" << daemon.log_tail();
   }
   std::cout << "sonopipe-bench core: " << options.daemon << ", backend " << backend_line << "\n"
-            << "convert " << options.type << " RF frames (lines x " << kSamplesPerLine << "), " << options.frames
+            << (options.pipeline == "beamform" ? std::string("convert -> beamform, int16 channel RF 11 x 128 x 2048 -> 256 x 1024")
+                                               : "convert " + options.type + " RF frames (lines x " + std::to_string(kSamplesPerLine) + ")")
+            << ", " << options.frames
             << " frames per throughput point, " << options.latency_frames << " for latency, " << options.warmup
             << " warm-up; slots " << options.slots << ", queue " << options.queue_depth << "\n";
   print_table(rows);
@@ -455,6 +489,8 @@ void add_core_bench(CLI::App& app) {
   command->add_option("--cpu-threads", options->cpu_threads, "daemon CPU threads (0: all)")->capture_default_str();
   command->add_option("--type", options->type, "input element type: int16 (-> float32) | float32")
       ->capture_default_str()->check(CLI::IsMember({"int16", "float32"}));
+  command->add_option("--pipeline", options->pipeline, "convert | beamform (PICMUS-sized channel RF frames)")
+      ->capture_default_str()->check(CLI::IsMember({"convert", "beamform"}));
   command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and ipc sockets");
   command->add_flag("--keep", options->keep, "keep the work folder (configs, daemon logs)");
   command->callback([options] { run_core_bench(*options); });
