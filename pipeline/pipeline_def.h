@@ -33,6 +33,9 @@ struct StageConfig {
 struct PipelineConfig {
   std::string name;
   FrameMatch match;
+  // "" = frames come from the daemon's shared ingest socket; otherwise this pipeline reads its own
+  // PULL socket bound here (its `block` back-pressure then holds only that socket's senders).
+  std::string ingest_endpoint;
   std::vector<StageConfig> stages;
   int line = 0;
 };

@@ -66,27 +66,44 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
 }
 
 void Ingest::run(const std::atomic<bool>& stop) {
-  std::vector<zmq::message_t> parts;
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop.load()) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
-    parts.clear();
-    std::size_t part_count = 0;
-    // Drain what is ready without polling again, stopping between messages when asked. A message
-    // is [header][payload]: parts beyond a third are counted and dropped as they arrive, so a
-    // message of a million parts is refused without being held in memory.
-    while (!stop.load()) {
-      zmq::message_t part;
-      if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
-      const bool more = part.more();
-      if (parts.size() < 3) parts.push_back(std::move(part));
-      ++part_count;
-      if (more) continue;
-      handle(parts, part_count);
-      parts.clear();
-      part_count = 0;
-    }
+    read_ready([&] { return !stop.load(); });
   }
+  // Messages already in ZeroMQ's buffers were sent before the stop: handle them too.
+  const auto deadline = std::chrono::steady_clock::now() + kStopSweep;
+  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  std::uint64_t swept = 0;
+  while (before_deadline()) {
+    const std::size_t completed = read_ready(before_deadline);
+    if (completed == 0) break;
+    swept += completed;
+  }
+  read_at_stop_.store(swept, std::memory_order_relaxed);
+  if (swept > 0) spdlog::info("ingest: {} message(s) read from ZeroMQ's buffers after the stop", swept);
+}
+
+template <typename KeepGoing>
+std::size_t Ingest::read_ready(KeepGoing keep_going) {
+  // Drain what is ready without polling again, stopping between parts when asked (a message
+  // stopped half-way is completed by the next call). A message is [header][payload]: parts beyond
+  // a third are counted and dropped as they arrive, so a message of a million parts is refused
+  // without being held in memory.
+  std::size_t completed = 0;
+  while (keep_going()) {
+    zmq::message_t part;
+    if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
+    const bool more = part.more();
+    if (parts_.size() < 3) parts_.push_back(std::move(part));
+    ++part_count_;
+    if (more) continue;
+    handle(parts_, part_count_);
+    parts_.clear();
+    part_count_ = 0;
+    ++completed;
+  }
+  return completed;
 }
 
 void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {

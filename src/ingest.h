@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
@@ -19,6 +20,9 @@ namespace sonopipe {
 
 // Header parts are small; the allowance keeps ZMQ_MAXMSGSIZE from cutting a legal header.
 constexpr std::size_t kHeaderAllowanceBytes = 1 << 20;
+// After a stop, how long ingest goes on reading what ZeroMQ already holds (a sender that never
+// stops would otherwise keep it reading for ever).
+constexpr std::chrono::seconds kStopSweep{2};
 // Streams whose sequence numbers ingest remembers (gap counting); the least recently seen is forgotten.
 constexpr std::size_t kTrackedStreams = 4096;
 
@@ -32,13 +36,20 @@ class Ingest {
 
   Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects);
 
-  // Reads until `stop` is set (checked at least every 100 ms). Runs on its own thread.
+  // Reads until `stop` is set (checked at least every 100 ms), then reads what ZeroMQ already
+  // holds for us (messages sent before the stop; at most kStopSweep long) and handles it like any
+  // other frame, so frames in ZeroMQ's buffers at a stop are processed, not lost uncounted.
+  // Runs on its own thread.
   void run(const std::atomic<bool>& stop);
   std::uint64_t received() const { return received_.load(std::memory_order_relaxed); }
+  std::uint64_t read_at_stop() const { return read_at_stop_.load(std::memory_order_relaxed); }
   std::uint64_t missing() const { return missing_.load(std::memory_order_relaxed); }
 
  private:
   void handle(std::vector<zmq::message_t>& parts, std::size_t part_count);  // parts: the first 3 kept
+  // Reads and handles the messages ready now while `keep_going()`; returns how many it completed.
+  template <typename KeepGoing>
+  std::size_t read_ready(KeepGoing keep_going);
 
   zmq::socket_t socket_;
   const std::size_t max_frame_bytes_;
@@ -46,6 +57,9 @@ class Ingest {
   Dispatch dispatch_;
   RejectLog& rejects_;
   std::atomic<std::uint64_t> received_{0};
+  std::atomic<std::uint64_t> read_at_stop_{0};
+  std::vector<zmq::message_t> parts_;  // the message being read (ingest thread only)
+  std::size_t part_count_ = 0;
   std::atomic<std::uint64_t> missing_{0};                   // sequence gaps, all streams
   SequenceTracker sequences_{kTrackedStreams};  // ingest thread only
   LineLimiter gap_lines_, forgotten_lines_;                         // ingest thread only

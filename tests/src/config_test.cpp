@@ -67,6 +67,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(config.non_finite == NonFinitePolicy::reject);
   CHECK(config.cpu_threads == 0);
   CHECK(config.log_level == "info");
+  CHECK(config.max_streams == 64);
   REQUIRE(config.pipelines.size() == 1);
   CHECK(config.pipelines[0].match.kinds.empty());
   CHECK(config.pipelines[0].stages[0].params.real("scale") == 1.0);
@@ -86,6 +87,7 @@ max_frame_bytes: 1048576
 non_finite: pass
 cpu_threads: 3
 log_level: debug
+max_streams: 5
 pipelines:
   - name: one
     match: {kinds: [rf, dce], streams: [2, 5]}
@@ -109,6 +111,7 @@ pipelines:
   CHECK(config.non_finite == NonFinitePolicy::pass);
   CHECK(config.cpu_threads == 3);
   CHECK(config.log_level == "debug");
+  CHECK(config.max_streams == 5);
   const PipelineConfig& p = config.pipelines.at(0);
   CHECK(p.name == "one");
   CHECK(p.match.kinds == std::vector<FrameKind>{FrameKind::rf, FrameKind::dce});
@@ -117,7 +120,7 @@ pipelines:
   CHECK(p.stages[0].name == "first");
   CHECK(p.stages[0].publish);
   CHECK(p.stages[0].params.real("scale") == 0.25);
-  CHECK(p.stages[0].line == 18);  // the YAML text starts with an empty line
+  CHECK(p.stages[0].line == 19);  // the YAML text starts with an empty line
   CHECK_FALSE(p.stages[1].publish);  // the executor publishes the last stage regardless
   std::vector<PipelineStage> stages = build_stages(p, builtin_stages());
   CHECK(stages[0].label == "first");
