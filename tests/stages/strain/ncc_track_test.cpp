@@ -308,7 +308,7 @@ TEST_CASE("state_frames tells a fresh stream from one already primed", "[ncc_tra
   CHECK_FALSE(run(state_a, pair.f.data(), 0));
   CHECK_FALSE(run(state_b, pair.g.data(), 0));  // another stream: primes its own state
   REQUIRE(run(state_a, pair.g.data(), 1));      // stream a pairs f with g: shift 2
-  for (std::size_t p = 0; p < plan.outputs[2].spec.element_count(); ++p)
+  for (std::int64_t p = 0; p < plan.outputs[2].spec.element_count(); ++p)
     REQUIRE(outputs[1][p * 2] == Approx(2.0).margin(0.15));  // parabola scatter on 21 x 5 noisy windows
 }
 
