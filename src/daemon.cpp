@@ -193,9 +193,10 @@ int Daemon::run() {
   publisher_->close(2000);
   stop_control.store(true);
   control_thread.join();
-  spdlog::info("stopped: {} frames received ({} read after the stop), {} processed, {} results published, "
-               "{} rejected, {} dropped",
-               final_status.frames_received(), final_status.frames_read_at_stop(), final_status.frames_processed(),
+  spdlog::info("stopped: {} frames received ({} read after the stop, {} more discarded), {} processed, {} results "
+               "published, {} rejected, {} dropped",
+               final_status.frames_received(), final_status.frames_read_at_stop(),
+               final_status.frames_discarded_at_stop(), final_status.frames_processed(),
                final_status.results_published(), final_status.frames_rejected(), final_status.frames_dropped());
   return thread_errors_.load() > 0 ? 1 : 0;
 }
@@ -207,16 +208,18 @@ v1::Status Daemon::status() const {
   status.set_backend(std::string(backend_name(backend_.backend)));
   status.set_backend_reason(backend_.reason);
   status.set_device_name(backend_.device_name);
-  std::uint64_t received = 0, missing = 0, read_at_stop = 0;
+  std::uint64_t received = 0, missing = 0, read_at_stop = 0, discarded_at_stop = 0;
   if (ingest_) {
     received = ingest_->received();
     missing = ingest_->missing();
     read_at_stop = ingest_->read_at_stop();
+    discarded_at_stop = ingest_->discarded_at_stop();
   }
   for (const auto& own : own_ingests_) {
     received += own->received();
     missing += own->missing();
     read_at_stop += own->read_at_stop();
+    discarded_at_stop += own->discarded_at_stop();
   }
   status.set_frames_received(received);
   status.set_frames_missing(missing);
@@ -226,6 +229,7 @@ v1::Status Daemon::status() const {
   status.set_drained(drained_.load());
   status.set_thread_errors(thread_errors_.load());
   status.set_frames_read_at_stop(read_at_stop);
+  status.set_frames_discarded_at_stop(discarded_at_stop);
   status.set_frames_abandoned(frames_abandoned_.load());
   std::uint64_t processed = 0, published = 0, dropped = 0;
   for (const auto& executor : executors_) {

@@ -53,7 +53,9 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
               static_cast<std::int64_t>(config.max_frame_bytes + kHeaderAllowanceBytes));
   // Few frames wait in the socket: the executor's queue is where frames wait, and a short socket
   // queue makes PUSH senders feel backpressure early instead of buffering gigabytes.
-  socket_.set(zmq::sockopt::rcvhwm, static_cast<int>(std::max<std::size_t>(4, 2 * config.queue_depth)));
+  const std::size_t receive_high_water_mark = std::max<std::size_t>(4, 2 * config.queue_depth);
+  socket_.set(zmq::sockopt::rcvhwm, static_cast<int>(receive_high_water_mark));
+  stop_sweep_limit_ = 2 * receive_high_water_mark;
   socket_.set(zmq::sockopt::linger, 0);
   if (config.ingest_pattern == IngestPattern::sub) socket_.set(zmq::sockopt::subscribe, "");
   if (config.ingest_bind) socket_.bind(config.ingest_endpoint);
@@ -71,17 +73,24 @@ void Ingest::run(const std::atomic<bool>& stop) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
     read_ready([&] { return !stop.load(); });
   }
-  // Messages already in ZeroMQ's buffers were sent before the stop: handle them too.
-  const auto deadline = std::chrono::steady_clock::now() + kStopSweep;
-  auto before_deadline = [&] { return std::chrono::steady_clock::now() < deadline; };
+  // Messages already in ZeroMQ's buffers were sent before the stop: handle them too, up to a bound.
   std::uint64_t swept = 0;
-  while (before_deadline()) {
-    const std::size_t completed = read_ready(before_deadline);
+  auto under_limit = [&] { return swept < stop_sweep_limit_; };
+  while (under_limit()) {
+    const std::size_t completed = read_ready(under_limit);
     if (completed == 0) break;
     swept += completed;
+    read_at_stop_.store(swept, std::memory_order_relaxed);
   }
-  read_at_stop_.store(swept, std::memory_order_relaxed);
-  if (swept > 0) spdlog::info("ingest: {} message(s) read from ZeroMQ's buffers after the stop", swept);
+  // Past the bound: count what is still ready (a message cut short by the stop counts too).
+  std::uint64_t discarded = parts_.empty() ? 0 : 1;
+  const auto until = std::chrono::steady_clock::now() + kStopDiscard;
+  for (zmq::message_t part; std::chrono::steady_clock::now() < until && socket_.recv(part, zmq::recv_flags::dontwait);)
+    if (!part.more()) ++discarded;
+  discarded_at_stop_.store(discarded, std::memory_order_relaxed);
+  if (swept > 0 || discarded > 0)
+    spdlog::info("ingest: after the stop {} message(s) read from ZeroMQ's buffers and processed, {} more counted "
+                 "and discarded", swept, discarded);
 }
 
 template <typename KeepGoing>

@@ -226,3 +226,20 @@ TEST_CASE("load_config_file names a missing file", "[config]") {
     CHECK(std::string(e.what()) == "/nonexistent/sonopipe.yaml: cannot open the config file");
   }
 }
+
+TEST_CASE("a pipeline may read an ingest socket of its own, which no other socket may use", "[config]") {
+  DaemonConfig config = parse(R"(
+ingest: {endpoint: "ipc:///tmp/shared"}
+pipelines:
+  - {name: slow, ingest: {endpoint: "ipc:///tmp/slow"}, stages: [{type: convert}]}
+  - {name: fast, stages: [{type: convert}]}
+)");
+  CHECK(config.pipelines[0].ingest_endpoint == "ipc:///tmp/slow");
+  CHECK(config.pipelines[1].ingest_endpoint.empty());
+  CHECK_THAT(error_of("ingest: {endpoint: \"ipc:///tmp/shared\"}\n"
+                      "pipelines: [{name: a, ingest: {endpoint: \"ipc:///tmp/shared\"}, stages: [{type: convert}]}]\n"),
+             Catch::Contains("test.yaml:2: pipelines[0].ingest.endpoint: 'ipc:///tmp/shared' is already used by another "
+                             "socket"));
+  CHECK_THAT(error_of("pipelines: [{name: a, ingest: {}, stages: [{type: convert}]}]\n"),
+             Catch::Contains("pipelines[0].ingest.endpoint: missing"));
+}

@@ -16,6 +16,10 @@
 // on 8 distinct simulated sets sent in turn (stream 0); a result's checksum must equal the first
 // result of the same set (the chain is deterministic on one device), so corruption and mix-ups show
 // without keeping the sets' truth.
+//
+// --chain churn: shape churn through ncc_track (method auto): float32 RF frames in blocks of 4 of
+// one shape, alternating between two shapes, so every block reconfigures the stage (issue 14: auto
+// re-timed the methods on every reconfiguration). Prints frames/s; every block must give 3 pairs.
 #include <sys/types.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -107,7 +112,10 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const SoakOpt
        << "pipelines:\n"
        << "  - name: soak\n"
        << "    stages:\n";
-  if (options.chain == "arfi") {  // config/arfi.yaml's chain
+  if (options.chain == "churn") {
+    yaml << "      - {type: ncc_track, params: {method: auto, kernel: [31, 5], search_min: [-4, -2], "
+            "search_max: [4, 2], step: [16, 4]}}\n";
+  } else if (options.chain == "arfi") {  // config/arfi.yaml's chain
     yaml << "      - {type: convert, params: {scale: 1.0}}\n"
          << "      - {type: upsample, params: {mode: subsets, boundary: natural, factor: 5, factor_denominator: 1, "
             "subset_knots: 16, overlap: 12}}\n"
@@ -173,6 +181,51 @@ class Checker {
   Counts counts_;
 };
 
+// Shape churn: blocks of kChurnBlock frames, shapes alternating per block; frames/s to the last result.
+constexpr std::uint64_t kChurnBlock = 4;
+
+int run_churn(const SoakOptions& options, tools::DaemonLauncher& daemon, zmq::socket_t& push, zmq::socket_t& sub) {
+  const std::int64_t shapes[2][2] = {{64, 512}, {48, 640}};  // [lateral, axial]
+  std::vector<float> values(64 * 640);
+  std::uint64_t state = 12345;
+  for (auto& v : values) {  // any signal with texture; the bench measures throughput
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<std::int32_t>(state >> 32)) * 1e-9f;
+  }
+  const std::uint64_t blocks = std::max<std::uint64_t>(2, options.frames / kChurnBlock);
+  const std::uint64_t frames = blocks * kChurnBlock;
+  FrameMeta meta;
+  meta.kind = FrameKind::rf;
+  meta.payload.dtype = DType::float32;
+  std::thread sender([&] {
+    for (std::uint64_t n = 0; n < frames; ++n) {
+      const auto& shape = shapes[(n / kChurnBlock) % 2];
+      meta.sequence = n;
+      meta.payload.axes = {{"lateral", shape[0], 3e-4, "m"}, {"axial", shape[1], 1.925e-5, "m"}};
+      zmq::message_t payload(values.data(), static_cast<std::size_t>(shape[0] * shape[1]) * sizeof(float));
+      tools::send_frame(push, wire::frame_header_from_meta(meta).SerializeAsString(), std::move(payload), false);
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t expected = blocks * (kChurnBlock - 1) * 4;  // 3 pairs per block, 4 outputs each
+  std::uint64_t results = 0;
+  std::vector<zmq::message_t> parts;
+  while (results < expected && tools::receive_message(sub, parts)) ++results;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sender.join();
+  const v1::Status status = daemon.status();
+  const int exit_code = daemon.stop(std::chrono::seconds(60));
+  std::cout << "sonopipe-bench soak --chain churn: " << frames << " float32 RF frames through ncc_track (auto), "
+            << "shapes 64x512 and 48x640 alternating every " << kChurnBlock << " frames, on " << status.backend()
+            << " (" << status.device_name() << ")\n"
+            << "  results " << results << " of " << expected << ", " << std::fixed << std::setprecision(1) << frames / seconds << std::defaultfloat
+            << " frames/s over " << seconds << " s, rejected " << status.frames_rejected() << ", exit code "
+            << exit_code << "\n";
+  const bool clean = results == expected && status.frames_rejected() == 0 && exit_code == 0;
+  std::cout << (clean ? "churn: PASS" : "churn: FAIL") << "\n";
+  return clean ? 0 : 1;
+}
+
 int run_soak(const SoakOptions& options_in) {
   namespace fs = std::filesystem;
   SoakOptions options = options_in;
@@ -201,6 +254,11 @@ int run_soak(const SoakOptions& options_in) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the subscription travels after the handshake
   }
   push.connect(endpoints.ingest);
+  if (options.chain == "churn") {
+    const int code = run_churn(options, daemon, push, sub);
+    if (own_dir && !options.keep) fs::remove_all(work);
+    return code;
+  }
 
   const bool arfi = options.chain == "arfi";
   const std::uint32_t streams = arfi ? 1 : std::max<std::uint32_t>(1, options.streams);
@@ -297,7 +355,8 @@ int run_soak(const SoakOptions& options_in) {
             << status.backend() << " (" << status.device_name() << ")\n"
             << "  results " << counts.received << ", lost " << counts.lost << ", duplicated " << counts.duplicated
             << ", reordered " << counts.reordered << ", corrupted " << counts.corrupted << "\n"
-            << "  " << static_cast<long>(results / seconds) << " frames/s over " << seconds << " s\n"
+            << "  " << std::fixed << std::setprecision(1) << results / seconds << " frames/s over " << seconds
+            << " s\n" << std::defaultfloat
             << "  daemon RSS: " << rss_start << " KiB after the warm-up, " << rss_end << " KiB at the end, peak "
             << rss_peak << " KiB\n"
             << "  daemon: received " << status.frames_received() << ", processed " << status.frames_processed()
@@ -316,8 +375,8 @@ int run_soak(const SoakOptions& options_in) {
 void add_soak_bench(CLI::App& app) {
   auto options = std::make_shared<SoakOptions>();
   CLI::App* command = app.add_subcommand("soak", "lossless soak: N small frames through convert, checked one by one");
-  command->add_option("--chain", options->chain, "convert (small frames) | arfi (config/arfi.yaml's chain)")
-      ->capture_default_str()->check(CLI::IsMember({"convert", "arfi"}));
+  command->add_option("--chain", options->chain, "convert (small frames) | arfi (config/arfi.yaml's chain) | churn (ncc_track auto, shapes alternating)")
+      ->capture_default_str()->check(CLI::IsMember({"convert", "arfi", "churn"}));
   command->add_option("--daemon", options->daemon, "sonopiped binary (default: ../../src/sonopiped next to this tool)");
   command->add_option("--backend", options->backend, "cpu | cuda")->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
