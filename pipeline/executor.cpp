@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 #include "pipeline/thread_pool.h"
 
 namespace sonopipe {
@@ -24,6 +26,10 @@ double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return (to_ns - fr
 // messages usually arrive 8-byte aligned.
 constexpr std::uintptr_t kCpuInputAlignment = 8;
 
+// Repeated events (evictions, copied results, publish errors) are logged at their 1st, 2nd, 4th,
+// 8th, ... occurrence: a flood is told about, in a bounded number of lines, with its count.
+bool worth_a_line(std::uint64_t count) { return count > 0 && (count & (count - 1)) == 0; }
+
 }  // namespace
 
 struct PipelineExecutor::Slot {
@@ -36,6 +42,11 @@ struct PipelineExecutor::Slot {
   // [published output] host memory the results are published from (pinned for CUDA). CPU stages
   // write published outputs straight into these; CUDA copies them back into these.
   std::vector<std::shared_ptr<Buffer>> results;
+  // [published output] used instead when the spare cap is reached: never handed to a receiver,
+  // published as a copy (copy_results[p]); allocated on first need.
+  std::vector<std::shared_ptr<Buffer>> private_results;
+  std::vector<bool> copy_results;
+  StreamStates::Entry* state = nullptr;  // the frame's stream state (stateful stages), submit thread
 
   // CUDA handles (null on the CPU backend), created once.
   std::unique_ptr<GpuStreamHandle> stream;
@@ -57,13 +68,12 @@ PipelineExecutor::PipelineExecutor(std::string name, std::vector<PipelineStage> 
                                    ExecutorOptions options, ExecutorCallbacks callbacks)
     : name_(std::move(name)), stages_(std::move(stages)), options_(options),
       callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow),
-      started_steady_ns_(steady_ns()) {
+      stream_states_(options.max_streams), started_steady_ns_(steady_ns()) {
   if (stages_.empty()) throw std::invalid_argument("pipeline '" + name_ + "' has no stages");
   if (options_.slots < 1) throw std::invalid_argument("slots must be at least 1");
   if (options_.backend == Backend::cpu && !options_.pool)
     throw std::invalid_argument("the CPU backend needs a thread pool");
   if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
-  state_.resize(stages_.size());
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     stage_compute_ms_.push_back(std::make_unique<SampleWindow>());
     stage_enqueue_ms_.push_back(std::make_unique<SampleWindow>());
@@ -111,8 +121,7 @@ void PipelineExecutor::drain() {
   });
 }
 
-bool PipelineExecutor::same_description(const FrameMeta& frame) const {
-  const FrameMeta& c = configured_frame_;
+bool PipelineExecutor::same_description(const FrameMeta& frame, const FrameMeta& c) {
   if (!(frame.payload == c.payload) || frame.kind != c.kind ||
       frame.sampling_frequency_hz != c.sampling_frequency_hz ||
       frame.center_frequency_hz != c.center_frequency_hz ||
@@ -153,12 +162,12 @@ void PipelineExecutor::configure(const FrameMeta& frame) {
 
   const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
   const MemoryKind staging_memory = backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
-  for (std::size_t i = 0; i < stages_.size(); ++i) {
-    if (stages_[i].stage->keeps_state()) {
-      state_[i].reserve(data_memory, plans_[i].state_bytes);
-      zero_buffer(state_[i], plans_[i].state_bytes);  // a new description starts the history afresh
-    }
-  }
+  // A new description starts every stream's history afresh.
+  std::vector<std::size_t> state_bytes(stages_.size(), 0);
+  for (std::size_t i = 0; i < stages_.size(); ++i)
+    if (stages_[i].stage->keeps_state()) state_bytes[i] = plans_[i].state_bytes;
+  stream_states_.configure(std::move(state_bytes), data_memory);
+  streams_live_.store(0, std::memory_order_relaxed);
   for (auto& slot : slots_) {
     slot->input_host.reserve(staging_memory, frame.payload.byte_size());
     if (backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
@@ -179,6 +188,8 @@ void PipelineExecutor::configure(const FrameMeta& frame) {
       slot->results.push_back(std::make_shared<Buffer>());
       slot->results[p]->reserve(staging_memory, published_outputs_[p].spec.byte_size());
     }
+    slot->private_results.assign(published_outputs_.size(), nullptr);
+    slot->copy_results.assign(published_outputs_.size(), false);
   }
   spare_results_.assign(published_outputs_.size(), {});
   configured_frame_ = frame;
@@ -186,55 +197,17 @@ void PipelineExecutor::configure(const FrameMeta& frame) {
 }
 
 void PipelineExecutor::submit_loop() {
-  if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
-  while (std::optional<InputFrame> frame = queue_.pop()) {
-    if (!configured_ || !same_description(frame->meta)) {
-      // Buffers are shared by the ring: wait until no slot is in flight before resizing them.
-      {
-        std::unique_lock lock(slot_mutex_);
-        slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
-      }
-      try {
-        configure(frame->meta);
-      } catch (const std::exception& e) {
-        configured_ = false;  // the next frame tries again
-        report_stage_error(frame->meta, e.what());
-        report_frame_done(frame->meta);
-        continue;
-      }
-    }
-    Slot& slot = *slots_[next_slot_];
-    {
-      std::unique_lock lock(slot_mutex_);
-      slot_changed_.wait(lock, [&] { return !slot.busy; });
-      slot.busy = true;
-    }
-    prepare_result_buffers(slot);
-    slot.frame = std::move(*frame);
-    slot.produced = false;
-    slot.failed = false;
-    slot.error.clear();
-    slot.stages_run = 0;
+  std::string device_error;
+  if (options_.backend == Backend::cuda) {
     try {
-      if (options_.backend == Backend::cuda) enqueue_on_cuda(slot);
-      else run_on_cpu(slot);
+      use_gpu_device(options_.device_id);
     } catch (const std::exception& e) {
-      slot.failed = true;
-      slot.error = e.what();
-      if (slot.stream) {
-        try {
-          slot.done->record(slot.stream->get());  // the slot is reused only after its work ends
-        } catch (const std::exception&) {
-        }
-      }
+      device_error = std::string("selecting the CUDA device failed: ") + e.what();
     }
-    {
-      std::lock_guard lock(slot_mutex_);
-      in_flight_.push_back(next_slot_);
-    }
-    issued_.fetch_add(1, std::memory_order_release);
-    slot_changed_.notify_all();
-    next_slot_ = (next_slot_ + 1) % slots_.size();
+  }
+  while (std::optional<InputFrame> frame = queue_.pop()) {
+    if (!device_error.empty()) refuse(frame->meta, device_error);  // counted, never lost
+    else process(*frame);
   }
   {
     std::lock_guard lock(slot_mutex_);
@@ -243,14 +216,97 @@ void PipelineExecutor::submit_loop() {
   slot_changed_.notify_all();
 }
 
+void PipelineExecutor::process(InputFrame& frame) {
+  if (!configured_ || !same_description(frame.meta, configured_frame_)) {
+    // A description that failed is refused as it was, without configuring (and planning) again.
+    if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
+      refuse(frame.meta, failed_why_);
+      return;
+    }
+    // Buffers are shared by the ring: wait until no slot is in flight before resizing them.
+    {
+      std::unique_lock lock(slot_mutex_);
+      slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+    }
+    try {
+      configure(frame.meta);
+      failed_frame_.reset();
+    } catch (const std::exception& e) {
+      configured_ = false;
+      failed_frame_ = frame.meta;
+      failed_why_ = e.what();
+      refuse(frame.meta, failed_why_);
+      return;
+    }
+  }
+  Slot& slot = *slots_[next_slot_];
+  {
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return !slot.busy; });
+    slot.busy = true;
+  }
+  slot.frame = std::move(frame);
+  slot.produced = false;
+  slot.failed = false;
+  slot.error.clear();
+  slot.stages_run = 0;
+  try {
+    prepare_result_buffers(slot);  // may allocate: a failure is this frame's error
+    acquire_stream_state(slot);
+    if (options_.backend == Backend::cuda) enqueue_on_cuda(slot);
+    else run_on_cpu(slot);
+  } catch (const std::exception& e) {
+    slot.failed = true;
+    slot.error = e.what();
+    if (slot.stream) {
+      try {
+        slot.done->record(slot.stream->get());  // the slot is reused only after its work ends
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  {
+    std::lock_guard lock(slot_mutex_);
+    in_flight_.push_back(next_slot_);
+  }
+  issued_.fetch_add(1, std::memory_order_release);
+  slot_changed_.notify_all();
+  next_slot_ = (next_slot_ + 1) % slots_.size();
+}
+
+void PipelineExecutor::acquire_stream_state(Slot& slot) {
+  slot.state = nullptr;
+  if (stream_states_.empty_state()) return;
+  const std::uint32_t stream_id = slot.frame.meta.stream_id;
+  if (options_.backend == Backend::cuda && stream_states_.would_evict(stream_id)) {
+    // The evicted stream's buffers may still be read by work in flight on another slot.
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+  }
+  bool evicted = false;
+  slot.state = &stream_states_.acquire(stream_id, evicted);
+  streams_live_.store(stream_states_.live(), std::memory_order_relaxed);
+  if (evicted) {
+    const std::uint64_t count = streams_evicted_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (worth_a_line(count))
+      spdlog::warn("pipeline {}: more than {} live streams: the least recently used one's state is forgotten "
+                   "for stream {} ({} evicted so far; max_streams)", name_, stream_states_.capacity(),
+                   stream_id, count);
+  }
+}
+
 void PipelineExecutor::prepare_result_buffers(Slot& slot) {
   const MemoryKind kind = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
   for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
     std::shared_ptr<Buffer>& current = slot.results[p];
-    if (current.use_count() > 1) {
+    std::shared_ptr<Buffer>& own = slot.private_results[p];
+    const bool was_private = own && current == own;
+    slot.copy_results[p] = false;
+    if (was_private || current.use_count() > 1) {
       // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
-      // take a released spare, or grow the spares when receivers lag (not in the steady state).
+      // take a released spare, or grow the spares up to the cap when receivers lag.
       std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
+      if (!was_private) spares.push_back(std::move(current));
       std::shared_ptr<Buffer> released;
       for (std::size_t i = 0; i < spares.size(); ++i) {
         if (spares[i].use_count() == 1) {
@@ -260,12 +316,26 @@ void PipelineExecutor::prepare_result_buffers(Slot& slot) {
           break;
         }
       }
-      if (!released) {
+      if (!released && spares.size() < options_.max_spare_results) {
         released = std::make_shared<Buffer>();
         released->reserve(kind, published_outputs_[p].spec.byte_size());
       }
-      spares.push_back(std::move(current));
-      current = std::move(released);
+      if (released) {
+        current = std::move(released);
+      } else {
+        // Cap reached (a receiver that never lets go): publish a copy from the slot's own buffer.
+        if (!own) {
+          own = std::make_shared<Buffer>();
+          own->reserve(kind, published_outputs_[p].spec.byte_size());
+        }
+        current = own;
+        slot.copy_results[p] = true;
+        const std::uint64_t count = results_copied_.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (worth_a_line(count))
+          spdlog::warn("pipeline {}: receivers hold {} result buffers of output {}: results are published as "
+                       "copies until they let go ({} so far; results_copied)", name_, spares.size(),
+                       published_outputs_[p].name, count);
+      }
     }
     // CPU stages write published outputs directly into the result buffer.
     if (options_.backend == Backend::cpu) {
@@ -286,10 +356,12 @@ void PipelineExecutor::run_on_cpu(Slot& slot) {
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
                .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
-               .host_staging = slot.staging[i].data(), .state = state_[i].data(),
-               .pool = options_.pool};
+               .host_staging = slot.staging[i].data(),
+               .state = slot.state ? slot.state->buffers[i].data() : nullptr, .pool = options_.pool,
+               .state_frames = slot.state ? slot.state->frames[i] : 0};
     const std::int64_t before = steady_ns();
     const bool produced = stages_[i].stage->run_cpu(io);
+    if (slot.state) ++slot.state->frames[i];
     slot.cpu_compute_ms[i] = ms_between(before, steady_ns());
     slot.enqueue_ms[i] = slot.cpu_compute_ms[i];
     slot.stages_run = i + 1;
@@ -328,10 +400,12 @@ void PipelineExecutor::enqueue_on_cuda(Slot& slot) {
     }
     StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
                .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
-               .host_staging = slot.staging[i].data(), .state = state_[i].data(),
-               .stream = stream, .pool = options_.pool};
+               .host_staging = slot.staging[i].data(),
+               .state = slot.state ? slot.state->buffers[i].data() : nullptr, .stream = stream,
+               .pool = options_.pool, .state_frames = slot.state ? slot.state->frames[i] : 0};
     const std::int64_t before = steady_ns();
     produced = stage.run_cuda(io);
+    if (slot.state) ++slot.state->frames[i];
     slot.enqueue_ms[i] = ms_between(before, steady_ns());
     slot.after_stage[i]->record(stream);
     slot.stages_run = i + 1;
@@ -350,7 +424,13 @@ void PipelineExecutor::enqueue_on_cuda(Slot& slot) {
 }
 
 void PipelineExecutor::completion_loop() {
-  if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  if (options_.backend == Backend::cuda) {
+    try {
+      use_gpu_device(options_.device_id);
+    } catch (const std::exception&) {
+      // The submit thread reports it per frame; waiting on events needs no current device.
+    }
+  }
   while (true) {
     std::size_t index = 0;
     {
@@ -437,10 +517,25 @@ void PipelineExecutor::finish(Slot& slot) {
   if (publishing) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
       const PublishedOutput& out = published_outputs_[p];
-      callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
-                                         .spec = out.spec, .data = slot.results[p]->data(),
-                                         .bytes = out.spec.byte_size(), .timing = timing,
-                                         .backend = options_.backend, .owner = slot.results[p]});
+      std::shared_ptr<const void> owner;
+      if (!slot.copy_results[p]) owner = slot.results[p];
+      try {
+        callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
+                                           .spec = out.spec, .data = slot.results[p]->data(),
+                                           .bytes = out.spec.byte_size(), .timing = timing,
+                                           .backend = options_.backend, .owner = std::move(owner)});
+      } catch (const std::exception& e) {
+        published_.fetch_sub(1, std::memory_order_relaxed);
+        const std::uint64_t count = publish_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (callbacks_.publish_error && worth_a_line(count)) {
+          try {
+            callbacks_.publish_error(slot.frame.meta, name_,
+                                     "publishing " + out.name + " failed (" + std::to_string(count) +
+                                         " so far): " + e.what());
+          } catch (const std::exception&) {
+          }
+        }
+      }
     }
   }
   const std::int64_t now_steady = steady_ns();
@@ -452,7 +547,23 @@ void PipelineExecutor::finish(Slot& slot) {
 
 void PipelineExecutor::report_stage_error(const FrameMeta& frame, const std::string& why) {
   stage_errors_.fetch_add(1, std::memory_order_relaxed);
-  if (callbacks_.stage_error) callbacks_.stage_error(frame, name_, why);
+  if (!callbacks_.stage_error) return;
+  try {
+    callbacks_.stage_error(frame, name_, why);
+  } catch (const std::exception&) {
+    // Reporting must not end the thread; the frame is counted above.
+  }
+}
+
+// A frame refused before it got a slot. With a frame_done receiver it is reported once every frame
+// issued before it has left, so frame_done stays in frame order.
+void PipelineExecutor::refuse(const FrameMeta& frame, const std::string& why) {
+  if (callbacks_.frame_done) {
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+  }
+  report_stage_error(frame, why);
+  report_frame_done(frame);
 }
 
 void PipelineExecutor::report_frame_done(const FrameMeta& frame) {
@@ -479,6 +590,10 @@ PipelineStats PipelineExecutor::stats() const {
   stats.published = published_.load(std::memory_order_acquire);
   stats.dropped = queue_.dropped();
   stats.stage_errors = stage_errors_.load();
+  stats.publish_errors = publish_errors_.load(std::memory_order_relaxed);
+  stats.results_copied = results_copied_.load(std::memory_order_relaxed);
+  stats.streams_live = streams_live_.load(std::memory_order_relaxed);
+  stats.streams_evicted = streams_evicted_.load(std::memory_order_relaxed);
   stats.queue_depth = queue_.depth();
   stats.slots = options_.slots;
   stats.latency_ms = latency_ms_.percentiles();

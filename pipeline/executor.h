@@ -10,7 +10,14 @@
 //
 // Buffers are sized by Stage::configure() and grow only when the input description changes, so
 // same-shaped frames never allocate. Stages that keep state run in frame order across slots (the
-// stream waits on the previous frame's event for that stage) and share one state buffer.
+// stream waits on the previous frame's event for that stage) and keep one state per stream id
+// (pipeline/stream_states.h, at most `max_streams` live, least recently used evicted).
+//
+// Result buffers a receiver still holds are parked as spares, at most `max_spare_results` per
+// published output; past that the result is written to a slot-private buffer and published as
+// a copy (counted: results_copied), so a receiver that never lets go cannot pin more memory.
+// Nothing thrown in the submit or completion thread escapes it: per frame it is a counted stage
+// or publish error; a description that failed to configure is refused without configuring again.
 #pragma once
 
 #include <atomic>
@@ -20,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +37,7 @@
 #include "pipeline/gpu_resources.h"
 #include "pipeline/pipeline_def.h"
 #include "pipeline/sample_window.h"
+#include "pipeline/stream_states.h"
 
 namespace sonopipe {
 
@@ -42,6 +51,8 @@ struct ExecutorOptions {
   OverflowPolicy overflow = OverflowPolicy::block;
   ThreadPool* pool = nullptr;      // CPU backend: required
   std::size_t trace_capacity = 0;  // keep the timelines of the last N frames (tests, benchmarks)
+  std::size_t max_streams = 64;        // live per-stream states of stateful stages
+  std::size_t max_spare_results = 8;   // parked result buffers per published output
 };
 
 // Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
@@ -87,6 +98,10 @@ struct ExecutorCallbacks {
   // stage), from the thread that finished it, in frame order and after its publish/stage_error
   // calls. The multi-device executor uses it to release results in frame order across devices.
   std::function<void(const FrameMeta& frame)> frame_done;
+  // A result the publish callback threw on (the frame was processed; the result is lost, counted
+  // in publish_errors). Called at the 1st, 2nd, 4th, 8th, ... error, so a flood logs few lines.
+  std::function<void(const FrameMeta& frame, const std::string& pipeline, const std::string& why)>
+      publish_error;
 };
 
 struct StageStats {
@@ -103,6 +118,10 @@ struct PipelineStats {
   std::uint64_t published = 0;    // results published
   std::uint64_t dropped = 0;      // discarded by the overflow policy
   std::uint64_t stage_errors = 0; // frames refused by a stage
+  std::uint64_t publish_errors = 0;  // results the publish callback threw on
+  std::uint64_t results_copied = 0;  // results published from a private buffer (spare cap reached)
+  std::size_t streams_live = 0;      // streams with state (stateful stages)
+  std::uint64_t streams_evicted = 0; // least recently used streams forgotten (max_streams)
   std::size_t queue_depth = 0;
   int slots = 0;
   Percentiles latency_ms;   // received -> last result published
@@ -141,7 +160,9 @@ class PipelineExecutor {
 
   void submit_loop();
   void completion_loop();
-  bool same_description(const FrameMeta& frame) const;
+  static bool same_description(const FrameMeta& frame, const FrameMeta& reference);
+  void process(InputFrame& frame);
+  void acquire_stream_state(Slot& slot);
   void configure(const FrameMeta& frame);
   void run_on_cpu(Slot& slot);
   void enqueue_on_cuda(Slot& slot);
@@ -149,6 +170,7 @@ class PipelineExecutor {
   void record_trace(const FrameTrace& trace);
   void prepare_result_buffers(Slot& slot);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
+  void refuse(const FrameMeta& frame, const std::string& why);
   void report_frame_done(const FrameMeta& frame);
 
   const std::string name_;
@@ -163,7 +185,13 @@ class PipelineExecutor {
   std::vector<TensorSpec> stage_inputs_;
   std::vector<StagePlan> plans_;
   std::vector<PublishedOutput> published_outputs_;
-  std::vector<Buffer> state_;  // one per stage (empty unless keeps_state)
+  StreamStates stream_states_;  // submit thread only
+  std::atomic<std::size_t> streams_live_{0};
+  std::atomic<std::uint64_t> streams_evicted_{0};
+  // The last description configure() refused and why: frames like it are refused without
+  // configuring again (submit thread only).
+  std::optional<FrameMeta> failed_frame_;
+  std::string failed_why_;
   // Host buffers of published outputs that a receiver still held when their slot came round
   // again, per published output; reused once released (submit thread only).
   std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
@@ -176,6 +204,7 @@ class PipelineExecutor {
   bool submit_finished_ = false;
 
   std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
+  std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0};
   std::atomic<std::uint64_t> busy_ns_total_{0};
   SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
   std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;

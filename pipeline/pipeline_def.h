@@ -43,6 +43,9 @@ struct PipelineConfig {
   std::string name;
   FrameMatch match;
   DeviceSelection devices;  // not given: the config's top-level `devices` (or `device`)
+  // "" = frames come from the daemon's shared ingest socket; otherwise this pipeline reads its own
+  // PULL socket bound here (its `block` back-pressure then holds only that socket's senders).
+  std::string ingest_endpoint;
   std::vector<StageConfig> stages;
   int line = 0;
 };

@@ -12,10 +12,12 @@
 //   the executor then publishes nothing for that frame and counts it as processed.
 // - A stage that keeps state across frames (history, running estimates) says so with
 //   keeps_state(); the executor then runs that stage for consecutive frames in arrival order, never
-//   concurrently, and gives it one persistent state buffer (StagePlan::state_bytes).
+//   concurrently, and gives it one persistent state buffer (StagePlan::state_bytes) per stream id,
+//   with the number of that stream's frames it has seen (StageIo::state_frames).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -60,6 +62,9 @@ struct StageIo {
   void* state = nullptr;
   GpuStream stream = nullptr;      // CUDA only: all work goes on this stream, no host sync
   ThreadPool* pool = nullptr;      // CPU only: parallelise over it
+  // Stateful stages: frames of this frame's stream run on `state` before (0: a fresh history).
+  // The executor keeps one state per stream id (see keeps_state()).
+  std::uint64_t state_frames = 0;
 };
 
 class Stage {

@@ -226,7 +226,7 @@ DeviceSelection read_devices(const ConfigReader& reader, const YAML::Node& node,
 
 PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node, const std::string& key,
                              const StageRegistry& registry) {
-  reader.expect_map(node, key, {"name", "match", "devices", "stages"});
+  reader.expect_map(node, key, {"name", "match", "devices", "stages", "ingest"});
   PipelineConfig pipeline;
   pipeline.line = line_of(node);
   if (!node["name"]) reader.fail(node, key + ".name", "missing; expected the pipeline's name");
@@ -236,6 +236,11 @@ PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node,
       reader.fail(node["name"], key + ".name", "expected letters, digits, '_' or '-' (it is part of topics)");
   if (node["match"]) pipeline.match = read_match(reader, node["match"], key + ".match");
   if (node["devices"]) pipeline.devices = read_devices(reader, node["devices"], key + ".devices");
+  if (const YAML::Node ingest = node["ingest"]) {
+    reader.expect_map(ingest, key + ".ingest", {"endpoint"});
+    if (!ingest["endpoint"]) reader.fail(ingest, key + ".ingest.endpoint", "missing; expected the pipeline's own ingest endpoint");
+    pipeline.ingest_endpoint = reader.text(ingest["endpoint"], key + ".ingest.endpoint");
+  }
   const YAML::Node stages = node["stages"];
   if (!stages) reader.fail(node, key + ".stages", "missing; expected a list of stages");
   if (!stages.IsSequence() || stages.size() == 0)
@@ -272,7 +277,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
   reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "devices", "slots", "queue_depth",
                                "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
-                               "plugins", "pipelines"});
+                               "plugins", "pipelines", "max_streams"});
   DaemonConfig config;
   config.source = source_name;
 
@@ -327,6 +332,8 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (root["slots"]) config.slots = static_cast<int>(reader.integer(root["slots"], "slots", 1, 64));
   if (root["queue_depth"])
     config.queue_depth = static_cast<std::size_t>(reader.integer(root["queue_depth"], "queue_depth", 1, 100000));
+  if (root["max_streams"])
+    config.max_streams = static_cast<std::size_t>(reader.integer(root["max_streams"], "max_streams", 1, 1000000));
   if (root["overflow"])
     parse_overflow_policy(reader.choice(root["overflow"], "overflow", {"block", "drop_oldest"}), config.overflow);
   if (root["max_frame_bytes"])
@@ -351,9 +358,13 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
       reader.fail(pipelines[i]["name"], key + ".name", "pipeline '" + pipeline.name + "' is defined twice; expected unique names");
     config.pipelines.push_back(std::move(pipeline));
   }
-  const std::set<std::string> endpoints{config.ingest_endpoint, config.publish_endpoint, config.control_endpoint};
+  std::set<std::string> endpoints{config.ingest_endpoint, config.publish_endpoint, config.control_endpoint};
   if (endpoints.size() != 3)
     reader.fail(root, "ingest/publish/control.endpoint", "expected three different endpoints");
+  for (std::size_t i = 0; i < config.pipelines.size(); ++i)
+    if (const std::string& own = config.pipelines[i].ingest_endpoint; !own.empty() && !endpoints.insert(own).second)
+      reader.fail(pipelines[i]["ingest"], "pipelines[" + std::to_string(i) + "].ingest.endpoint",
+                  "'" + own + "' is already used by another socket; expected an endpoint of its own");
   return config;
 }
 

@@ -41,6 +41,7 @@ struct DaemonConfig {
   int slots = 3;
   std::size_t queue_depth = 8;
   OverflowPolicy overflow = OverflowPolicy::block;
+  std::size_t max_streams = 64;  // live stream states per pipeline (stateful stages); LRU evicted
   std::size_t max_frame_bytes = std::size_t(256) << 20;
   NonFinitePolicy non_finite = NonFinitePolicy::reject;
   int cpu_threads = 0;  // 0: one per hardware thread

@@ -53,7 +53,9 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
               static_cast<std::int64_t>(config.max_frame_bytes + kHeaderAllowanceBytes));
   // Few frames wait in the socket: the executor's queue is where frames wait, and a short socket
   // queue makes PUSH senders feel backpressure early instead of buffering gigabytes.
-  socket_.set(zmq::sockopt::rcvhwm, static_cast<int>(std::max<std::size_t>(4, 2 * config.queue_depth)));
+  const std::size_t receive_high_water_mark = std::max<std::size_t>(4, 2 * config.queue_depth);
+  socket_.set(zmq::sockopt::rcvhwm, static_cast<int>(receive_high_water_mark));
+  stop_sweep_limit_ = 2 * receive_high_water_mark;
   socket_.set(zmq::sockopt::linger, 0);
   if (config.ingest_pattern == IngestPattern::sub) socket_.set(zmq::sockopt::subscribe, "");
   if (config.ingest_bind) socket_.bind(config.ingest_endpoint);
@@ -66,27 +68,51 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
 }
 
 void Ingest::run(const std::atomic<bool>& stop) {
-  std::vector<zmq::message_t> parts;
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop.load()) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
-    parts.clear();
-    std::size_t part_count = 0;
-    // Drain what is ready without polling again, stopping between messages when asked. A message
-    // is [header][payload]: parts beyond a third are counted and dropped as they arrive, so a
-    // message of a million parts is refused without being held in memory.
-    while (!stop.load()) {
-      zmq::message_t part;
-      if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
-      const bool more = part.more();
-      if (parts.size() < 3) parts.push_back(std::move(part));
-      ++part_count;
-      if (more) continue;
-      handle(parts, part_count);
-      parts.clear();
-      part_count = 0;
-    }
+    read_ready([&] { return !stop.load(); });
   }
+  // Messages already in ZeroMQ's buffers were sent before the stop: handle them too, up to a bound.
+  std::uint64_t swept = 0;
+  auto under_limit = [&] { return swept < stop_sweep_limit_; };
+  while (under_limit()) {
+    const std::size_t completed = read_ready(under_limit);
+    if (completed == 0) break;
+    swept += completed;
+    read_at_stop_.store(swept, std::memory_order_relaxed);
+  }
+  // Past the bound: count what is still ready (a message cut short by the stop counts too).
+  std::uint64_t discarded = parts_.empty() ? 0 : 1;
+  const auto until = std::chrono::steady_clock::now() + kStopDiscard;
+  for (zmq::message_t part; std::chrono::steady_clock::now() < until && socket_.recv(part, zmq::recv_flags::dontwait);)
+    if (!part.more()) ++discarded;
+  discarded_at_stop_.store(discarded, std::memory_order_relaxed);
+  if (swept > 0 || discarded > 0)
+    spdlog::info("ingest: after the stop {} message(s) read from ZeroMQ's buffers and processed, {} more counted "
+                 "and discarded", swept, discarded);
+}
+
+template <typename KeepGoing>
+std::size_t Ingest::read_ready(KeepGoing keep_going) {
+  // Drain what is ready without polling again, stopping between parts when asked (a message
+  // stopped half-way is completed by the next call). A message is [header][payload]: parts beyond
+  // a third are counted and dropped as they arrive, so a message of a million parts is refused
+  // without being held in memory.
+  std::size_t completed = 0;
+  while (keep_going()) {
+    zmq::message_t part;
+    if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
+    const bool more = part.more();
+    if (parts_.size() < 3) parts_.push_back(std::move(part));
+    ++part_count_;
+    if (more) continue;
+    handle(parts_, part_count_);
+    parts_.clear();
+    part_count_ = 0;
+    ++completed;
+  }
+  return completed;
 }
 
 void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {

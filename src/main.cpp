@@ -1,6 +1,6 @@
 // sonopiped: the real-time pipeline daemon. Flags override the config file's backend and log level.
 // Exit codes: 0 normal stop (after draining), 2 configuration error, 3 backend unavailable,
-// 1 any other startup failure.
+// 1 any other startup failure or a daemon thread that failed, 4 a second stop signal cut the drain short.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   }
   try {
     Daemon daemon(std::move(config), std::move(backend));
-    daemon.run();
+    return daemon.run();
   } catch (const std::exception& e) {
     spdlog::error("sonopiped: {}", e.what());
     return 1;

@@ -62,13 +62,25 @@ struct NccTracker::Impl {
   float *windows = nullptr, *regions = nullptr;
   cufftComplex *window_spectra = nullptr, *region_spectra = nullptr;
   cufftHandle forward = 0, inverse = 0;
-  bool plans = false;
+  bool forward_plan = false, inverse_plan = false;
   // standard
   k::StandardLaunch standard{};
   k::StandardSums standard_sums{};
   float* standard_scratch = nullptr;
   std::size_t standard_bytes = 0;
   bool standard_ok = false;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // Frees what exists, also after a constructor that threw half-way (the unique_ptr holding this
+  // Impl is a finished member, so it is destroyed even though ~NccTracker never runs).
+  ~Impl() {
+    if (forward_plan) cufftDestroy(forward);
+    if (inverse_plan) cufftDestroy(inverse);
+    for (void* p : allocations())
+      if (p) cudaFree(p);
+  }
 
   std::vector<void*> allocations() const {
     return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra,
@@ -150,9 +162,10 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
     if (rank > 0 || m.fft_size[d] > 1 || d == 0) n[rank++] = m.fft_size[d];
   check_cufft(cufftPlanMany(&m.forward, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, m.lewis_batch),
               "plan R2C");
+  m.forward_plan = true;
   check_cufft(cufftPlanMany(&m.inverse, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, m.lewis_batch),
               "plan C2R");
-  m.plans = true;
+  m.inverse_plan = true;
   std::size_t work_forward = 0, work_inverse = 0;
   cufftGetSize(m.forward, &work_forward);
   cufftGetSize(m.inverse, &work_inverse);
@@ -169,15 +182,7 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
   s.run1 = s.run2 + s.run_elements;
 }
 
-NccTracker::~NccTracker() {
-  if (!impl_) return;
-  if (impl_->plans) {
-    cufftDestroy(impl_->forward);
-    cufftDestroy(impl_->inverse);
-  }
-  for (void* p : impl_->allocations())
-    if (p) cudaFree(p);
-}
+NccTracker::~NccTracker() = default;  // Impl frees
 
 void NccTracker::normalise(const float* in, float* out, std::size_t count, cudaStream_t stream) {
   k::normalise(in, out, count, impl_->sum, stream);

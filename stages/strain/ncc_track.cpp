@@ -153,7 +153,6 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
   geometry_ = geometry_for(params_, input);
   backend_ = backend;
   frame_elements_ = static_cast<std::size_t>(input.element_count());
-  frames_seen_ = 0;
   const int rank = static_cast<int>(input.axes.size());
 
   bool metric = true;
@@ -191,6 +190,10 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
   gpu_.reset();
 #endif
   [[maybe_unused]] const std::size_t batch_bytes = static_cast<std::size_t>(params_.integer("batch_mb")) << 20;
+  const std::vector<int> key = shape_key(backend);
+  const auto remembered = auto_choices_.find(key);
+  const bool seen_before = remembered != auto_choices_.end();
+  if (method_ == ncc::Method::auto_select && seen_before) method_ = remembered->second;
   if (backend == Backend::cuda) {
 #ifdef SONOPIPE_WITH_CUDA
     gpu_ = std::make_unique<cuda::NccTracker>(geometry_, batch_bytes);
@@ -204,7 +207,11 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
     cpu_ = std::make_unique<ncc::CpuTracker>(geometry_, lanes);
     if (method_ == ncc::Method::auto_select) method_ = resolve_auto_cpu();
   }
-  spdlog::info("ncc_track: {} on {}, {} points x {} shifts, kernel {}x{}x{}, lag {}{}", method_name(method_),
+  if (!seen_before) {
+    if (auto_choices_.size() >= kRememberedShapes) auto_choices_.clear();
+    auto_choices_.emplace(key, method_);
+  }
+  if (!seen_before) spdlog::info("ncc_track: {} on {}, {} points x {} shifts, kernel {}x{}x{}, lag {}{}", method_name(method_),
                backend_name(backend), geometry_.point_count(), geometry_.shift_count(),
                geometry_.kernel[0], geometry_.kernel[1], geometry_.kernel[2], lag_,
                backend == Backend::cuda ? fmt::format(", device scratch {:.1f} MB", device_bytes_ / 1048576.0)
@@ -230,6 +237,7 @@ ncc::Method NccTrackStage::resolve_auto_cpu() {
   std::vector<float> f(frame_elements_), g(frame_elements_);
   for (auto& v : f) v = normal(rng);
   for (auto& v : g) v = normal(rng);
+  ++auto_timings_;
   ThreadPool pool(0);
   ncc::CpuTracker tracker(probe, pool.size());
   double best_ms = 0.0;
@@ -250,20 +258,26 @@ ncc::Method NccTrackStage::resolve_auto_cpu() {
   return best;
 }
 
-NccTrackStage::Slots NccTrackStage::advance(const FrameMeta& frame) {
-  if (frames_seen_ > 0 && frame.stream_id != stream_id_) frames_seen_ = 0;  // a new stream primes again
-  stream_id_ = frame.stream_id;
+std::vector<int> NccTrackStage::shape_key(Backend backend) const {
+  const ncc::Geometry& g = geometry_;
+  std::vector<int> key{static_cast<int>(backend), g.zero_mean ? 1 : 0, static_cast<int>(g.fit)};
+  for (const int* field : {g.frame, g.start, g.step, g.points, g.kernel, g.search_min, g.search_max})
+    key.insert(key.end(), field, field + kDims);
+  return key;
+}
+
+// `frames_seen`: the stream's frames already in its state ring (StageIo::state_frames).
+NccTrackStage::Slots NccTrackStage::advance(std::uint64_t frames_seen) const {
   const int ring = lag_ + 1;
   Slots slots;
-  slots.current = static_cast<int>(frames_seen_ % ring);
-  slots.reference = static_cast<int>((frames_seen_ + ring - lag_) % ring);
-  slots.ready = frames_seen_ >= static_cast<std::uint64_t>(lag_);
-  ++frames_seen_;
+  slots.current = static_cast<int>(frames_seen % ring);
+  slots.reference = static_cast<int>((frames_seen + ring - lag_) % ring);
+  slots.ready = frames_seen >= static_cast<std::uint64_t>(lag_);
   return slots;
 }
 
 bool NccTrackStage::run_cpu(const StageIo& io) {
-  const Slots slots = advance(io.frame);
+  const Slots slots = advance(io.state_frames);
   float* history = static_cast<float*>(io.state);
   float* current = history + slots.current * frame_elements_;
   const float* input = static_cast<const float*>(io.input);
@@ -297,13 +311,14 @@ void NccTrackStage::write_outputs_cpu(const StageIo& io) const {
 #ifdef SONOPIPE_WITH_CUDA
 ncc::Method NccTrackStage::resolve_auto_cuda() {
   std::string why;
+  ++auto_timings_;
   const ncc::Method best = gpu_->fastest_method(why);
   spdlog::info("ncc_track: auto picked {} on CUDA (timed once each:{})", method_name(best), why);
   return best;
 }
 
 bool NccTrackStage::run_cuda(const StageIo& io) {
-  const Slots slots = advance(io.frame);
+  const Slots slots = advance(io.state_frames);
   float* history = static_cast<float*>(io.state);
   float* current = history + slots.current * frame_elements_;
   auto stream = reinterpret_cast<cudaStream_t>(io.stream);

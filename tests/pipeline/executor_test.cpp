@@ -432,8 +432,9 @@ TEST_CASE("a result buffer a receiver still holds is never overwritten by later 
     }
   }};
   std::mt19937_64 rng(test::fresh_seed());
+  // Spares enough for every held result (the cap is tested in executor_state_test).
   PipelineExecutor executor("hold", one_stage(std::make_unique<PickyStage>()),
-                            {.slots = 3, .queue_depth = 4, .pool = &pool}, callbacks);
+                            {.slots = 3, .queue_depth = 4, .pool = &pool, .max_spare_results = 32}, callbacks);
   for (std::uint64_t n = 0; n < 20; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (executor.stats().processed < 20 && std::chrono::steady_clock::now() < deadline)
@@ -466,7 +467,7 @@ TEST_CASE("held result buffers keep their contents while later frames are proces
   std::mt19937_64 rng(test::fresh_seed());
   {
     PipelineExecutor executor("hold", one_stage(std::make_unique<PickyStage>()),
-                              {.slots = 2, .queue_depth = 4, .pool = &pool}, callbacks);
+                              {.slots = 2, .queue_depth = 4, .pool = &pool, .max_spare_results = 32}, callbacks);
     for (std::uint64_t n = 0; n < 60; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
   }
   REQUIRE(held.size() == 20);

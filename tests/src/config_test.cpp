@@ -67,6 +67,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(config.non_finite == NonFinitePolicy::reject);
   CHECK(config.cpu_threads == 0);
   CHECK(config.log_level == "info");
+  CHECK(config.max_streams == 64);
   REQUIRE(config.pipelines.size() == 1);
   CHECK(config.pipelines[0].match.kinds.empty());
   CHECK(config.pipelines[0].stages[0].params.real("scale") == 1.0);
@@ -86,6 +87,7 @@ max_frame_bytes: 1048576
 non_finite: pass
 cpu_threads: 3
 log_level: debug
+max_streams: 5
 pipelines:
   - name: one
     match: {kinds: [rf, dce], streams: [2, 5]}
@@ -109,6 +111,7 @@ pipelines:
   CHECK(config.non_finite == NonFinitePolicy::pass);
   CHECK(config.cpu_threads == 3);
   CHECK(config.log_level == "debug");
+  CHECK(config.max_streams == 5);
   const PipelineConfig& p = config.pipelines.at(0);
   CHECK(p.name == "one");
   CHECK(p.match.kinds == std::vector<FrameKind>{FrameKind::rf, FrameKind::dce});
@@ -117,7 +120,7 @@ pipelines:
   CHECK(p.stages[0].name == "first");
   CHECK(p.stages[0].publish);
   CHECK(p.stages[0].params.real("scale") == 0.25);
-  CHECK(p.stages[0].line == 18);  // the YAML text starts with an empty line
+  CHECK(p.stages[0].line == 19);  // the YAML text starts with an empty line
   CHECK_FALSE(p.stages[1].publish);  // the executor publishes the last stage regardless
   std::vector<PipelineStage> stages = build_stages(p, builtin_stages());
   CHECK(stages[0].label == "first");
@@ -177,7 +180,7 @@ TEST_CASE("every config error names file:line, the key and what was expected", "
       {"pipelines:\n  - {name: a/b, stages: [{type: convert}]}\n", "test.yaml:2: pipelines[0].name: expected letters, digits"},
       {"pipelines:\n  - {name: a}\n", "test.yaml:2: pipelines[0].stages: missing; expected a list of stages"},
       {"pipelines:\n  - {name: a, stages: []}\n", "test.yaml:2: pipelines[0].stages: expected a non-empty list of stages"},
-      {"pipelines:\n  - {name: a, steps: []}\n", "test.yaml:2: pipelines[0].steps: unknown key; expected one of name, match, devices, stages"},
+      {"pipelines:\n  - {name: a, steps: []}\n", "test.yaml:2: pipelines[0].steps: unknown key; expected one of name, match, devices, stages, ingest"},
       {"pipelines:\n  - {name: a, stages: [{type: convert}]}\n  - {name: a, stages: [{type: convert}]}\n",
        "test.yaml:3: pipelines[1].name: pipeline 'a' is defined twice"},
       {"pipelines:\n  - {name: a, match: {kinds: [us]}, stages: [{type: convert}]}\n",
@@ -222,4 +225,21 @@ TEST_CASE("load_config_file names a missing file", "[config]") {
   } catch (const ConfigError& e) {
     CHECK(std::string(e.what()) == "/nonexistent/sonopipe.yaml: cannot open the config file");
   }
+}
+
+TEST_CASE("a pipeline may read an ingest socket of its own, which no other socket may use", "[config]") {
+  DaemonConfig config = parse(R"(
+ingest: {endpoint: "ipc:///tmp/shared"}
+pipelines:
+  - {name: slow, ingest: {endpoint: "ipc:///tmp/slow"}, stages: [{type: convert}]}
+  - {name: fast, stages: [{type: convert}]}
+)");
+  CHECK(config.pipelines[0].ingest_endpoint == "ipc:///tmp/slow");
+  CHECK(config.pipelines[1].ingest_endpoint.empty());
+  CHECK_THAT(error_of("ingest: {endpoint: \"ipc:///tmp/shared\"}\n"
+                      "pipelines: [{name: a, ingest: {endpoint: \"ipc:///tmp/shared\"}, stages: [{type: convert}]}]\n"),
+             Catch::Contains("test.yaml:2: pipelines[0].ingest.endpoint: 'ipc:///tmp/shared' is already used by another "
+                             "socket"));
+  CHECK_THAT(error_of("pipelines: [{name: a, ingest: {}, stages: [{type: convert}]}]\n"),
+             Catch::Contains("pipelines[0].ingest.endpoint: missing"));
 }

@@ -52,8 +52,8 @@ class DaemonHarness {
  public:
   // `settings` is YAML placed after the endpoint keys (pipelines, queue settings, ...).
   // `ingest` replaces the default ingest line (a PULL bound at endpoint("ingest")); "{dir}" in it
-  // stands for the temporary folder.
-  explicit DaemonHarness(const std::string& settings, std::string ingest = "") {
+  // and in `settings` stands for the temporary folder.
+  explicit DaemonHarness(std::string settings, std::string ingest = "") {
     char pattern[] = "/tmp/sonopipe-test-XXXXXX";
     if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -61,6 +61,7 @@ class DaemonHarness {
     std::ofstream config(config_path_);
     if (ingest.empty()) ingest = "{endpoint: \"" + endpoint("ingest") + "\"}";
     for (auto at = ingest.find("{dir}"); at != std::string::npos; at = ingest.find("{dir}")) ingest.replace(at, 5, dir_);
+    for (auto at = settings.find("{dir}"); at != std::string::npos; at = settings.find("{dir}")) settings.replace(at, 5, dir_);
     config << "ingest: " << ingest << "\n"
            << "publish: {endpoint: \"" << endpoint("publish") << "\", status_interval_s: 0.1}\n"
            << "control: {endpoint: \"" << endpoint("control") << "\"}\n"
@@ -194,7 +195,7 @@ class DaemonHarness {
   }
 
   // After a stop or a signal: collects the remaining results until the final heartbeat
-  // (draining = true) that the daemon sends once it has drained; that Status, or none on timeout.
+  // (drained = true) that the daemon sends once it has drained; that Status, or none on timeout.
   std::optional<v1::Status> receive_until_drained(std::vector<Received>& results,
                                                   std::chrono::seconds timeout = std::chrono::seconds(60)) {
     const auto deadline = Clock::now() + timeout;
@@ -202,7 +203,7 @@ class DaemonHarness {
       auto message = receive(std::chrono::milliseconds(200));
       if (!message) continue;
       if (message->topic != "status") results.push_back(std::move(*message));
-      else if (last_status_.draining()) return last_status_;
+      else if (last_status_.drained()) return last_status_;
     }
     return std::nullopt;
   }
@@ -246,6 +247,14 @@ class DaemonHarness {
   }
 
   void signal(int number) { ::kill(pid_, number); }
+  pid_t pid() const { return pid_; }
+  // The daemon's resident memory in KiB (VmRSS of /proc/<pid>/status), or -1.
+  long rss_kib() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return -1;
+  }
 
   // Waits for the daemon to exit; returns its exit code, or -1 if it is still running.
   int wait_exit(std::chrono::seconds timeout = std::chrono::seconds(30)) {

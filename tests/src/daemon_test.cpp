@@ -266,7 +266,7 @@ pipelines:
   daemon.wait_for_status([](const v1::Status& s) { return s.frames_received() > 0; });
   daemon.signal(SIGTERM);
 
-  // Results, then the final heartbeat (draining = true) that the daemon sends once it has drained.
+  // Results, then the final heartbeat (drained = true) that the daemon sends once it has drained.
   std::vector<test::Received> results;
   const std::optional<v1::Status> final_status = daemon.receive_until_drained(results);
   REQUIRE(final_status);

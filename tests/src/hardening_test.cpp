@@ -1,9 +1,11 @@
 // Inputs nobody meant to send (issue 14's known defects, each found by reading the code): the daemon
 // refuses them with a counted, capped, escaped one-line reason and keeps serving good frames.
+#include <atomic>
 #include <csignal>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "src/endpoint.h"
 #include "src/log_text.h"
@@ -148,4 +150,71 @@ TEST_CASE("headers over the limits and messages of many parts are refused at the
   CHECK(daemon.wait_for_log("message has 1000 parts").find("message has 1000 parts") != std::string::npos);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
+}
+
+TEST_CASE("a slow pipeline on its own ingest socket does not hold up the frames of another", "[daemon][hardening]") {
+  // `slow` tracks big RF frames on one thread and reads its own socket, where a sender keeps it
+  // backlogged (queue full, `block`); `fast` converts IQ frames from the shared socket. Once one
+  // socket fed both, every fast frame waited behind slow ones.
+  test::DaemonHarness daemon(R"(
+backend: cpu
+cpu_threads: 1
+slots: 1
+queue_depth: 2
+pipelines:
+  - name: slow
+    ingest: {endpoint: "ipc://{dir}/slow"}
+    match: {kinds: [rf]}
+    stages:
+      - {type: ncc_track, params: {method: standard, kernel: [61, 11], search_min: [-8, -2], search_max: [8, 2], step: [4, 1]}}
+  - name: fast
+    match: {kinds: [iq]}
+    stages:
+      - {type: convert}
+)");
+  daemon.start();
+  std::mt19937_64 rng(test::fresh_seed());
+  std::normal_distribution<float> normal;
+  std::vector<float> rf(64 * 1024);
+  for (auto& v : rf) v = normal(rng);
+  std::atomic<bool> stop_sending{false};
+  std::thread slow_sender([&] {
+    zmq::context_t context(1);
+    zmq::socket_t push(context, zmq::socket_type::push);
+    push.set(zmq::sockopt::linger, 0);
+    push.set(zmq::sockopt::sndhwm, 4);
+    push.set(zmq::sockopt::sndtimeo, 200);
+    push.connect(daemon.endpoint("slow"));
+    const std::vector<Axis> axes{{"lateral", 64}, {"axial", 1024}};
+    for (std::uint64_t n = 0; !stop_sending.load();) {
+      const std::string header = test::frame_header_bytes(FrameKind::rf, DType::float32, axes, n);
+      if (push.send(zmq::buffer(header), zmq::send_flags::sndmore) &&
+          push.send(zmq::const_buffer(rf.data(), rf.size() * 4), zmq::send_flags::none))
+        ++n;
+    }
+  });
+  auto slow_status = [&] {
+    return daemon.wait_for_status([](const v1::Status& s) { return s.pipelines(0).queue_depth() == 2; }, std::chrono::seconds(60));
+  };
+  const std::uint64_t slow_before = slow_status().pipelines(0).frames_processed();
+  constexpr std::uint64_t kFast = 200;
+  const auto samples = test::random_samples(4 * 64 * 2, rng);
+  for (std::uint64_t n = 0; n < kFast; ++n)
+    daemon.send(test::iq_header(n, 4, 64).SerializeAsString(), samples.data(), samples.size() * 2);
+  std::uint64_t fast_results = 0;
+  for (auto deadline = test::Clock::now() + std::chrono::seconds(120); fast_results < kFast && test::Clock::now() < deadline;)
+    if (auto message = daemon.receive(std::chrono::milliseconds(200)); message && message->topic.rfind("result/fast/", 0) == 0)
+      ++fast_results;
+  const v1::Status after = daemon.wait_for_status([](const v1::Status&) { return true; });
+  stop_sending.store(true);
+  slow_sender.join();
+  CHECK(fast_results == kFast);
+  // The slow pipeline (a frame takes ~0.2 s) stayed backlogged meanwhile and got through a few
+  // frames, far fewer than the 200 fast frames it would have held up on a shared socket.
+  const std::uint64_t slow_meanwhile = after.pipelines(0).frames_processed() - slow_before;
+  INFO("slow pipeline processed " << slow_meanwhile << " frames while " << kFast << " fast frames went through");
+  CHECK(slow_meanwhile < kFast / 4);
+  CHECK(after.frames_rejected() == 0);
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit(std::chrono::seconds(120)) == 0);
 }

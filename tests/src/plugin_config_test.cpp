@@ -104,7 +104,10 @@ TEST_CASE("an unusable plugin is a config error with file:line and the library's
     const char* name;
     const char* reason;
   };
-  for (const Case& c : {Case{"abi_mismatch", "built for stage ABI version 2, this sonopiped has 1"},
+  // The mismatching plugin says it was built for the daemon's ABI version + 1 (plugins/abi_mismatch.cpp).
+  const std::string abi_mismatch = "built for stage ABI version " + std::to_string(SONOPIPE_STAGE_ABI_VERSION + 1) +
+                                   ", this sonopiped has " + std::to_string(SONOPIPE_STAGE_ABI_VERSION);
+  for (const Case& c : {Case{"abi_mismatch", abi_mismatch.c_str()},
                         Case{"no_entry_point", "not a sonopipe stage plugin: no symbol sonopipe_plugin_abi_version"},
                         Case{"throwing", "registering its stages threw: licence server unreachable"},
                         Case{"duplicate_name", "stage 'convert' is already registered"}}) {
@@ -131,7 +134,8 @@ TEST_CASE("sonopiped lists plugin stages and exits 2 on a bad plugin", "[plugin]
 
   const Command refused = run(daemon + " --list-stages --plugins " + plugin("abi_mismatch"));
   CHECK(refused.exit_code == 2);
-  CHECK_THAT(refused.output, Catch::Contains(plugin("abi_mismatch") + ": built for stage ABI version 2"));
+  CHECK_THAT(refused.output, Catch::Contains(plugin("abi_mismatch") + ": built for stage ABI version " +
+                                            std::to_string(SONOPIPE_STAGE_ABI_VERSION + 1)));
 
   const std::string path = test::binary_path("tests/plugins/throwing.yaml");
   std::ofstream(path) << config_with_plugin(plugin("throwing"));

@@ -104,4 +104,6 @@ std::string DaemonLauncher::log_tail(std::size_t lines) const {
   return tail;
 }
 
+pid_t DaemonLauncher::pid() const { return process_->pid(); }
+
 }  // namespace sonopipe::tools

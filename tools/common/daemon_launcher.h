@@ -37,6 +37,7 @@ class DaemonLauncher {
   int stop(std::chrono::milliseconds timeout);      // exit code
   std::string log_tail(std::size_t lines = 20) const;
   const std::string& log_path() const { return log_path_; }
+  pid_t pid() const;  // the daemon's process id (e.g. to read /proc/<pid>/status)
 
  private:
   zmq::context_t context_{1};

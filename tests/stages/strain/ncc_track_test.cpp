@@ -101,7 +101,7 @@ Outputs run_cpu(NccTrackStage& stage, const TensorSpec& spec, const std::vector<
   for (std::size_t i = 0; i < frames.size(); ++i) {
     frame.sequence = i;
     StageIo io{.frame = frame, .input_spec = spec, .input = frames[i], .outputs = outputs,
-               .state = state.data(), .pool = &pool};
+               .state = state.data(), .pool = &pool, .state_frames = i};
     out.produced.push_back(stage.run_cpu(io));
   }
   return out;
@@ -262,6 +262,54 @@ TEST_CASE("ncc_track primes on the first lag frames and then pairs frame i with 
     // metres = samples x the frame's axial spacing (1e-4 m in frame_spec).
     REQUIRE(out.displacement[p * 2] == Approx(out.displacement_samples[p * 2] * 1e-4).epsilon(1e-6));
   }
+}
+
+TEST_CASE("auto times the methods once per shape however often the shape comes back", "[ncc_track]") {
+  // Shape churn (A, B, A, B, ...) once re-timed every method and logged twice per reconfiguration.
+  auto stage = make_stage({{"method", item("auto")}, {"kernel", list({"21", "5"})},
+                           {"search_min", list({"-3", "-1"})}, {"search_max", list({"3", "1"})},
+                           {"step", list({"8", "2"})}});
+  const TensorSpec a = frame_spec({16, 96}), b = frame_spec({20, 128});
+  for (int round = 0; round < 4; ++round) {
+    stage->configure(rf_frame(a), a, Backend::cpu);
+    const ncc::Method picked_a = stage->method_in_use();
+    stage->configure(rf_frame(b), b, Backend::cpu);
+    CHECK(picked_a != ncc::Method::auto_select);
+    CHECK(stage->method_in_use() != ncc::Method::auto_select);
+  }
+  CHECK(stage->auto_timings() == 2);
+}
+
+TEST_CASE("state_frames tells a fresh stream from one already primed", "[ncc_track]") {
+  // The executor keeps one state per stream and says how many of that stream's frames the state
+  // holds; the stage primes on state_frames < lag whatever frames of other streams came between.
+  const auto seed = test::fresh_seed();
+  const TensorSpec spec = frame_spec({20, 128});
+  const int shift[3] = {2, 0, 0};
+  Pair pair = random_pair(spec, seed, shift, 0.1f);
+  auto stage = make_stage({{"method", item("standard")}, {"kernel", list({"21", "5"})},
+                           {"search_min", list({"-5", "-1"})}, {"search_max", list({"5", "1"})},
+                           {"step", list({"8", "2"})}});
+  ThreadPool pool(2);
+  FrameMeta frame = rf_frame(spec);
+  StagePlan plan = stage->configure(frame, spec, Backend::cpu);
+  std::vector<std::vector<float>> outputs;
+  std::vector<void*> pointers;
+  for (const StageOutput& out : plan.outputs) {
+    outputs.emplace_back(out.spec.byte_size() / sizeof(float) + 1, -7.f);
+    pointers.push_back(outputs.back().data());
+  }
+  std::vector<std::byte> state_a(plan.state_bytes), state_b(plan.state_bytes);
+  auto run = [&](std::vector<std::byte>& state, const float* input, std::uint64_t state_frames) {
+    StageIo io{.frame = frame, .input_spec = spec, .input = input, .outputs = pointers, .state = state.data(),
+               .pool = &pool, .state_frames = state_frames};
+    return stage->run_cpu(io);
+  };
+  CHECK_FALSE(run(state_a, pair.f.data(), 0));
+  CHECK_FALSE(run(state_b, pair.g.data(), 0));  // another stream: primes its own state
+  REQUIRE(run(state_a, pair.g.data(), 1));      // stream a pairs f with g: shift 2
+  for (std::int64_t p = 0; p < plan.outputs[2].spec.element_count(); ++p)
+    REQUIRE(outputs[1][p * 2] == Approx(2.0).margin(0.15));  // parabola scatter on 21 x 5 noisy windows
 }
 
 TEST_CASE("windows without energy give correlation 0 and a flag; border peaks are flagged and unrefined",
@@ -427,7 +475,8 @@ Outputs run_cuda(NccTrackStage& stage, const TensorSpec& spec, const std::vector
   for (std::size_t i = 0; i < frames.size(); ++i) {
     SONOPIPE_CUDA_CHECK(cudaMemcpy(input, frames[i], spec.byte_size(), cudaMemcpyHostToDevice));
     frame.sequence = i;
-    StageIo io{.frame = frame, .input_spec = spec, .input = input, .outputs = device, .state = state};
+    StageIo io{.frame = frame, .input_spec = spec, .input = input, .outputs = device, .state = state,
+               .state_frames = i};
     out.produced.push_back(stage.run_cuda(io));
   }
   SONOPIPE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -496,6 +545,31 @@ TEST_CASE("each CUDA method matches the CPU reference on fresh random inputs", "
     }
     ++index;
   }
+}
+
+TEST_CASE("a CUDA tracker whose construction fails half-way gives its device memory back", "[ncc_track][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  // Leave ~1 GiB free, then ask for a tracker whose first buffers fit (maps, energy tables: ~0.3 GB
+  // for 4000 x 4000 windows) and whose luo cross tables (512 x 128 MB) do not: the construction
+  // throws after allocating. Before the fix those first buffers stayed allocated.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  SONOPIPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  constexpr std::size_t kLeftFree = std::size_t(1) << 30;
+  void* ballast = nullptr;
+  if (free_bytes > kLeftFree) SONOPIPE_CUDA_CHECK(cudaMalloc(&ballast, free_bytes - kLeftFree));
+  std::size_t before = 0;
+  SONOPIPE_CUDA_CHECK(cudaMemGetInfo(&before, &total_bytes));
+  auto stage = make_stage({{"method", item("luo")}, {"kernel", list({"4000", "4000"})},
+                           {"search_min", list({"-60", "-60"})}, {"search_max", list({"60", "60"})},
+                           {"step", list({"1000", "1000"})}, {"points", list({"1", "1"})},
+                           {"batch_mb", item("65536")}});
+  const TensorSpec spec = frame_spec({4200, 4200});
+  CHECK_THROWS(stage->configure(rf_frame(spec), spec, Backend::cuda));
+  std::size_t after = 0;
+  SONOPIPE_CUDA_CHECK(cudaMemGetInfo(&after, &total_bytes));
+  if (ballast) cudaFree(ballast);
+  // Allocation granularity is 2 MiB; 16 MiB of slack is far below the ~300 MB a leak would keep.
+  CHECK(after + (std::size_t(16) << 20) >= before);
 }
 
 TEST_CASE("auto times the three CUDA methods once and uses one of them", "[ncc_track][cuda]") {
