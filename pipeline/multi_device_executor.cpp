@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace sonopipe {
@@ -56,6 +57,7 @@ MultiDeviceExecutor::MultiDeviceExecutor(std::string name, std::vector<int> devi
         .publish = [this, lane](const PublishedResult& result) { on_result(lane, result); },
         .stage_error = callbacks_.stage_error,
         .frame_done = [this, lane](const FrameMeta&) { on_frame_done(lane); },
+        .publish_error = callbacks_.publish_error,
     };
     lanes_.push_back(std::make_unique<PipelineExecutor>(name_, std::move(stage_sets[lane]), lane_options,
                                                         lane_callbacks));
@@ -107,10 +109,20 @@ void MultiDeviceExecutor::dispatch_loop() {
 }
 
 void MultiDeviceExecutor::on_result(std::size_t lane, const PublishedResult& result) {
+  // A result without an owner (published as a copy: its buffer is reused after the callback) is
+  // copied to be held.
+  std::shared_ptr<const void> owner = result.owner;
+  const void* data = result.data;
+  if (!owner) {
+    const auto* begin = static_cast<const std::byte*>(result.data);
+    auto copy = std::make_shared<std::vector<std::byte>>(begin, begin + result.bytes);
+    data = copy->data();
+    owner = std::move(copy);
+  }
   std::lock_guard lock(order_mutex_);
   Ticket& ticket = *lane_tickets_[lane].front();
-  ticket.results.push_back({result.output, result.frame, result.spec, result.data, result.bytes, result.timing,
-                            result.backend, result.owner});
+  ticket.results.push_back({result.output, result.frame, result.spec, data, result.bytes, result.timing,
+                            result.backend, std::move(owner)});
 }
 
 void MultiDeviceExecutor::on_frame_done(std::size_t lane) {
@@ -127,10 +139,23 @@ void MultiDeviceExecutor::release_finished_locked() {
     std::shared_ptr<Ticket> ticket = std::move(tickets_.front());
     tickets_.pop_front();
     if (!callbacks_.publish) continue;
-    for (const HeldResult& held : ticket->results)
-      callbacks_.publish(PublishedResult{.pipeline = name_, .output = held.output, .frame = held.frame,
-                                         .spec = held.spec, .data = held.data, .bytes = held.bytes,
-                                         .timing = held.timing, .backend = held.backend, .owner = held.owner});
+    for (const HeldResult& held : ticket->results) {
+      try {
+        callbacks_.publish(PublishedResult{.pipeline = name_, .output = held.output, .frame = held.frame,
+                                           .spec = held.spec, .data = held.data, .bytes = held.bytes,
+                                           .timing = held.timing, .backend = held.backend, .owner = held.owner});
+      } catch (const std::exception& e) {
+        // As the executor does: the result is lost and counted, the device thread goes on.
+        const std::uint64_t count = ++publish_errors_;
+        if (callbacks_.publish_error && (count & (count - 1)) == 0) {
+          try {
+            callbacks_.publish_error(held.frame, name_, "publishing " + held.output + " failed (" +
+                                                            std::to_string(count) + " so far): " + e.what());
+          } catch (const std::exception&) {
+          }
+        }
+      }
+    }
   }
 }
 
@@ -154,6 +179,10 @@ MultiDeviceStats MultiDeviceExecutor::stats() const {
     stats.total.stage_errors += s.stage_errors;
     stats.total.queue_depth += s.queue_depth;
     stats.total.busy_ms_total += s.busy_ms_total;
+    stats.total.publish_errors += s.publish_errors;
+    stats.total.results_copied += s.results_copied;
+    stats.total.streams_live += s.streams_live;
+    stats.total.streams_evicted += s.streams_evicted;
   }
   if (queue_) {
     // Frames count as accepted when the front queue takes them; the devices' own counts are the
@@ -161,6 +190,9 @@ MultiDeviceStats MultiDeviceExecutor::stats() const {
     stats.total.accepted = accepted_.load(std::memory_order_relaxed);
     stats.total.dropped = queue_->dropped();
     stats.total.queue_depth += queue_->depth();
+    const std::uint64_t publish_errors = publish_errors_.load();
+    stats.total.publish_errors += publish_errors;
+    stats.total.published -= std::min(stats.total.published, publish_errors);
   }
   stats.streams_forgotten = placement_.streams_forgotten();
   return stats;
