@@ -37,7 +37,18 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   spdlog::info("backend {}: {} ({}; {} slots, queue {} {}, {} CPU threads)", backend_name(backend_.backend),
                backend_.reason, backend_.device_name, config_.slots, config_.queue_depth,
                overflow_policy_name(config_.overflow), pool_->size());
-  publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark);
+  // With security.curve every socket is a CURVE server behind one gate (ZAP handler + monitors).
+  std::function<void(zmq::socket_t&)> secure_ingest, secure_publish, secure_control;
+  if (config_.security.curve) {
+    curve_gate_ = std::make_unique<CurveGate>(
+        context_, curve::KeyPair{config_.security.server_public_key, config_.security.server_secret_key},
+        config_.security.authorized_client_keys);
+    secure_ingest = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "ingest"); };
+    secure_publish = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "publish"); };
+    secure_control = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "control"); };
+  }
+  publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark,
+                                           secure_publish);
   ExecutorCallbacks callbacks{
       .publish = [this](const PublishedResult& result) { publisher_->publish_result(result); },
       .stage_error =
@@ -58,9 +69,14 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     spdlog::info("pipeline {}: {}", pipeline.name, chain);
   }
   ingest_ = std::make_unique<Ingest>(
-      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_);
+      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_, secure_ingest);
   control_ = std::make_unique<ControlServer>(
-      context_, config_.control_endpoint, [this] { return status(); }, [this] { stop(); });
+      context_, config_.control_endpoint,
+      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop), secure_control);
+  if (config_.security.control_stop != ControlStop::allow)
+    spdlog::info("control: stop {}", config_.security.control_stop == ControlStop::disabled
+                                         ? "disabled" : "only for clients with an authorized CURVE key");
+  if (curve_gate_) curve_gate_->start();
 }
 
 Daemon::~Daemon() = default;
@@ -126,6 +142,11 @@ v1::Status Daemon::status() const {
   status.set_frames_rejected(rejects_.total());
   for (const auto& [reason, count] : rejects_.by_reason()) (*status.mutable_rejected_by_reason())[reason] = count;
   status.set_draining(draining_.load());
+  if (curve_gate_) {
+    status.set_clients_refused(curve_gate_->refused());
+    for (const auto& [socket, count] : curve_gate_->refused_by_socket())
+      (*status.mutable_clients_refused_by_socket())[socket] = count;
+  }
   std::uint64_t processed = 0, published = 0, dropped = 0;
   for (const auto& executor : executors_) {
     PipelineStats stats = executor->stats();

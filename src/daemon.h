@@ -14,6 +14,7 @@
 #include "src/backend_choice.h"
 #include "src/config.h"
 #include "src/control.h"
+#include "src/curve_gate.h"
 #include "src/ingest.h"
 #include "src/publisher.h"
 #include "src/reject_log.h"
@@ -39,6 +40,7 @@ class Daemon {
   BackendSelection backend_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
+  std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
   RejectLog rejects_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Publisher> publisher_;

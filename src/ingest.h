@@ -30,7 +30,9 @@ class Ingest {
   // `dispatch` returns false when no pipeline takes the frame.
   using Dispatch = std::function<bool(InputFrame&&)>;
 
-  Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects);
+  // `configure` sets socket options (CURVE) before the bind.
+  Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects,
+         const std::function<void(zmq::socket_t&)>& configure = {});
 
   // Reads until `stop` is set (checked at least every 100 ms). Runs on its own thread.
   void run(const std::atomic<bool>& stop);
