@@ -5,6 +5,7 @@
 # SONOPIPE_SANITIZE_CXX picks the compiler (default: clang++-14 when present, else c++);
 # SONOPIPE_SANITIZE_DIR the parent folder of the build folders (default: the repository's root,
 # build-asan/ and build-tsan/); SONOPIPE_SANITIZE_JOBS the parallel jobs (default: nproc).
+# SONOPIPE_SANITIZE_TARGETS limits what is built (e.g. "config_test wire_test"; default: as above).
 # Extra arguments go to ctest (e.g. -R daemon_test). Exit status: ctest's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,6 +46,9 @@ case "$kind" in
     ;;
 esac
 
+if [ -n "${SONOPIPE_SANITIZE_TARGETS:-}" ]; then
+  read -r -a targets <<<"$SONOPIPE_SANITIZE_TARGETS"
+fi
 build="$parent/build-$kind"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONOPIPE_CUDA=OFF \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \

@@ -73,6 +73,9 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
   const auto attach_start = SteadyClock::now();
   {
     tools::PeerWatch watch(context, socket);
+    if (options.curve.enabled() && options.bind)
+      throw std::runtime_error("CURVE keys are for connecting to a daemon; --bind makes replay the server");
+    tools::apply_curve_client(socket, options.curve);
     tools::attach(socket, options.endpoint, options.bind);
     const bool attached = options.lossless ? watch.wait(options.connect_timeout)
                                            : wait_for_subscriber(socket, options.connect_timeout);

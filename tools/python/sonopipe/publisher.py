@@ -11,6 +11,7 @@ import zmq
 
 from sonopipe.arrays import (PayloadError, array_from_payload, axes_to_proto, element_type_of, make_axes,
                              payload_of)
+from sonopipe.security import apply_curve_client
 from sonopipe.v1 import common_pb2, frame_pb2
 
 _KINDS = {"iq": frame_pb2.FRAME_KIND_IQ, "rf": frame_pb2.FRAME_KIND_RF, "dce": frame_pb2.FRAME_KIND_DCE,
@@ -57,7 +58,8 @@ class Publisher:
     ``send`` numbers the frames of each stream 0, 1, 2, ... unless given a sequence."""
 
     def __init__(self, endpoint, lossless=True, bind=False, context=None, send_high_water_mark=1000,
-                 linger_s=10.0):
+                 linger_s=10.0, curve_server_key=None, curve_client_key_file=None):
+        """curve_*: keys for a daemon with security.curve (see sonopipe.security)."""
         self.endpoint = endpoint
         self.lossless = lossless
         self.sent = 0
@@ -66,6 +68,7 @@ class Publisher:
         self._socket = self._context.socket(zmq.PUSH if lossless else zmq.PUB)
         self._socket.setsockopt(zmq.SNDHWM, send_high_water_mark)
         self._socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
+        apply_curve_client(self._socket, curve_server_key, curve_client_key_file)
         (self._socket.bind if bind else self._socket.connect)(endpoint)
 
     def send(self, array, *, kind, axes, stream_id=0, sequence=None, **header_fields):
