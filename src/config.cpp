@@ -258,11 +258,11 @@ std::string config_relative(const std::string& source_name, const std::string& p
 SecurityConfig read_security(const ConfigReader& reader, const YAML::Node& node, const std::string& source_name) {
   reader.expect_map(node, "security", {"curve", "control_stop"});
   SecurityConfig security;
-  if (const YAML::Node curve = node["curve"]) {
-    reader.expect_map(curve, "security.curve", {"server_secret_key_file", "authorized_client_keys"});
+  if (const YAML::Node curve_node = node["curve"]) {
+    reader.expect_map(curve_node, "security.curve", {"server_secret_key_file", "authorized_client_keys"});
     security.curve = true;
-    const YAML::Node secret = curve["server_secret_key_file"];
-    if (!secret) reader.fail(curve, "security.curve.server_secret_key_file", "missing; expected the server's secret key file (sonopipe-keygen)");
+    const YAML::Node secret = curve_node["server_secret_key_file"];
+    if (!secret) reader.fail(curve_node, "security.curve.server_secret_key_file", "missing; expected the server's secret key file (sonopipe-keygen)");
     try {
       const curve::KeyPair keys =
           curve::read_key_file(config_relative(source_name, reader.text(secret, "security.curve.server_secret_key_file")));
@@ -272,9 +272,9 @@ SecurityConfig read_security(const ConfigReader& reader, const YAML::Node& node,
     } catch (const curve::KeyError& e) {
       reader.fail(secret, "security.curve.server_secret_key_file", std::string("expected a secret key file: ") + e.what());
     }
-    const YAML::Node clients = curve["authorized_client_keys"];
+    const YAML::Node clients = curve_node["authorized_client_keys"];
     const std::string key = "security.curve.authorized_client_keys";
-    if (!clients) reader.fail(curve, key, "missing; expected a list of client public key files or folders of *.key files");
+    if (!clients) reader.fail(curve_node, key, "missing; expected a list of client public key files or folders of *.key files");
     if (!clients.IsSequence() || clients.size() == 0)
       reader.fail(clients, key, "expected a non-empty list of client public key files or folders of *.key files");
     for (std::size_t i = 0; i < clients.size(); ++i) {

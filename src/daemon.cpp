@@ -6,6 +6,8 @@
 #include <ctime>
 #include <thread>
 
+#include "src/service_notify.h"
+
 namespace sonopipe {
 
 void block_stop_signals() {
@@ -100,6 +102,9 @@ void Daemon::run() {
   std::thread ingest_thread([&] { ingest_->run(stop_ingest); });
   std::thread control_thread([&] { control_->run(stop_control); });
   spdlog::info("sonopiped ready");
+  service::notify_ready();  // every socket was bound in the constructor
+  const auto watchdog = service::watchdog_interval();
+  auto next_watchdog = std::chrono::steady_clock::now();
 
   const auto interval = std::chrono::duration<double>(config_.status_interval_s);
   auto next_status = std::chrono::steady_clock::now();
@@ -107,6 +112,10 @@ void Daemon::run() {
     if (int signal = wait_for_stop_signal(50)) {
       spdlog::info("{} received: draining", signal == SIGINT ? "SIGINT" : "SIGTERM");
       break;
+    }
+    if (watchdog.count() > 0 && std::chrono::steady_clock::now() >= next_watchdog) {
+      service::notify_watchdog();
+      next_watchdog = std::chrono::steady_clock::now() + watchdog;
     }
     if (std::chrono::steady_clock::now() >= next_status) {
       publisher_->publish_status(status());
@@ -116,6 +125,7 @@ void Daemon::run() {
     }
   }
   // Drain: stop reading, finish and publish everything accepted, then say goodbye.
+  service::notify_stopping();
   draining_.store(true);
   stop_ingest.store(true);
   ingest_thread.join();
