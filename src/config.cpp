@@ -169,7 +169,9 @@ std::map<std::string, RawParam> read_raw_params(const ConfigReader& reader, cons
   std::map<std::string, RawParam> raw;
   if (!node.IsMap()) reader.fail(node, key, "expected a mapping of parameter names to values");
   for (const auto& entry : node) {
-    const std::string name = entry.first.as<std::string>();
+    if (!entry.first.IsScalar())
+      reader.fail(entry.first, key + ".(key)", "expected a parameter name as key, got a list or mapping");
+    const std::string name = entry.first.Scalar();
     if (raw.count(name)) reader.fail(entry.first, key + "." + name, "given twice; expected each parameter once");
     const YAML::Node& value = entry.second;
     RawParam param;

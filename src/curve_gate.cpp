@@ -89,10 +89,11 @@ void CurveGate::answer_zap() {
     accepted = authorized_.count(key) > 0;
   }
   // The socket's monitor counts the refusal (HANDSHAKE_FAILED_AUTH); the key is only known here.
-  if (!accepted && key_lines_.allow(LineLimiter::Clock::now())) {
-    const std::uint64_t held_back = key_lines_.take_held_back();
+  const std::string domain = request.size() > 2 ? log_safe(text_of(request[2]), 32) : "?";
+  if (!accepted && key_lines_[domain].allow(LineLimiter::Clock::now())) {
+    const std::uint64_t held_back = key_lines_[domain].take_held_back();
     spdlog::warn("security: {} refused client key {} from {} (not in authorized_client_keys){}",
-                 request.size() > 2 ? log_safe(text_of(request[2]), 32) : "?", key.empty() ? "(none)" : key,
+                 domain, key.empty() ? "(none)" : key,
                  request.size() > 3 ? log_safe(text_of(request[3]), 64) : "?",
                  held_back > 0 ? " (and " + std::to_string(held_back) + " more since the last line)" : "");
   }

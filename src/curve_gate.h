@@ -57,7 +57,10 @@ class CurveGate {
   std::vector<std::unique_ptr<Watched>> watched_;  // fixed once started
   std::atomic<bool> quit_{false};
   std::thread thread_;
-  LineLimiter key_lines_, handshake_lines_;  // gate thread only
+  // One line per socket and second for refused keys (the domain is our socket's name, never the
+  // client's text), one for failed handshakes. Gate thread only.
+  std::map<std::string, LineLimiter> key_lines_;
+  LineLimiter handshake_lines_;
 };
 
 }  // namespace sonopipe

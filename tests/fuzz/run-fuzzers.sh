@@ -18,9 +18,10 @@ cxx="${SONOPIPE_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++)}"
 cc="${cxx/clang++/clang}"
 jobs="$(nproc)"
 
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONOPIPE_CUDA=OFF -DSONOPIPE_FUZZ=ON \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j "$jobs" --target sonopipe_fuzzers
 
 harnesses=("$@")

@@ -15,7 +15,8 @@ if(NOT SONOPIPE_PYTHON_EXECUTABLE)
 endif()
 
 set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}" "SONOPIPE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
-foreach(pair IN ITEMS DAEMON:sonopiped SIM:sonopipe-sim RECORD:sonopipe-record REPLAY:sonopipe-replay)
+foreach(pair IN ITEMS DAEMON:sonopiped SIM:sonopipe-sim RECORD:sonopipe-record REPLAY:sonopipe-replay
+                    KEYGEN:sonopipe-keygen)
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 variable)
   list(GET pair 1 target)
