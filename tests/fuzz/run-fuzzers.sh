@@ -30,6 +30,7 @@ if [ ${#harnesses[@]} -eq 0 ]; then
 fi
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0"
 failed=()
 for name in "${harnesses[@]}"; do
   work="$build/fuzz-work/$name"
