@@ -6,12 +6,11 @@
 Seeds are small valid inputs plus a few near misses, so the fuzzers start from the real formats.
 """
 import os
+import random
 import shutil
 import struct
 import sys
 
-import h5py
-import numpy as np
 
 sys.path.insert(0, os.environ["SONOPIPE_PROTO_PY"])
 from sonopipe.v1 import control_pb2, frame_pb2, result_pb2  # noqa: E402
@@ -77,32 +76,11 @@ pipelines:
 
 
 def recording():
-    path = os.path.join(HERE, "corpus", "recording", "small.h5")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    header = frame_header(frame_pb2.FRAME_KIND_RF, 1, [("sample", 4, "s"), ("channel", 2, "")])
-    vlen = h5py.vlen_dtype(np.uint8)
-    # Contiguous datasets (the writer's are chunked and growing; the reader takes both): a smaller seed.
-    with h5py.File(path, "w", libver="latest") as f:
-        f.attrs["format"] = "sonopipe-recording"
-        f.attrs["format_version"] = np.int64(1)
-        f.attrs["created_by"] = "make_corpus.py"
-        s = f.create_group("streams/1")
-        s.create_dataset("payload", data=np.arange(16, dtype=np.int16).reshape(2, 4, 2))
-        h = s.create_dataset("header", shape=(2,), dtype=vlen)
-        for i in range(2):
-            h[i] = np.frombuffer(header, dtype=np.uint8)
-        s.create_dataset("sequence", data=np.arange(2, dtype=np.uint64))
-        s.create_dataset("acquisition_time_ns", data=np.array([10, 20], dtype=np.int64))
-        s.create_dataset("received_ns", data=np.zeros(2, dtype=np.int64))
-        result = result_pb2.ResultHeader(schema_version=1, pipeline="p", output="o", element_type=2)
-        result.axes.add(name="sample", size=3)
-        r = f.create_group("results/p/o")
-        r.create_dataset("payload", data=np.ones((1, 3), dtype=np.float32))
-        rh = r.create_dataset("header", shape=(1,), dtype=vlen)
-        rh[0] = np.frombuffer(result.SerializeToString(), dtype=np.uint8)
-        t = f.create_dataset("truth/displacement", data=np.linspace(0, 1, 6).reshape(2, 3))
-        t.attrs["axis_names"] = ["frame", "depth"]
-        t.attrs["unit"] = "m"
+    """The recording harness reads its input as a list of things to write into a file (see
+    recording_fuzzer.cpp), so its seeds are plain bytes: a fixed pseudo-random few."""
+    rng = random.Random(14)
+    for i in range(6):
+        write("recording", f"layout_{i}", bytes(rng.randrange(256) for _ in range(200 + 100 * i)))
 
 
 if __name__ == "__main__":
