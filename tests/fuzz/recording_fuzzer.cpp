@@ -93,7 +93,11 @@ std::string header_bytes(Input& in) {
   meta.payload.dtype = in.pick(std::vector<sonopipe::DType>{sonopipe::DType::int16, sonopipe::DType::float32,
                                                             sonopipe::DType::complex64, sonopipe::DType::uint8});
   const int axes = in.byte() % 4;
-  for (int a = 0; a < axes; ++a) meta.payload.axes.push_back({"a" + std::to_string(a), 1 + in.byte() % 5});
+  for (int a = 0; a < axes; ++a) {
+    std::string name = "a";
+    name += std::to_string(a);  // (gcc 12 -O3 warns, wrongly, about "a" + std::to_string(a))
+    meta.payload.axes.push_back({name, 1 + in.byte() % 5});
+  }
   if (in.byte() % 2 == 0) {
     sonopipe::v1::ResultHeader result;
     result.set_schema_version(sonopipe::wire::kSchemaVersion);
