@@ -84,6 +84,7 @@ class MultiDeviceExecutor {
   // tickets in its own order (its executor finishes frames in that order).
   std::mutex order_mutex_;
   std::deque<std::shared_ptr<Ticket>> tickets_;
+  std::atomic<std::uint64_t> publish_errors_{0};  // publishing a held result threw
   std::vector<std::deque<std::shared_ptr<Ticket>>> lane_tickets_;
   std::atomic<std::uint64_t> accepted_{0};  // several devices: taken by the front queue
 

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "pipeline/plugin_loader.h"
+#include "src/curve/curve_keys.h"
 
 namespace sonopipe {
 
@@ -34,6 +35,15 @@ bool parse_backend_choice(std::string_view name, BackendChoice& out) {
     }
   }
   return false;
+}
+
+std::string_view control_stop_name(ControlStop policy) {
+  switch (policy) {
+    case ControlStop::allow: return "allow";
+    case ControlStop::keyed: return "keyed";
+    case ControlStop::disabled: return "disabled";
+  }
+  return "unknown";
 }
 
 namespace {
@@ -159,7 +169,9 @@ std::map<std::string, RawParam> read_raw_params(const ConfigReader& reader, cons
   std::map<std::string, RawParam> raw;
   if (!node.IsMap()) reader.fail(node, key, "expected a mapping of parameter names to values");
   for (const auto& entry : node) {
-    const std::string name = entry.first.as<std::string>();
+    if (!entry.first.IsScalar())
+      reader.fail(entry.first, key + ".(key)", "expected a parameter name as key, got a list or mapping");
+    const std::string name = entry.first.Scalar();
     if (raw.count(name)) reader.fail(entry.first, key + "." + name, "given twice; expected each parameter once");
     const YAML::Node& value = entry.second;
     RawParam param;
@@ -263,6 +275,58 @@ PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node,
   return pipeline;
 }
 
+// Key files are named relative to the config's folder.
+std::string config_relative(const std::string& source_name, const std::string& path) {
+  std::filesystem::path resolved = path;
+  if (resolved.is_relative()) resolved = std::filesystem::path(source_name).parent_path() / resolved;
+  return resolved.string();
+}
+
+SecurityConfig read_security(const ConfigReader& reader, const YAML::Node& node, const std::string& source_name) {
+  reader.expect_map(node, "security", {"curve", "control_stop"});
+  SecurityConfig security;
+  if (const YAML::Node curve_node = node["curve"]) {
+    reader.expect_map(curve_node, "security.curve", {"server_secret_key_file", "authorized_client_keys"});
+    security.curve = true;
+    const YAML::Node secret = curve_node["server_secret_key_file"];
+    if (!secret) reader.fail(curve_node, "security.curve.server_secret_key_file", "missing; expected the server's secret key file (sonopipe-keygen)");
+    try {
+      const curve::KeyPair keys =
+          curve::read_key_file(config_relative(source_name, reader.text(secret, "security.curve.server_secret_key_file")));
+      if (keys.secret_key.empty()) throw curve::KeyError("it holds no secret-key (a .key file is the public half; use .key_secret)");
+      security.server_public_key = keys.public_key;
+      security.server_secret_key = keys.secret_key;
+    } catch (const curve::KeyError& e) {
+      reader.fail(secret, "security.curve.server_secret_key_file", std::string("expected a secret key file: ") + e.what());
+    }
+    const YAML::Node clients = curve_node["authorized_client_keys"];
+    const std::string key = "security.curve.authorized_client_keys";
+    if (!clients) reader.fail(curve_node, key, "missing; expected a list of client public key files or folders of *.key files");
+    if (!clients.IsSequence() || clients.size() == 0)
+      reader.fail(clients, key, "expected a non-empty list of client public key files or folders of *.key files");
+    for (std::size_t i = 0; i < clients.size(); ++i) {
+      const std::string item_key = key + "[" + std::to_string(i) + "]";
+      try {
+        for (std::string& client : curve::read_public_keys(config_relative(source_name, reader.text(clients[i], item_key))))
+          security.authorized_client_keys.push_back(std::move(client));
+      } catch (const curve::KeyError& e) {
+        reader.fail(clients[i], item_key, std::string("expected a public key file or a folder of *.key files: ") + e.what());
+      }
+    }
+    if (security.authorized_client_keys.empty())
+      reader.fail(clients, key, "no client key found (a folder holds its keys as *.key files); expected at least one");
+  }
+  if (const YAML::Node stop = node["control_stop"]) {
+    const std::string policy = reader.choice(stop, "security.control_stop", {"allow", "keyed", "disabled"});
+    security.control_stop = policy == "allow" ? ControlStop::allow
+                            : policy == "keyed" ? ControlStop::keyed : ControlStop::disabled;
+    if (security.control_stop == ControlStop::keyed && !security.curve)
+      reader.fail(stop, "security.control_stop", "keyed needs security.curve (no client is keyed without it); "
+                                                 "expected allow or disabled");
+  }
+  return security;
+}
+
 }  // namespace
 
 DaemonConfig parse_config(const std::string& yaml_text, const std::string& source_name,
@@ -277,7 +341,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
   reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "devices", "slots", "queue_depth",
                                "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
-                               "plugins", "pipelines", "max_streams"});
+                               "plugins", "security", "pipelines", "max_streams"});
   DaemonConfig config;
   config.source = source_name;
 
@@ -345,6 +409,13 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (root["cpu_threads"]) config.cpu_threads = static_cast<int>(reader.integer(root["cpu_threads"], "cpu_threads", 0, 1024));
   if (root["log_level"])
     config.log_level = reader.choice(root["log_level"], "log_level", {"trace", "debug", "info", "warn", "error", "off"});
+
+  if (const YAML::Node security = root["security"]) {
+    config.security = read_security(reader, security, source_name);
+    if (config.security.curve && !config.ingest_bind)
+      reader.fail(security, "security.curve", "needs ingest.bind: true (the daemon is the CURVE server of its sockets; "
+                                              "a connecting ingest would be the client of someone else's)");
+  }
 
   const YAML::Node pipelines = root["pipelines"];
   if (!pipelines) reader.fail(root, "pipelines", "missing; expected a list of pipelines");

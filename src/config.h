@@ -19,10 +19,21 @@ namespace sonopipe {
 enum class IngestPattern { pull, sub };        // pull: lossless (PUSH senders block); sub: live
 enum class NonFinitePolicy { reject, pass };   // NaN/Inf in float payloads
 enum class BackendChoice { automatic, cuda, cpu };
+enum class ControlStop { allow, keyed, disabled };  // who may send `stop` on the control socket
 
 std::string_view ingest_pattern_name(IngestPattern pattern);
 std::string_view backend_choice_name(BackendChoice choice);  // "auto", "cuda", "cpu"
 bool parse_backend_choice(std::string_view name, BackendChoice& out);
+std::string_view control_stop_name(ControlStop policy);  // "allow", "keyed", "disabled"
+
+// `security:` (docs/readme/security.md). Off by default: sockets are unauthenticated, as before.
+struct SecurityConfig {
+  // CURVE on the ingest, publish and control sockets; only the listed client keys get through.
+  bool curve = false;
+  std::string server_public_key, server_secret_key;  // Z85, from server_secret_key_file
+  std::vector<std::string> authorized_client_keys;   // Z85 public keys
+  ControlStop control_stop = ControlStop::allow;
+};
 
 struct DaemonConfig {
   std::string source;  // file the config came from (for messages)
@@ -47,6 +58,7 @@ struct DaemonConfig {
   int cpu_threads = 0;  // 0: one per hardware thread
   std::string log_level = "info";
   std::vector<std::string> plugins;  // stage plugin libraries, resolved against the config's folder
+  SecurityConfig security;
 
   std::vector<PipelineConfig> pipelines;
   // The stages the pipelines were checked against and are built from: the registry given to

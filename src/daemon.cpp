@@ -9,6 +9,8 @@
 #include <ctime>
 #include <thread>
 
+#include "src/service_notify.h"
+
 namespace sonopipe {
 
 void block_stop_signals() {
@@ -43,7 +45,18 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   spdlog::info("backend {}: {} ({}; {} slots, queue {} {}, {} CPU threads per pipeline)", backend_name(backend_.backend),
                backend_.reason, backend_.device_name, config_.slots, config_.queue_depth,
                overflow_policy_name(config_.overflow), pools_.empty() ? 0 : pools_[0]->size());
-  publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark);
+  // With security.curve every socket is a CURVE server behind one gate (ZAP handler + monitors).
+  std::function<void(zmq::socket_t&)> secure_ingest, secure_publish, secure_control;
+  if (config_.security.curve) {
+    curve_gate_ = std::make_unique<CurveGate>(
+        context_, curve::KeyPair{config_.security.server_public_key, config_.security.server_secret_key},
+        config_.security.authorized_client_keys);
+    secure_ingest = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "ingest"); };
+    secure_publish = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "publish"); };
+    secure_control = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "control"); };
+  }
+  publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark,
+                                           secure_publish);
   ExecutorCallbacks callbacks{
       .publish = [this](const PublishedResult& result) { publisher_->publish_result(result); },
       .stage_error =
@@ -83,7 +96,7 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     spdlog::info("pipeline {}: {} [{}]", pipeline.name, chain, placement);
   }
   ingest_ = std::make_unique<Ingest>(
-      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_);
+      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_, secure_ingest);
   for (std::size_t i = 0; i < config_.pipelines.size(); ++i) {
     has_own_ingest_.push_back(!config_.pipelines[i].ingest_endpoint.empty());
     if (!has_own_ingest_.back()) continue;
@@ -92,12 +105,17 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     own.ingest_pattern = IngestPattern::pull;
     own.ingest_bind = true;
     own_ingests_.push_back(std::make_unique<Ingest>(
-        context_, own, [this, i](InputFrame&& frame) { return dispatch_to(i, std::move(frame)); }, rejects_));
+        context_, own, [this, i](InputFrame&& frame) { return dispatch_to(i, std::move(frame)); }, rejects_, secure_ingest));
     own_ingest_pipelines_.push_back(i);
     spdlog::info("pipeline {}: reads its own ingest socket", config_.pipelines[i].name);
   }
   control_ = std::make_unique<ControlServer>(
-      context_, config_.control_endpoint, [this] { return status(); }, [this] { stop(); });
+      context_, config_.control_endpoint,
+      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop), secure_control);
+  if (config_.security.control_stop != ControlStop::allow)
+    spdlog::info("control: stop {}", config_.security.control_stop == ControlStop::disabled
+                                         ? "disabled" : "only for clients with an authorized CURVE key");
+  if (curve_gate_) curve_gate_->start();
 }
 
 Daemon::~Daemon() = default;
@@ -158,11 +176,19 @@ int Daemon::run() {
     ingest_threads.push_back(guarded_thread("ingest", [&, reader = own.get()] { reader->run(stop_ingest); }));
   std::thread control_thread = guarded_thread("control", [&] { control_->run(stop_control); });
   spdlog::info("sonopiped ready");
+  service::notify_ready();  // every socket was bound in the constructor
+  const auto watchdog = service::watchdog_interval();
+  auto next_watchdog = std::chrono::steady_clock::now();
 
   const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(config_.status_interval_s));
   auto next_status = std::chrono::steady_clock::now();
+  // The status heartbeat and systemd's watchdog, both kept up during the drain too.
   auto heartbeat = [&] {
+    if (watchdog.count() > 0 && std::chrono::steady_clock::now() >= next_watchdog) {
+      service::notify_watchdog();
+      next_watchdog = std::chrono::steady_clock::now() + watchdog;
+    }
     if (std::chrono::steady_clock::now() < next_status) return;
     publisher_->publish_status(status());
     next_status += interval;
@@ -177,6 +203,7 @@ int Daemon::run() {
   }
   // Drain: stop reading (after what ZeroMQ already holds), finish and publish everything accepted
   // while the heartbeat goes on, then say goodbye. A second signal cuts the drain short.
+  service::notify_stopping();
   draining_.store(true);
   stop_ingest.store(true);
   std::atomic<bool> executors_drained{false};
@@ -246,6 +273,11 @@ v1::Status Daemon::status() const {
   status.set_frames_read_at_stop(read_at_stop);
   status.set_frames_discarded_at_stop(discarded_at_stop);
   status.set_frames_abandoned(frames_abandoned_.load());
+  if (curve_gate_) {
+    status.set_clients_refused(curve_gate_->refused());
+    for (const auto& [socket, count] : curve_gate_->refused_by_socket())
+      (*status.mutable_clients_refused_by_socket())[socket] = count;
+  }
   std::uint64_t processed = 0, published = 0, dropped = 0;
   for (const auto& executor : executors_) {
     MultiDeviceStats all = executor->stats();

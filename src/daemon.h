@@ -17,6 +17,7 @@
 #include "src/backend_choice.h"
 #include "src/config.h"
 #include "src/control.h"
+#include "src/curve_gate.h"
 #include "src/ingest.h"
 #include "src/publisher.h"
 #include "src/reject_log.h"
@@ -50,6 +51,7 @@ class Daemon {
   BackendSelection backend_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
+  std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
   RejectLog rejects_;
   std::vector<std::unique_ptr<ThreadPool>> pools_;  // one per pipeline (CPU backend)
   std::unique_ptr<Publisher> publisher_;

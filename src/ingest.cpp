@@ -41,7 +41,8 @@ bool payload_is_finite(DType dtype, const void* data, std::size_t bytes) {
   }
 }
 
-Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects)
+Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects,
+               const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, config.ingest_pattern == IngestPattern::pull ? zmq::socket_type::pull
                                                                     : zmq::socket_type::sub),
       max_frame_bytes_(config.max_frame_bytes), non_finite_(config.non_finite),
@@ -58,6 +59,7 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
   stop_sweep_limit_ = 2 * receive_high_water_mark;
   socket_.set(zmq::sockopt::linger, 0);
   if (config.ingest_pattern == IngestPattern::sub) socket_.set(zmq::sockopt::subscribe, "");
+  if (configure) configure(socket_);
   if (config.ingest_bind) socket_.bind(config.ingest_endpoint);
   else socket_.connect(config.ingest_endpoint);
   spdlog::info("ingest: {} {} {}", ingest_pattern_name(config.ingest_pattern),

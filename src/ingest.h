@@ -33,7 +33,9 @@ class Ingest {
   // `dispatch` returns false when no pipeline takes the frame.
   using Dispatch = std::function<bool(InputFrame&&)>;
 
-  Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects);
+  // `configure` sets socket options (CURVE) before the bind.
+  Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects,
+         const std::function<void(zmq::socket_t&)>& configure = {});
 
   // Reads until `stop` is set (checked at least every 100 ms), then handles what ZeroMQ already
   // holds for us like any other frame (up to twice the socket's receive high-water mark, so a

@@ -15,6 +15,7 @@
 int main(int argc, char** argv) {
   using namespace sonopipe;
   block_stop_signals();  // before any thread starts, so only Daemon::run() sees SIGINT/SIGTERM
+  wire::route_protobuf_log();
 
   CLI::App app{"sonopiped: real-time ultrasound pipeline daemon"};
   std::string config_path, log_level, backend_flag;

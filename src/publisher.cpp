@@ -51,9 +51,11 @@ v1::ResultHeader result_header(const PublishedResult& result) {
   return header;
 }
 
-Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark)
+Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark,
+                     const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, zmq::socket_type::pub) {
   socket_.set(zmq::sockopt::sndhwm, high_water_mark);
+  if (configure) configure(socket_);
   socket_.bind(endpoint);
   spdlog::info("publish: bound to {}", endpoint);
   if (reachable_beyond_loopback(endpoint))

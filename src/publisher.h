@@ -3,6 +3,7 @@
 // around the socket).
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -21,7 +22,9 @@ v1::ResultHeader result_header(const PublishedResult& result);
 
 class Publisher {
  public:
-  Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark);
+  // `configure` sets socket options (CURVE) before the bind.
+  Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark,
+            const std::function<void(zmq::socket_t&)>& configure = {});
 
   // Sends the payload without copying when the result has an owner (see PublishedResult).
   void publish_result(const PublishedResult& result);

@@ -1,7 +1,14 @@
 #include "src/wire/wire.h"
 
+#include <google/protobuf/stubs/logging.h>
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <limits>
+#include <mutex>
+
+#include "src/line_limiter.h"
+#include "src/log_text.h"
 
 namespace sonopipe::wire {
 
@@ -211,6 +218,19 @@ FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::s
                     "payload has " + std::to_string(payload_bytes) + " bytes, shape " +
                         meta.payload.shape_string() + " needs " + std::to_string(expected));
   return meta;
+}
+
+void route_protobuf_log() {
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel level, const char* file, int line,
+                                     const std::string& message) {
+    static std::mutex mutex;
+    static LineLimiter lines;
+    std::lock_guard lock(mutex);
+    if (level < google::protobuf::LOGLEVEL_FATAL && !lines.allow(LineLimiter::Clock::now())) return;
+    const std::uint64_t held_back = lines.take_held_back();
+    spdlog::warn("protobuf: {} ({}:{}){}", log_safe(message), file, line,
+                 held_back > 0 ? " (and " + std::to_string(held_back) + " more since the last line)" : "");
+  });
 }
 
 TensorSpec tensor_spec_from_result(const v1::ResultHeader& header) {

@@ -64,6 +64,12 @@ struct HeaderLimits {
 FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::size_t payload_bytes,
                        std::size_t max_frame_bytes);
 
+// libprotobuf writes warnings of its own straight to stderr, one per string field with invalid UTF-8
+// in every message it parses: a client could flood the daemon's log with them. This routes them
+// through spdlog as "protobuf: ...", escaped and at most one line per second (with the count held
+// back). Call once, first thing in main().
+void route_protobuf_log();
+
 // Array description carried by a result header.
 TensorSpec tensor_spec_from_result(const v1::ResultHeader& header);
 

@@ -20,6 +20,7 @@ fail() { echo "run_installed: FAILED: $*" >&2; exit 1; }
 
 echo "-- installed files"
 for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonopipe-record" "$bin/sonopipe-ctl" \
+         "$bin/sonopipe-keygen" "$prefix/lib/systemd/system/sonopiped.service" \
          "$bin/sonopipe-view" "$bin/sonopipe-run" "$bin/sonopipe-cohort" "$prefix/include/sonopipe/pipeline/stage.h" "$prefix/include/sonopipe/pipeline/plugin.h" \
          "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml" \
          "$prefix/include/sonopipe/sonopipe_client.h" "$prefix/share/sonopipe/matlab/SonopipeSender.m"; do

@@ -2,7 +2,10 @@
 // is reported as "file:line: key: what was expected".
 #include "src/config.h"
 
+#include <filesystem>
 #include <fstream>
+
+#include "src/curve/curve_keys.h"
 
 #include "tests/support/test_support.h"
 
@@ -23,6 +26,18 @@ std::string error_of(const std::string& text) {
 
 const char* kMinimal = "pipelines: [{name: demo, stages: [{type: convert}]}]\n";
 
+// CURVE makes the daemon the server of its sockets: an ingest that connects cannot use it.
+std::string parse_config_error_with_ingest_connect(const std::string& source) {
+  try {
+    parse_config("ingest: {bind: false, endpoint: \"tcp://127.0.0.1:1\"}\nsecurity:\n  curve: {server_secret_key_file: "
+                 "server.key_secret, authorized_client_keys: [clients]}\n" + std::string(kMinimal),
+                 source, builtin_stages());
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 }  // namespace
 
 TEST_CASE("a list or mapping used as a key is a config error, not an abort", "[config][hardening]") {
@@ -32,6 +47,15 @@ TEST_CASE("a list or mapping used as a key is a config error, not an abort", "[c
              Catch::Contains("test.yaml:1: (key): expected a plain word as key"));
   CHECK_THAT(error_of("ingest: {{endpoint: x}: 1}\n" + std::string(kMinimal)),
              Catch::Contains("test.yaml:1: ingest.(key): expected a plain word as key"));
+}
+
+TEST_CASE("a list or mapping used as a parameter name is a config error, not an abort", "[config][fuzz]") {
+  // Found by the config fuzzer (tests/fuzz/regressions/config/): yaml-cpp's conversion error for a
+  // non-scalar key escaped read_raw_params, and sonopiped ended in std::terminate.
+  CHECK_THAT(error_of("pipelines: [{name: a, stages: [{type: convert, params: {[x]: 1}}]}]\n"),
+             Catch::Contains("test.yaml:1: pipelines[0].stages[0].params.(key): expected a parameter name as key"));
+  CHECK_THAT(error_of("pipelines: [{name: a, stages: [{type: convert, params: {{x: 1}: 1}}]}]\n"),
+             Catch::Contains("params.(key): expected a parameter name as key, got a list or mapping"));
 }
 
 TEST_CASE("the example configs in config/ load", "[config]") {
@@ -242,4 +266,53 @@ pipelines:
                              "socket"));
   CHECK_THAT(error_of("pipelines: [{name: a, ingest: {}, stages: [{type: convert}]}]\n"),
              Catch::Contains("pipelines[0].ingest.endpoint: missing"));
+}
+
+TEST_CASE("security: curve keys are read from their files, relative to the config", "[config][security]") {
+  char pattern[] = "/tmp/sonopipe-config-keys-XXXXXX";
+  REQUIRE(mkdtemp(pattern));
+  const std::string dir = pattern;
+  std::filesystem::create_directory(dir + "/clients");
+  const curve::KeyPair server = curve::generate_key_pair(), client = curve::generate_key_pair();
+  curve::write_key_files(dir + "/server", server, false);
+  curve::write_key_files(dir + "/clients/scanner", client, false);
+  const std::string source = dir + "/sonopiped.yaml";
+  auto parse_in_dir = [&](const std::string& security) {
+    return parse_config("security:\n" + security + kMinimal, source, builtin_stages());
+  };
+  auto error_in_dir = [&](const std::string& security) {
+    try {
+      parse_in_dir(security);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const DaemonConfig config = parse_in_dir(
+      "  curve: {server_secret_key_file: server.key_secret, authorized_client_keys: [clients]}\n"
+      "  control_stop: keyed\n");
+  CHECK(config.security.curve);
+  CHECK(config.security.server_public_key == server.public_key);
+  CHECK(config.security.server_secret_key == server.secret_key);
+  CHECK(config.security.authorized_client_keys == std::vector<std::string>{client.public_key});
+  CHECK(config.security.control_stop == ControlStop::keyed);
+  CHECK(parse(kMinimal).security.curve == false);  // the default: unauthenticated, as before
+  CHECK(parse(kMinimal).security.control_stop == ControlStop::allow);
+
+  CHECK_THAT(error_in_dir("  curve: {server_secret_key_file: server.key, authorized_client_keys: [clients]}\n"),
+             Catch::Contains("sonopiped.yaml:2: security.curve.server_secret_key_file: expected a secret key file") &&
+                 Catch::Contains("holds no secret-key"));
+  CHECK_THAT(error_in_dir("  curve: {server_secret_key_file: nothing.key_secret, authorized_client_keys: [clients]}\n"),
+             Catch::Contains("security.curve.server_secret_key_file") && Catch::Contains("nothing.key_secret"));
+  CHECK_THAT(error_in_dir("  curve: {server_secret_key_file: server.key_secret}\n"),
+             Catch::Contains("security.curve.authorized_client_keys: missing"));
+  std::filesystem::create_directory(dir + "/empty");
+  CHECK_THAT(error_in_dir("  curve: {server_secret_key_file: server.key_secret, authorized_client_keys: [empty]}\n"),
+             Catch::Contains("security.curve.authorized_client_keys: no client key found"));
+  CHECK_THAT(error_in_dir("  control_stop: keyed\n"),
+             Catch::Contains("sonopiped.yaml:2: security.control_stop: keyed needs security.curve"));
+  CHECK_THAT(error_in_dir("  control_stop: maybe\n"),
+             Catch::Contains("security.control_stop: expected one of allow, keyed, disabled, got 'maybe'"));
+  CHECK_THAT(parse_config_error_with_ingest_connect(source), Catch::Contains("needs ingest.bind: true"));
+  std::filesystem::remove_all(dir);
 }

@@ -124,6 +124,14 @@ class DaemonHarness {
     FAIL("no status heartbeat from sonopiped within the start timeout:\n" << log());
   }
 
+  // Starts sonopiped only, without the harness's own client (for sockets the test makes itself,
+  // e.g. with CURVE keys); wait_for_log("sonopiped ready") tells when it serves.
+  void launch(const std::vector<std::string>& extra_args = {}) {
+    std::vector<std::string> args{daemon_binary(), "--config", config_path_};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    pid_ = spawn(args, dir_ + "/daemon.log");
+  }
+
   // Runs sonopiped to completion (for --check-config and friends); returns the exit code.
   int run_to_exit(const std::vector<std::string>& args, std::string& output) {
     std::vector<std::string> argv{daemon_binary()};

@@ -9,6 +9,7 @@
 
 #include "src/wire/wire.h"
 #include "tests/support/test_support.h"
+#include "tools/common/hdf5_util.h"
 
 using namespace sonopipe;
 namespace fs = std::filesystem;
@@ -226,4 +227,30 @@ TEST_CASE("recording refuses group names HDF5 would misread and truth of the wro
   CHECK_THROWS_WITH(writer.write_truth("t", TensorSpec{.axes = {{"x", 3}}}, {1.0, 2.0}),
                     Catch::Contains("needs 3"));
   CHECK_THROWS_AS(writer.set_attribute("format", "x"), recording::RecordingError);
+}
+
+TEST_CASE("recording reader refuses a dataset larger than its file could hold, before allocating it",
+          "[recording][fuzz]") {
+  // A hostile or damaged file, made with the HDF5 C API: a valid recording header, a truth array and a
+  // stream's time index that declare 2^40 elements but were never written (HDF5 keeps them in a few
+  // hundred bytes). The reader once allocated 8 TiB for them and died in std::bad_alloc.
+  TempFile file("huge_shape");
+  {
+    recording::hdf5::Id handle(recording::hdf5::check(H5Fcreate(file.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "H5Fcreate"),
+                    H5Fclose);
+    recording::hdf5::write_string_attribute(handle.get(), "format", "sonopipe-recording");
+    recording::hdf5::write_int64_attribute(handle.get(), "format_version", 1);
+    const hsize_t huge = hsize_t{1} << 40;
+    recording::hdf5::Id space(recording::hdf5::check(H5Screate_simple(1, &huge, nullptr), "H5Screate_simple"), H5Sclose);
+    recording::hdf5::Id links(recording::hdf5::check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate"), H5Pclose);
+    H5Pset_create_intermediate_group(links.get(), 1);
+    for (const char* path : {"/truth/displacement", "/streams/1/acquisition_time_ns"})
+      recording::hdf5::Id(recording::hdf5::check(H5Dcreate2(handle.get(), path, H5T_IEEE_F64LE, space.get(), links.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT), path), H5Dclose);
+  }
+  CHECK(fs::file_size(file.path) < 100000);
+  recording::Reader reader(file.path);
+  REQUIRE(reader.truth_names() == std::vector<std::string>{"displacement"});
+  CHECK_THROWS_WITH(reader.read_truth("displacement"), Catch::Contains("more than its file of"));
+  CHECK_THROWS_WITH(reader.frame_order(), Catch::Contains("/streams/1/acquisition_time_ns declares"));
 }

@@ -6,11 +6,13 @@
 namespace sonopipe::tools {
 
 std::optional<v1::ControlReply> control_request(zmq::context_t& context, const std::string& endpoint,
-                                                const std::string& command, std::chrono::milliseconds timeout) {
+                                                const std::string& command, std::chrono::milliseconds timeout,
+                                                const CurveClient& curve) {
   zmq::socket_t socket(context, zmq::socket_type::req);
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::sndtimeo, static_cast<int>(timeout.count()));
   socket.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
+  apply_curve_client(socket, curve);
   socket.connect(endpoint);
   v1::ControlRequest request;
   request.set_schema_version(wire::kSchemaVersion);

@@ -267,6 +267,31 @@ void Writer::flush() { check(H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL), "flu
 
 namespace {
 
+// Deflate, the strongest filter in common HDF5 use, expands at most ~1032:1.
+constexpr double kMaxFilterExpansion = 1100.0;
+
+// A damaged or hostile file can declare any shape; before memory is allocated for a read, its size
+// must be one the file could hold: at most the file's size for an unfiltered dataset, that times
+// kMaxFilterExpansion for a compressed one. (Without this check a dataset of 2^40 elements, which
+// HDF5 stores in a few hundred bytes when it is never written, ended the reader in std::bad_alloc.)
+void check_readable_bytes(hid_t dataset, double bytes, const std::string& path) {
+  hsize_t file_bytes = 0;
+  Id file(check(H5Iget_file_id(dataset), "H5Iget_file_id"), H5Fclose);
+  check(H5Fget_filesize(file.get(), &file_bytes), "H5Fget_filesize");
+  Id properties(check(H5Dget_create_plist(dataset), "H5Dget_create_plist"), H5Pclose);
+  const double limit = static_cast<double>(file_bytes) * (H5Pget_nfilters(properties.get()) > 0 ? kMaxFilterExpansion : 1.0);
+  if (bytes > limit)
+    throw RecordingError(path + " declares " + std::to_string(bytes) + " bytes to read, more than its file of " +
+                         std::to_string(file_bytes) + " bytes can hold (damaged recording?)");
+}
+
+// Elements of a dataset's shape, as a double so that no product of dimensions can overflow.
+double element_count_of(const std::vector<hsize_t>& dims) {
+  double count = 1.0;
+  for (hsize_t d : dims) count *= static_cast<double>(d);
+  return count;
+}
+
 // The datasets of one series opened for reading, plus the frame shape stored in the file.
 struct SeriesReader {
   std::string path;
@@ -311,6 +336,8 @@ struct SeriesReader {
     if (frame_dims_of(spec) != frame_dims)
       throw RecordingError(path + ": frame " + std::to_string(index) + " header says " + spec.shape_string() +
                            " but the payload dataset has another shape");
+    check_readable_bytes(payload.get(), element_count_of(frame_dims) * static_cast<double>(dtype_size(spec.dtype)),
+                         path + "/payload");
     std::vector<std::byte> bytes(spec.byte_size());
     Id type = hdf5::memory_type(spec.dtype);
     read_frame_at(payload.get(), index, type.get(), bytes.data(), frame_dims);
@@ -330,6 +357,7 @@ std::vector<std::int64_t> read_int64_dataset(hid_t file, const std::string& path
   Id dataset(check(H5Dopen2(file, path.c_str(), H5P_DEFAULT), path), H5Dclose);
   const std::vector<hsize_t> dims = dataset_dims(dataset.get());
   if (dims.size() != 1) throw RecordingError(path + " is not one-dimensional");
+  check_readable_bytes(dataset.get(), element_count_of(dims) * sizeof(std::int64_t), path);
   std::vector<std::int64_t> values(dims[0]);
   if (!values.empty())
     check(H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), path);
@@ -490,6 +518,7 @@ Truth Reader::read_truth(const std::string& name) const {
   Id dataset(check(H5Dopen2(impl_->file.get(), path.c_str(), H5P_DEFAULT), path), H5Dclose);
   const hid_t id = dataset.get();
   const std::vector<hsize_t> dims = dataset_dims(id);
+  check_readable_bytes(id, element_count_of(dims) * sizeof(double), path);
   Truth truth;
   truth.spec.dtype = DType::float64;
   const auto names = hdf5::has_attribute(id, "axis_names") ? hdf5::read_string_list_attribute(id, "axis_names")

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <zmq_addon.hpp>
 
+#include "src/curve/curve_keys.h"
+
 namespace sonopipe::tools {
 
 std::string result_topic(const std::string& pipeline, const std::string& output) {
@@ -20,6 +22,21 @@ void attach(zmq::socket_t& socket, const std::string& endpoint, bool bind) {
       socket.connect(endpoint);
   } catch (const zmq::error_t& e) {
     throw std::runtime_error(std::string(bind ? "cannot bind " : "cannot connect to ") + endpoint + ": " + e.what());
+  }
+}
+
+void apply_curve_client(zmq::socket_t& socket, const CurveClient& curve) {
+  if (!curve.enabled()) return;
+  if (curve.server_key.empty() || curve.client_key_file.empty())
+    throw std::runtime_error("CURVE needs both --curve-server-key and --curve-client-key-file");
+  try {
+    const std::string server = curve::read_public_key(curve.server_key);
+    const curve::KeyPair client = curve::read_key_file(curve.client_key_file);
+    if (client.secret_key.empty())
+      throw curve::KeyError(curve.client_key_file + ": no secret-key (pass the .key_secret file, not the .key)");
+    curve::make_client(socket, server, client);
+  } catch (const curve::KeyError& e) {
+    throw std::runtime_error(std::string("CURVE keys: ") + e.what());
   }
 }
 

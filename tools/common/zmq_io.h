@@ -20,6 +20,18 @@ std::string result_topic(const std::string& pipeline, const std::string& output)
 // Binds or connects; a failure names the endpoint (throws std::runtime_error).
 void attach(zmq::socket_t& socket, const std::string& endpoint, bool bind);
 
+// CURVE keys of a tool that connects to a daemon with security.curve (docs/readme/security.md):
+// --curve-server-key (the daemon's public key, 40 characters or its .key file) and
+// --curve-client-key-file (the tool's .key_secret from sonopipe-keygen). Both or neither.
+struct CurveClient {
+  std::string server_key;       // Z85 text or a key file path
+  std::string client_key_file;  // .key_secret
+  bool enabled() const { return !server_key.empty() || !client_key_file.empty(); }
+};
+// Sets the CURVE client options on a socket before its connect; nothing when !curve.enabled().
+// Throws std::runtime_error naming the flag and file when a key is missing or not a key.
+void apply_curve_client(zmq::socket_t& socket, const CurveClient& curve);
+
 // Watches a socket for completed ZMTP handshakes. Create it before bind/connect.
 class PeerWatch {
  public:

@@ -1,7 +1,8 @@
 // sonopipe-ctl: asks a running sonopiped for its status or tells it to stop.
 //   sonopipe-ctl status [--endpoint tcp://127.0.0.1:5557] [--json] [--timeout-ms 3000]
 //   sonopipe-ctl stop   [--endpoint ...] [--wait]
-// Exit codes: 0 ok, 1 the daemon answered with an error, 2 no answer in time.
+//   --curve-server-key <key or .key file> --curve-client-key-file <.key_secret>: a daemon with security.curve
+// Exit codes: 0 ok, 1 the daemon answered with an error, 2 no answer in time (or unusable keys).
 #include <CLI/CLI.hpp>
 #include <google/protobuf/util/json_util.h>
 #include <zmq.hpp>
@@ -11,30 +12,9 @@
 #include <thread>
 
 #include "src/wire/wire.h"
+#include "tools/common/control_client.h"
+#include "tools/common/curve_options.h"
 #include "tools/ctl/status_text.h"
-
-namespace {
-
-// One request/reply; nullopt when the daemon does not answer within the timeout.
-std::optional<sonopipe::v1::ControlReply> ask(zmq::context_t& context, const std::string& endpoint,
-                                              const std::string& command, int timeout_ms) {
-  zmq::socket_t socket(context, zmq::socket_type::req);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.connect(endpoint);
-  sonopipe::v1::ControlRequest request;
-  request.set_schema_version(sonopipe::wire::kSchemaVersion);
-  request.set_command(command);
-  socket.send(zmq::buffer(request.SerializeAsString()), zmq::send_flags::none);
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
-  zmq::message_t message;
-  if (!socket.recv(message, zmq::recv_flags::none)) return std::nullopt;
-  sonopipe::v1::ControlReply reply;
-  if (!reply.ParseFromArray(message.data(), static_cast<int>(message.size()))) return std::nullopt;
-  return reply;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-ctl: status and stop for a running sonopiped"};
@@ -46,10 +26,18 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print the status as JSON");
   app.add_flag("--wait", wait, "stop: wait until the daemon has drained and stopped answering");
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for an answer")->capture_default_str();
+  sonopipe::tools::CurveClient curve;
+  sonopipe::tools::add_curve_options(app, curve);
   CLI11_PARSE(app, argc, argv);
 
   zmq::context_t context(1);
-  auto reply = ask(context, endpoint, command, timeout_ms);
+  std::optional<sonopipe::v1::ControlReply> reply;
+  try {
+    reply = sonopipe::tools::control_request(context, endpoint, command, std::chrono::milliseconds(timeout_ms), curve);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "sonopipe-ctl: " << e.what() << "\n";
+    return 2;
+  }
   if (!reply) {
     std::cerr << "sonopipe-ctl: no answer from " << endpoint << " within " << timeout_ms << " ms\n";
     return 2;
@@ -70,7 +58,8 @@ int main(int argc, char** argv) {
   }
   if (command == "stop" && wait) {
     // The daemon answers status while it drains; it stops answering once it has exited.
-    while (auto later = ask(context, endpoint, "status", 500)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while (sonopipe::tools::control_request(context, endpoint, "status", std::chrono::milliseconds(500), curve))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return 0;
 }

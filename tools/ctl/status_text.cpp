@@ -27,6 +27,15 @@ std::string status_text(const v1::Status& status) {
     for (const auto& [reason, count] : status.rejected_by_reason()) out << " " << reason << "=" << count;
     out << "\n";
   }
+  if (status.clients_refused() > 0) {
+    out << "clients refused (CURVE): " << status.clients_refused() << " (";
+    const char* separator = "";
+    for (const auto& [socket, count] : status.clients_refused_by_socket()) {
+      out << separator << socket << "=" << count;
+      separator = " ";
+    }
+    out << ")\n";
+  }
   for (const v1::PipelineStatus& p : status.pipelines()) {
     out << "pipeline " << p.name() << ": " << p.frames_accepted() << " accepted, " << p.frames_processed()
         << " processed, " << p.results_published() << " published, " << p.frames_dropped() << " dropped, "

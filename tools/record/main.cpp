@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "tools/common/curve_options.h"
 #include "tools/common/stop_signal.h"
 #include "tools/record/recorder.h"
 
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
       ->excludes(endpoint_option);
   app.add_option("--topic", topics, "topic prefix to record (repeatable; default result/; 'status' keeps the last Status)");
   app.add_flag("--bind", options.bind, "bind the result endpoint instead of connecting");
+  sonopipe::tools::add_curve_options(app, options.curve);
   app.add_flag("--no-results", no_results, "record no results (raw frames only)");
   app.add_option("--raw-endpoint", options.raw_endpoint, "also record raw frames [FrameHeader][payload] from here");
   app.add_option("--raw-pattern", options.raw_pattern, "pull | sub")->capture_default_str()

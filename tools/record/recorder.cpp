@@ -51,6 +51,9 @@ class Recorder {
     writer_.set_attribute("created_by", "sonopipe-record");
     if (!options.endpoints.empty()) {
       results_.emplace(Input{zmq::socket_t(context_, zmq::socket_type::sub), nullptr, 1, std::nullopt});
+      if (options.curve.enabled() && options.bind)
+        throw std::invalid_argument("CURVE keys are for connecting to a daemon; --bind makes record the server");
+      tools::apply_curve_client(results_->socket, options.curve);
       setup(*results_, options.endpoints, options.bind, true);
       for (const std::string& topic : options.topics) results_->socket.set(zmq::sockopt::subscribe, topic);
     }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/zmq_io.h"
+
 namespace sonopipe::record {
 
 struct RecorderOptions {
@@ -31,6 +33,7 @@ struct RecorderOptions {
   std::size_t max_frame_bytes = std::size_t{1} << 30;
   std::string ready_file;                        // touched once the sockets are attached and subscribed
   int receive_high_water_mark = 1000;            // messages queued per socket while the file is written
+  tools::CurveClient curve;                      // keys for the daemon's publish socket (security.curve)
 };
 
 struct SeriesCount {

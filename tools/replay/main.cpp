@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "tools/common/curve_options.h"
 #include "tools/common/stop_signal.h"
 #include "tools/replay/player.h"
 
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
       ->needs(to_option);
   to_option->excludes(endpoint_option);
   app.add_flag("--bind", options.bind, "bind the endpoint instead of connecting to it");
+  sonopipe::tools::add_curve_options(app, options.curve);
   app.add_flag("--lossless", options.lossless,
                "PUSH and block when the receiver is busy (daemon ingest.pattern: pull); default PUB, drop and count "
                "(ingest.pattern: sub)");

@@ -77,6 +77,9 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
     socket.set(zmq::sockopt::linger, options.lossless ? -1 : 1000);
     if (!options.lossless) socket.set(zmq::sockopt::xpub_nodrop, 1);  // full queue -> EAGAIN, counted
     tools::PeerWatch watch(context, socket);
+    if (options.curve.enabled() && options.bind)
+      throw std::runtime_error("CURVE keys are for connecting to a daemon; --bind makes replay the server");
+    tools::apply_curve_client(socket, options.curve);
     tools::attach(socket, endpoint, options.bind);
     const bool attached = options.lossless ? watch.wait(options.connect_timeout)
                                            : wait_for_subscriber(socket, options.connect_timeout);

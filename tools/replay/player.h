@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/zmq_io.h"
 #include "tools/replay/frame_source.h"
 #include "tools/replay/replay_schedule.h"
 
@@ -29,6 +30,7 @@ struct PlayerOptions {
   double late_threshold_ms = 1.0;       // a send started later than this after its due time is "late"
   std::chrono::milliseconds connect_timeout{10000};
   int send_high_water_mark = 16;        // frames queued per peer before PUSH blocks / PUB drops
+  tools::CurveClient curve;             // keys for a daemon with security.curve (connect only)
 };
 
 struct PlayerReport {

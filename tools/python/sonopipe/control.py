@@ -1,6 +1,7 @@
 """Control: the daemon's REQ/REP control socket (sonopipe.v1.ControlRequest / ControlReply)."""
 import zmq
 
+from sonopipe.security import apply_curve_client
 from sonopipe.v1 import common_pb2, control_pb2
 
 
@@ -11,8 +12,10 @@ class ControlError(RuntimeError):
 class Control:
     """``Control("ipc:///tmp/sonopipe-control").status()`` -> sonopipe.v1.Status."""
 
-    def __init__(self, endpoint, timeout_s=5.0, context=None):
+    def __init__(self, endpoint, timeout_s=5.0, context=None, curve_server_key=None, curve_client_key_file=None):
+        """curve_*: keys for a daemon with security.curve (see sonopipe.security)."""
         self.endpoint = endpoint
+        self._curve = dict(curve_server_key=curve_server_key, curve_client_key_file=curve_client_key_file)
         self.timeout_s = timeout_s
         self._context = context or zmq.Context.instance()
 
@@ -23,6 +26,7 @@ class Control:
         socket = self._context.socket(zmq.REQ)
         socket.setsockopt(zmq.LINGER, 0)
         try:
+            apply_curve_client(socket, **self._curve)
             socket.connect(self.endpoint)
             socket.send(request.SerializeToString())
             if not socket.poll(int(self.timeout_s * 1000), zmq.POLLIN):

@@ -15,6 +15,7 @@ import zmq
 
 from sonopipe.arrays import (PayloadError, array_from_payload, axes_to_proto, element_type_of, make_axes,
                              payload_of)
+from sonopipe.security import apply_curve_client
 from sonopipe.v1 import common_pb2, frame_pb2
 
 _KINDS = {"iq": frame_pb2.FRAME_KIND_IQ, "rf": frame_pb2.FRAME_KIND_RF, "dce": frame_pb2.FRAME_KIND_DCE,
@@ -67,7 +68,8 @@ class Publisher:
     ``send`` numbers the frames of each stream 0, 1, 2, ... unless given a sequence."""
 
     def __init__(self, endpoint, lossless=True, bind=False, context=None, send_high_water_mark=1000,
-                 linger_s=10.0):
+                 linger_s=10.0, curve_server_key=None, curve_client_key_file=None):
+        """curve_*: keys for a daemon with security.curve (see sonopipe.security)."""
         self.endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
         if not self.endpoints:
             raise ValueError("no endpoint to send to")
@@ -81,6 +83,7 @@ class Publisher:
             socket = self._context.socket(zmq.PUSH if lossless else zmq.PUB)
             socket.setsockopt(zmq.SNDHWM, send_high_water_mark)
             socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
+            apply_curve_client(socket, curve_server_key, curve_client_key_file)
             (socket.bind if bind else socket.connect)(address)
             self._sockets.append(socket)
         self._socket = self._sockets[0]

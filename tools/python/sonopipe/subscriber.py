@@ -21,6 +21,7 @@ import numpy as np
 import zmq
 
 from sonopipe.arrays import PayloadError, array_from_payload, axes_from_proto, dtype_of
+from sonopipe.security import apply_curve_client
 from sonopipe.v1 import result_pb2
 
 STATUS_TOPIC = "status"
@@ -94,7 +95,9 @@ class Subscriber:
     stops when nothing arrives for `timeout_s` (None: waits forever)."""
 
     def __init__(self, endpoint, topics=(RESULT_TOPIC_PREFIX,), conflate=False, timeout_s=None,
-                 bind=False, context=None, receive_high_water_mark=1000):
+                 bind=False, context=None, receive_high_water_mark=1000, curve_server_key=None,
+                 curve_client_key_file=None):
+        """curve_*: keys for a daemon with security.curve (see sonopipe.security)."""
         if isinstance(topics, str):
             topics = [topics]
         self.endpoint = endpoint
@@ -107,6 +110,7 @@ class Subscriber:
         self._socket.setsockopt(zmq.RCVHWM, receive_high_water_mark)
         for topic in topics:
             self._socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        apply_curve_client(self._socket, curve_server_key, curve_client_key_file)
         for address in [endpoint] if isinstance(endpoint, str) else endpoint:
             (self._socket.bind if bind else self._socket.connect)(address)
         self._last_sequence = {}   # (topic, stream_id) -> last input_sequence seen

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of tests/fuzz/corpus/<harness>/ (committed; re-run after a format change).
+
+    SONOPIPE_PROTO_PY=build/tools/python/proto_py /usr/bin/python3 tests/fuzz/make_corpus.py
+
+Seeds are small valid inputs plus a few near misses, so the fuzzers start from the real formats.
+"""
+import os
+import random
+import shutil
+import struct
+import sys
+
+
+sys.path.insert(0, os.environ["SONOPIPE_PROTO_PY"])
+from sonopipe.v1 import control_pb2, frame_pb2, result_pb2  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def write(harness, name, data):
+    folder = os.path.join(HERE, "corpus", harness)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+def frame_header(kind, element_type, axes, sequence=0, **extra):
+    header = frame_pb2.FrameHeader(schema_version=1, stream_id=1, sequence=sequence, kind=kind,
+                                   element_type=element_type, acquisition_time_ns=123456789)
+    for name, size, unit in axes:
+        header.axes.add(name=name, size=size, spacing=1e-4, unit=unit, origin=0.0)
+    for key, value in extra.get("attributes", {}).items():
+        header.attributes[key] = value
+    for name, values in extra.get("vectors", {}).items():
+        header.vectors.add(name=name, values=values)
+    header.sampling_frequency_hz = extra.get("fs", 20e6)
+    header.center_frequency_hz = 5e6
+    return header.SerializeToString()
+
+
+def frames():
+    cases = {
+        "iq_int16_single_axis": (4, frame_header(frame_pb2.FRAME_KIND_IQ, 1, [("iq", 2, "")])),
+        "rf_float32": (16 * 4 * 4, frame_header(frame_pb2.FRAME_KIND_RF, 2, [("sample", 16, "s"), ("channel", 4, "")],
+                                                attributes={"probe": "L11-5v"},
+                                                vectors={"element_x_m": [0.0, 1e-4, 2e-4, 3e-4]})),
+        "iq_complex64": (8 * 3 * 8, frame_header(frame_pb2.FRAME_KIND_IQ, 3, [("sample", 8, "s"), ("line", 3, "m")])),
+        "dce_float16": (5 * 2, frame_header(frame_pb2.FRAME_KIND_DCE, 5, [("time", 5, "s")])),
+        "size_mismatch": (7, frame_header(frame_pb2.FRAME_KIND_RF, 2, [("sample", 16, "s")])),
+        "negative_frequency": (64, frame_header(frame_pb2.FRAME_KIND_RF, 2, [("sample", 16, "s")], fs=-1.0)),
+    }
+    for name, (payload, header) in cases.items():
+        write("frame_header", name, struct.pack("<I", payload) + header)
+
+
+def control():
+    for name, command, version in [("status", "status", 1), ("stop", "stop", 1), ("unknown", "reboot", 1),
+                                   ("old_schema", "status", 0)]:
+        write("control_request", name, control_pb2.ControlRequest(schema_version=version, command=command)
+              .SerializeToString())
+
+
+def config():
+    for name in ["live.yaml", "strain2d.yaml", "arfi.yaml"]:
+        shutil.copy(os.path.join(ROOT, "config", name), os.path.join(HERE, "corpus", "config", name))
+    write("config", "security.yaml", b"""security:
+  control_stop: disabled
+pipelines:
+  - name: a
+    match: {kinds: [iq], streams: [1, 2]}
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+""")
+
+
+def recording():
+    """The recording harness reads its input as a list of things to write into a file (see
+    recording_fuzzer.cpp), so its seeds are plain bytes: a fixed pseudo-random few."""
+    rng = random.Random(14)
+    for i in range(6):
+        write("recording", f"layout_{i}", bytes(rng.randrange(256) for _ in range(200 + 100 * i)))
+
+
+if __name__ == "__main__":
+    frames()
+    control()
+    os.makedirs(os.path.join(HERE, "corpus", "config"), exist_ok=True)
+    config()
+    recording()

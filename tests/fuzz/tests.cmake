@@ -1,0 +1,47 @@
+# Fuzz harnesses (libFuzzer) for every parser that takes outside bytes; tests/fuzz/README in
+# docs/readme/harden-sec.md. One harness = one source defining LLVMFuzzerTestOneInput and one line:
+#   sonopipe_add_fuzzer(<name> <source> <libraries...>)
+# - With -DSONOPIPE_FUZZ=ON (clang; every library instrumented by the top-level option) it builds the
+#   libFuzzer program fuzz_<name>; tests/fuzz/run-fuzzers.sh runs them all.
+# - In every build it also builds fuzz_<name>_replay (the same harness with replay_main.cpp) and a
+#   CTest test that runs it over the seed corpus tests/fuzz/corpus/<name>/ and every input that once
+#   crashed, tests/fuzz/regressions/<name>/: what the fuzzer found stays fixed in the normal suite.
+set(SONOPIPE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+function(sonopipe_add_fuzzer name source)
+  set(libraries ${ARGN})
+  set(source ${SONOPIPE_FUZZ_DIR}/${source})
+  add_executable(fuzz_${name}_replay ${source} ${SONOPIPE_FUZZ_DIR}/replay_main.cpp)
+  target_include_directories(fuzz_${name}_replay PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(fuzz_${name}_replay PRIVATE ${libraries})
+  add_test(NAME fuzz_${name}_replay
+           COMMAND fuzz_${name}_replay ${SONOPIPE_FUZZ_DIR}/corpus/${name} ${SONOPIPE_FUZZ_DIR}/regressions/${name})
+  set_tests_properties(fuzz_${name}_replay PROPERTIES TIMEOUT 300)
+  if(SONOPIPE_FUZZ)
+    add_executable(fuzz_${name} ${source})
+    target_include_directories(fuzz_${name} PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(fuzz_${name} PRIVATE ${libraries})
+    target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer)
+    set_target_properties(fuzz_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fuzz)
+    set_property(GLOBAL APPEND PROPERTY SONOPIPE_FUZZERS fuzz_${name})
+  endif()
+endfunction()
+
+sonopipe_add_fuzzer(frame_header frame_header_fuzzer.cpp sonopipe_daemon)
+sonopipe_add_fuzzer(control_request control_request_fuzzer.cpp sonopipe_daemon)
+sonopipe_add_fuzzer(config config_fuzzer.cpp sonopipe_daemon)
+sonopipe_add_fuzzer(recording recording_fuzzer.cpp sonopipe_tools_common)
+
+if(SONOPIPE_FUZZ)
+  get_property(fuzzers GLOBAL PROPERTY SONOPIPE_FUZZERS)
+  add_custom_target(sonopipe_fuzzers DEPENDS ${fuzzers})
+else()
+  # CI: every harness for a bounded time, in a separate clang build (build/fuzz-build), when clang++
+  # is present. tools/run-tests.sh runs it with the rest of the suite.
+  find_program(SONOPIPE_FUZZ_CLANG NAMES clang++-14 clang++)
+  if(SONOPIPE_FUZZ_CLANG)
+    add_test(NAME fuzz_harnesses_30s COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run-fuzzers.sh 30)
+    set_tests_properties(fuzz_harnesses_30s PROPERTIES TIMEOUT 900 RUN_SERIAL ON LABELS fuzz
+                         ENVIRONMENT "SONOPIPE_FUZZ_BUILD_DIR=${PROJECT_BINARY_DIR}/fuzz-build;SONOPIPE_FUZZ_CXX=${SONOPIPE_FUZZ_CLANG}")
+  endif()
+endif()
