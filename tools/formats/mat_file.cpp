@@ -7,6 +7,7 @@
 #include <array>
 #include <complex>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <mutex>
@@ -64,6 +65,10 @@ const char* class_name(matio_classes type) {
   }
 }
 
+// Parameters (positions, delays, apodizations) hold thousands of values at most; a damaged header
+// can claim billions.
+constexpr std::size_t kMaxParameterValues = std::size_t{1} << 24;
+
 template <typename T>
 void append_numbers(const void* data, std::size_t count, std::vector<double>& out) {
   const T* values = static_cast<const T*>(data);
@@ -104,6 +109,8 @@ bool Value::is_numeric() const {
 std::size_t Value::count() const {
   const auto count = element_count(variable_);
   if (!count) fail("dimensions overflow");
+  if ((is_struct() || is_cell()) && *count > kMaxParameterValues)
+    fail(std::to_string(*count) + " elements, too many for a parameter structure (damaged file?)");
   return *count;
 }
 
@@ -122,9 +129,20 @@ std::optional<Value> Value::find_field(const std::string& name, std::size_t inde
   if (!is_struct()) fail(std::string("expected a struct, found ") + class_name(variable_->class_type));
   const std::size_t n = count();
   if (index >= n) fail("has " + std::to_string(n) + " elements, element " + std::to_string(index + 1) + " asked for");
-  matvar_t* field = Mat_VarGetStructFieldByName(variable_, name.c_str(), index);
-  if (!field) return std::nullopt;
-  return Value(file_, element_path(index, n) + "." + name, field);
+  // Looked up here rather than through Mat_VarGetStructFieldByName, which trusts the dimensions
+  // of a damaged file and reads past (or through a null) field table.
+  const std::size_t fields = Mat_VarGetNumberOfFields(variable_);
+  char* const* names = Mat_VarGetStructFieldnames(variable_);
+  if (fields == 0 || !names) return std::nullopt;
+  std::size_t k = 0;
+  while (k < fields && !(names[k] && name == names[k])) ++k;
+  if (k == fields) return std::nullopt;
+  const std::string field_path = element_path(index, n) + "." + name;
+  if (!variable_->data || n > variable_->nbytes / sizeof(matvar_t*) / fields)
+    formats::fail(*file_, field_path, "unreadable (damaged structure)");
+  matvar_t* field = static_cast<matvar_t**>(variable_->data)[index * fields + k];
+  if (!field) formats::fail(*file_, field_path, "unreadable (damaged structure)");
+  return Value(file_, field_path, field);
 }
 
 Value Value::field(const std::string& name, std::size_t index) const {
@@ -138,7 +156,10 @@ Value Value::cell(std::size_t index) const {
   const std::size_t n = count();
   const std::string cell_path = path_ + "{" + std::to_string(index + 1) + "}";
   if (index >= n) formats::fail(*file_, cell_path, "the cell array has " + std::to_string(n) + " elements");
-  matvar_t* element = Mat_VarGetCell(variable_, static_cast<int>(index));
+  // Not Mat_VarGetCell: it trusts the dimensions of a damaged file (see find_field).
+  if (!variable_->data || n > variable_->nbytes / sizeof(matvar_t*))
+    formats::fail(*file_, cell_path, "unreadable (damaged cell array)");
+  matvar_t* element = static_cast<matvar_t**>(variable_->data)[index];
   if (!element) formats::fail(*file_, cell_path, "missing or unreadable");
   return Value(file_, cell_path, element);
 }
@@ -149,6 +170,7 @@ std::vector<double> Value::numbers() const {
   const std::size_t n = count();
   std::vector<double> out;
   if (n == 0) return out;
+  if (n > kMaxParameterValues) fail(std::to_string(n) + " values, too many for a parameter (damaged file?)");
   if (!variable_->data) fail("data missing or unreadable");
   // matio sizes `data` from the header; a value whose byte count disagrees is damaged.
   if (variable_->nbytes < n * static_cast<std::size_t>(variable_->data_size)) fail("data shorter than its dimensions");
@@ -170,6 +192,7 @@ std::vector<double> Value::numbers() const {
 }
 
 double Value::scalar() const {
+  if (is_numeric() && count() != 1) fail("expected one number, found " + std::to_string(count()));
   const std::vector<double> values = numbers();
   if (values.size() != 1) fail("expected one number, found " + std::to_string(values.size()));
   return values.front();
@@ -180,6 +203,7 @@ std::string Value::text() const {
   const std::size_t n = count();
   std::string out;
   if (n == 0) return out;
+  if (n > kMaxParameterValues) fail(std::to_string(n) + " characters, too many for a parameter (damaged file?)");
   if (!variable_->data) fail("text missing or unreadable");
   if (variable_->nbytes < n * static_cast<std::size_t>(variable_->data_size)) fail("text shorter than its dimensions");
   for (std::size_t k = 0; k < n; ++k) {
@@ -301,7 +325,8 @@ MatArray File::cell_array(const std::string& name, std::size_t index) {
   array.variable_ = element;
   array.path_ = cell_value.path();
   array.dims_ = cell_value.dims();
-  if (!element_count(element)) cell_value.fail("dimensions overflow");
+  const auto elements = element_count(element);
+  if (!elements) cell_value.fail("dimensions overflow");
   const bool complex = element->isComplex != 0;
   switch (element->class_type) {
     case MAT_C_INT16: array.element_ = complex ? MatArray::Element::other : MatArray::Element::int16; break;
@@ -309,6 +334,15 @@ MatArray File::cell_array(const std::string& name, std::size_t index) {
     case MAT_C_SINGLE: array.element_ = complex ? MatArray::Element::complex64 : MatArray::Element::float32; break;
     default: array.element_ = MatArray::Element::other; break;
   }
+  // What the file can hold: zlib (v5 compression, HDF5's deflate) expands at most 1032:1. A
+  // larger claim is a damaged header, refused before anyone allocates a frame for it.
+  constexpr std::uintmax_t kMaximumExpansion = 1032;
+  std::error_code ignored;
+  const std::uintmax_t file_bytes = std::filesystem::file_size(path_, ignored);
+  // One byte per element at least (MATLAB's v5 stores whole numbers in the narrowest type).
+  if (*elements > file_bytes * kMaximumExpansion + 1)
+    cell_value.fail(std::to_string(*elements) + " elements, more than a file of " + std::to_string(file_bytes) +
+                    " bytes can hold (damaged header)");
   return array;
 }
 

@@ -301,6 +301,9 @@ class VerasonicsReader final : public AcquisitionReader {
         fail(file_.path(), "Trans.Connector", "element " + std::to_string(e + 1) + " on channel " +
                                                   std::to_string(probe.connector[e] + 1) + ", but " + array_.path() +
                                                   " has " + std::to_string(channels) + " channels");
+    if (elements > channels)
+      fail(file_.path(), "Trans.ElementPos", std::to_string(elements) + " elements, more than the " +
+                                                 std::to_string(channels) + " channels of " + array_.path());
     element_column_ = probe.connector;
 
     // The receives that fill this buffer, and the layout of one frame (taken from frame 1).
@@ -373,6 +376,16 @@ class VerasonicsReader final : public AcquisitionReader {
              "'" + t->sample_mode + "' (interleaved baseband samples) is not supported; expected an RF mode (NS200BW, ...)");
       transmit_first_row_.push_back(t->start_sample - 1);
     }
+    // Replace-mode acquisitions own disjoint rows (only mode 1 adds onto written rows); this also
+    // bounds a frame's payload by the buffer frame it comes from.
+    std::vector<const ReceiveEntry*> by_row = transmits;
+    std::sort(by_row.begin(), by_row.end(),
+              [](const ReceiveEntry* a, const ReceiveEntry* b) { return a->start_sample < b->start_sample; });
+    for (std::size_t k = 1; k < by_row.size(); ++k)
+      if (by_row[k]->start_sample <= by_row[k - 1]->end_sample)
+        fail(file_.path(), "Receive(" + std::to_string(by_row[k]->index + 1) + ")",
+             "rows overlap those of Receive(" + std::to_string(by_row[k - 1]->index + 1) +
+                 ") in a mode-0 (replace) acquisition of the same frame");
     const double fs = first.sampling_frequency_hz;
 
     // Each acquisition's transmit: TX(Event(e).tx) for the event that acquires it, else TX(acqNum).

@@ -2,7 +2,7 @@
 no code with sonopipe: scipy.io.savemat for MAT v5 and h5py for MATLAB's v7.3 layout.
 
     verasonics_files.py SCENARIO FORMAT PATH SEED
-      SCENARIO  plane | focused | baseband | bad:<what>
+      SCENARIO  plane | focused | bad:<what> (a plane file with one defect)
       FORMAT    v5 | v5z (compressed) | v73
 
 Channel samples follow one formula that the C++ half repeats to know the truth:
@@ -40,15 +40,13 @@ def rcv_buffer(rows, channels, frames, buffer, seed):
     return rcv_value(r, c, f, buffer, seed)
 
 
-def plane_waves(x_m, angles_rad, wavelength_m):
-    """TX.Delay as Verasonics' computeTXDelays makes them for a plane wave steered by theta:
-    the element at x fires x sin(theta) / c later than the one at x = 0, shifted so that the
-    earliest element fires at 0; in wavelengths."""
-    delays = []
-    for a in angles_rad:
-        d = x_m * np.sin(a) / wavelength_m
-        delays.append(d - d.min())
-    return delays
+def plane_wave_delays(x_m, angle_rad, apodization, wavelength_m):
+    """TX.Delay as Verasonics' computeTXDelays makes them for a plane wave steered by theta: the
+    element at x fires x sin(theta) / c later than one at x = 0, shifted so that the earliest
+    firing element fires at 0; elements that do not fire get 0; in wavelengths."""
+    d = x_m * np.sin(angle_rad) / wavelength_m
+    active = apodization > 0
+    return np.where(active, d - d[active].min(), 0.0)
 
 
 def spherical_delays(x_m, source_x_m, source_z_m, wavelength_m):
@@ -69,15 +67,19 @@ def scenario(name, seed):
     x_mm = (np.arange(elements) - (elements - 1) / 2) * pitch_mm
     x_m = x_mm * 1e-3
     ws = {}
-    if name in ("plane", "baseband"):
+    if name == "plane":
         angles = [-0.1, 0.0, 0.15]
         frames, last_frame, rows, stride, samples = 4, 2, 3 * 64 + 40, 64, 50
         units = "mm"
         element_pos = np.column_stack([x_mm, np.zeros(elements), np.zeros(elements), np.zeros(elements)])
         connector = np.arange(elements, 0, -1).astype(float)  # element e on channel elements + 1 - e
         channels = elements
+        # The last wave fires elements 1..5 only: an aperture asymmetric about the centre, where a
+        # wrong angle sign in the reader's timing cannot cancel out.
+        apods = [np.ones(elements), np.ones(elements), (np.arange(elements) < 5).astype(float)]
         txs = [dict(waveform=1.0, Origin=np.array([[0.0, 0.0, 0.0]]), focus=0.0, Steer=np.array([[a, 0.0]]),
-                    Apod=np.ones((1, elements)), Delay=d[None, :]) for a, d in zip(angles, plane_waves(x_m, angles, wavelength))]
+                    Apod=apod[None, :], Delay=plane_wave_delays(x_m, a, apod, wavelength)[None, :])
+               for a, apod in zip(angles, apods)]
         # One pulse-inversion partner (mode 1) accumulated onto acquisition 2 of each frame.
         txs.append(dict(txs[1]))
         receives = []
@@ -90,7 +92,7 @@ def scenario(name, seed):
                                  acqNum=2.0, mode=1.0, bufnum=1.0, startDepth=2.0, endDepth=30.0))
         for r in receives:
             r.update(demodFrequency=f_mhz, decimSampleRate=4 * f_mhz, quadDecim=2.0, samplesPerWave=2.0,
-                     sampleMode="NS200BW" if name == "plane" else "BS100BW")
+                     sampleMode="NS200BW")
         events = []
         for i, r in enumerate(receives):
             k = int(r["acqNum"])
@@ -163,6 +165,9 @@ def corrupt(ws, what, seed):
         ws["Trans"]["units"] = "inches"
     elif what == "last_frame":
         ws["Resource"]["RcvBuffer"][0]["lastFrame"] = 99.0
+    elif what == "baseband":  # interleaved baseband samples, which the reader refuses
+        for r in ws["Receive"]:
+            r["sampleMode"] = "BS100BW"
     elif what == "no_verasonics":
         ws = {"x": np.ones((2, 2))}
     else:
