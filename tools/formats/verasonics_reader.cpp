@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <new>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -634,7 +635,12 @@ bool is_verasonics_mat(const std::string& path) {
 
 std::unique_ptr<AcquisitionReader> open_verasonics(const std::string& path, const ImportOptions& options) {
   if (!mat::is_mat_file(path)) fail(path, "", "not a MAT file (no MATLAB v5/v7.3 header)");
-  return std::make_unique<VerasonicsReader>(path, options);
+  try {
+    return std::make_unique<VerasonicsReader>(path, options);
+  } catch (const std::bad_alloc&) {
+    // A damaged header can declare sizes past every bound checked above (libmatio allocates them).
+    fail(path, "", "declares sizes too large to allocate (damaged file)");
+  }
 }
 
 }  // namespace sonopipe::formats
