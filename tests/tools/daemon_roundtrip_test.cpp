@@ -12,22 +12,10 @@
 
 using namespace sonopipe;
 using namespace std::chrono;
+using test::TempDir;
 using test::TempPath;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/sonopipe-tools-XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
 
 std::string convert_config(const tools::DaemonEndpoints& e, const std::string& pattern) {
   return "ingest: {endpoint: \"" + e.ingest + "\", pattern: " + pattern + (pattern == "sub" ? ", bind: true" : "") +

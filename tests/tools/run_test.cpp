@@ -19,21 +19,9 @@
 
 using namespace sonopipe;
 using namespace std::chrono;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/sonopipe-run-XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
 
 // An example config with this test's endpoints and the CPU backend instead of its own. ncc_track's
 // `method: auto` times every method at configure and keeps the fastest, so two processes may pick

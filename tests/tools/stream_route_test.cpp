@@ -15,21 +15,9 @@
 
 using namespace sonopipe;
 using namespace std::chrono;
+using test::TempDir;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/sonopipe-route-XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
 
 std::string convert_config(const tools::DaemonEndpoints& e) {
   return "ingest: {endpoint: \"" + e.ingest + "\", pattern: pull}\npublish: {endpoint: \"" + e.publish +

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +32,20 @@ struct TempPath {
     std::filesystem::remove(path, ignored);
   }
   std::string ipc() const { return "ipc://" + path; }
+};
+
+// A fresh folder in the temp folder, removed with everything in it when the object dies.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& prefix = "sonopipe-tools") {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
 };
 
 inline bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
