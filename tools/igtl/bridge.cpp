@@ -13,6 +13,7 @@
 #include "src/wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/stop_signal.h"
+#include "tools/common/published_message.h"
 #include "tools/common/zmq_io.h"
 #include "tools/igtl/client_connection.h"
 #include "tools/igtl/image_layout.h"
@@ -139,26 +140,18 @@ class Bridge {
   };
 
   void receive(std::vector<zmq::message_t>& parts) {
-    if (parts.empty()) return reject("malformed_message", "empty message");
-    const std::string topic = parts[0].to_string();
-    if (topic == tools::kStatusTopic) {
-      if (parts.size() != 2 || !daemon_status_.ParseFromArray(parts[1].data(), static_cast<int>(parts[1].size())))
-        return reject("malformed_status", "status message is not [topic][Status]");
+    tools::PublishedMessage message = tools::decode_published(parts);
+    if (message.kind == tools::PublishedMessage::Kind::refused) return reject(message.reason, message.detail);
+    const std::string& topic = message.topic;
+    if (message.kind == tools::PublishedMessage::Kind::status) {
+      daemon_status_ = std::move(message.status);
       ++report_.status_messages;
       have_daemon_status_ = true;
       return;
     }
-    if (parts.size() != 3)
-      return reject("malformed_message", "topic '" + topic + "' with " + std::to_string(parts.size()) +
-                                             " parts, expected [topic][ResultHeader][payload]");
-    v1::ResultHeader header;
-    if (!header.ParseFromArray(parts[1].data(), static_cast<int>(parts[1].size())))
-      return reject("unparsable_header", "topic '" + topic + "': header is not a ResultHeader");
+    v1::ResultHeader& header = message.header;
     if (header.schema_version() != wire::kSchemaVersion)
       return reject("unknown_schema", topic + ": schema version " + std::to_string(header.schema_version()));
-    if (topic != tools::result_topic(header.pipeline(), header.output()))
-      return reject("topic_mismatch", "topic '" + topic + "' but header names " +
-                                          tools::result_topic(header.pipeline(), header.output()));
     TopicCount& count = report_.topics[header.pipeline() + "/" + header.output()];
     if (count.results > 0 && header.input_sequence() > count.last_sequence + 1)
       count.sequence_gaps += header.input_sequence() - count.last_sequence - 1;

@@ -12,6 +12,7 @@
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
 #include "tools/common/stop_signal.h"
+#include "tools/common/published_message.h"
 #include "tools/common/zmq_io.h"
 
 namespace sonopipe::record {
@@ -164,25 +165,15 @@ class Recorder {
   }
 
   void handle_result(std::vector<zmq::message_t>& parts) {
-    if (parts.empty()) return reject("malformed_message", "empty message");
-    const std::string topic = parts[0].to_string();
-    if (topic == tools::kStatusTopic) {
-      v1::Status status;
-      if (parts.size() != 2 || !status.ParseFromArray(parts[1].data(), static_cast<int>(parts[1].size())))
-        return reject("malformed_status", "status message is not [topic][Status]");
+    tools::PublishedMessage message = tools::decode_published(parts);
+    if (message.kind == tools::PublishedMessage::Kind::refused) return reject(message.reason, message.detail);
+    const std::string& topic = message.topic;
+    if (message.kind == tools::PublishedMessage::Kind::status) {
       ++report_.status_messages;
-      last_status_ = status;
+      last_status_ = std::move(message.status);
       return;
     }
-    if (parts.size() != 3)
-      return reject("malformed_message", "topic '" + topic + "' with " + std::to_string(parts.size()) +
-                                             " parts, expected [topic][ResultHeader][payload]");
-    v1::ResultHeader header;
-    if (!header.ParseFromArray(parts[1].data(), static_cast<int>(parts[1].size())))
-      return reject("unparsable_header", "topic '" + topic + "': header is not a ResultHeader");
-    if (topic != tools::result_topic(header.pipeline(), header.output()))
-      return reject("topic_mismatch", "topic '" + topic + "' but header names " +
-                                          tools::result_topic(header.pipeline(), header.output()));
+    const v1::ResultHeader& header = message.header;
     try {
       writer_.append_result(header, parts[2].data(), parts[2].size());
     } catch (const std::exception& e) {  // bad element type, size mismatch, shape change
