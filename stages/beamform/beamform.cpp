@@ -317,6 +317,9 @@ bool BeamformStage::run_cuda(const StageIo& io) {
       .depth_min_m = float(p.z_min_m),
       .depth_step_m = float((p.z_max_m - p.z_min_m) / double(depth_ - 1)),
       .output = io.outputs[0],
+      .elements_ascending = std::is_sorted(element_x_.begin(), element_x_.end()),
+      .focused_transmits = std::any_of(transmits_host_.begin(), transmits_host_.end(),
+                                       [](const auto& t) { return t.wave == beamform::Wave::focused; }),
   };
   cuda::beamform(launch, io.stream);
   return true;

@@ -19,6 +19,10 @@
 #include "tools/sim/channel_sim.h"
 #include "tools/sim/speckle_sim.h"
 
+#ifdef SONOPIPE_WITH_CUDA
+#include "cuda/beamform/beamform.cuh"
+#endif
+
 using namespace sonopipe;
 
 namespace {
@@ -321,6 +325,12 @@ TEST_CASE("beamform: the frame's description is checked", "[beamform]") {
 }
 
 #ifdef SONOPIPE_WITH_CUDA
+// Which GPU kernel an image case reaches (cuda/beamform/beamform.cuh): a focused transmit or cubic
+// interpolation -> the per-pixel kernel; plane and diverging waves -> the tiled kernel, which on a
+// coarse grid (a block's samples do not fit its window) sums each pixel the per-pixel way, and on a
+// fine grid stages samples in shared memory (13 transmits: two passes of 12).
+enum class Path { per_pixel, tiled_coarse, tiled_fine };
+
 TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[beamform][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
   ThreadPool pool(2);
@@ -329,42 +339,67 @@ TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[bea
   for (const bool iq : {false, true})
     for (const bool cubic : {false, true})
       for (const auto output : {BeamformParams::Output::image, BeamformParams::Output::lines})
-        for (const auto grid : {BeamformParams::Grid::linear, BeamformParams::Grid::sector}) {
-          if (output == BeamformParams::Output::lines && grid == BeamformParams::Grid::sector) continue;
-          INFO("iq " << iq << " cubic " << cubic << " lines " << (output == BeamformParams::Output::lines) << " sector "
-                     << (grid == BeamformParams::Grid::sector));
-          sim::ChannelSimConfig config = array_config(iq);
-          config.elements = 48;
-          config.initial_time_s = 1e-6;
-          config.transmits = output == BeamformParams::Output::lines
-                                 ? sim::focused_line_sequence(config, 7, 20e-3, 24)
-                                 : std::vector<sim::ChannelTransmit>{sim::ChannelTransmit::plane(0.05),
-                                                                     sim::ChannelTransmit::diverging(1e-3, -10e-3),
-                                                                     sim::ChannelTransmit::focused(-1e-3, 18e-3, 8, 24)};
-          config.samples = 700;
-          sim::ChannelSimResult channel = sim::simulate_channel(config, &pool);  // geometry; data replaced:
-          for (auto& v : channel.rf) v = normal(rng);
-          for (auto& v : channel.iq) v = {normal(rng), normal(rng)};
-          BeamformParams params;
-          params.grid = grid;
-          params.output = output;
-          params.cubic = cubic;
-          params.window = beamform::Window::tukey;
-          params.x_min_m = -5e-3, params.x_max_m = 5e-3, params.z_min_m = 8e-3, params.z_max_m = 30e-3;
-          params.lateral_pixels = 33, params.depth_pixels = 97;
-          BeamformStage cpu(params), gpu(params);
-          const auto a = test::run_stage_cpu(cpu, channel.meta, channel.meta.payload, channel.data(), pool);
-          const auto b = test::run_stage_cuda(gpu, channel.meta, channel.meta.payload, channel.data());
-          const std::size_t n = a.outputs[0].size() / sizeof(float);
-          double scale = 0, worst = 0;
-          for (std::size_t k = 0; k < n; ++k) {
-            scale = std::max(scale, double(std::abs(a.as<float>()[k])));
-            worst = std::max(worst, double(std::abs(a.as<float>()[k] - b.as<float>()[k])));
+        for (const auto grid : {BeamformParams::Grid::linear, BeamformParams::Grid::sector})
+          for (const Path path : {Path::per_pixel, Path::tiled_coarse, Path::tiled_fine}) {
+            if (output == BeamformParams::Output::lines && grid == BeamformParams::Grid::sector) continue;
+            if ((output == BeamformParams::Output::lines || cubic) && path != Path::per_pixel) continue;
+            INFO("iq " << iq << " cubic " << cubic << " lines " << (output == BeamformParams::Output::lines) << " sector "
+                       << (grid == BeamformParams::Grid::sector) << " path " << int(path));
+            sim::ChannelSimConfig config = array_config(iq);
+            config.elements = 48;
+            config.initial_time_s = 1e-6;
+            if (output == BeamformParams::Output::lines) {
+              config.transmits = sim::focused_line_sequence(config, 7, 20e-3, 24);
+            } else if (path == Path::per_pixel) {
+              config.transmits = {sim::ChannelTransmit::plane(0.05), sim::ChannelTransmit::diverging(1e-3, -10e-3),
+                                  sim::ChannelTransmit::focused(-1e-3, 18e-3, 8, 24)};
+            } else if (path == Path::tiled_coarse) {
+              config.transmits = {sim::ChannelTransmit::plane(0.05), sim::ChannelTransmit::diverging(1e-3, -10e-3)};
+            } else {
+              config.transmits = sim::plane_wave_sequence(12, 0.2);
+              config.transmits.push_back(sim::ChannelTransmit::diverging(-2e-3, -12e-3));
+            }
+            config.samples = 700;
+            sim::ChannelSimResult channel = sim::simulate_channel(config, &pool);  // geometry; data replaced:
+            for (auto& v : channel.rf) v = normal(rng);
+            for (auto& v : channel.iq) v = {normal(rng), normal(rng)};
+            BeamformParams params;
+            params.grid = grid;
+            params.output = output;
+            params.cubic = cubic;
+            params.window = beamform::Window::tukey;
+            params.x_min_m = -5e-3, params.x_max_m = 5e-3, params.z_min_m = 8e-3, params.z_max_m = 30e-3;
+            if (path == Path::tiled_fine) {  // 0.075 x 0.021 mm pixels: a block's window is ~54 of 64 samples (RF)
+              params.x_min_m = -1.2e-3, params.x_max_m = 1.2e-3, params.z_min_m = 10e-3, params.z_max_m = 12e-3;
+              params.angle_min_deg = -7, params.angle_max_deg = 7;  // sector: 0.44 degrees = 0.09 mm at 12 mm
+            }
+            params.lateral_pixels = 33, params.depth_pixels = 97;
+          if (output == BeamformParams::Output::image && !cubic && path != Path::per_pixel) {
+            // The case reaches the path it names: a full block's reach (its corner from its centre
+            // pixel, kTileLateral / 2 and kTileDepth / 2 pixels away) fits the window on the fine grid only.
+            const double lateral_step = grid == BeamformParams::Grid::sector
+                                            ? params.z_max_m * (params.angle_max_deg - params.angle_min_deg) *
+                                                  std::numbers::pi / 180 / (params.lateral_pixels - 1)
+                                            : (params.x_max_m - params.x_min_m) / (params.lateral_pixels - 1);
+            const double depth_step = (params.z_max_m - params.z_min_m) / (params.depth_pixels - 1);
+            const double reach = std::hypot(cuda::kTileLateral / 2 * lateral_step, cuda::kTileDepth / 2 * depth_step);
+            const float span = cuda::tile_half_span(float(reach), float(1 / config.speed_of_sound_m_per_s),
+                                                    float(config.sampling_frequency_hz));
+            CHECK((2 * span + 2 <= cuda::kTileSamples) == (path == Path::tiled_fine));
           }
-          // float delays on the GPU: ~1e-11 s of rounding moves a sample ~2e-4 samples; on white-noise
-          // lines that changes each of the ~48 x 3 terms by ~2e-4 of a sample's size, far below 1e-3
-          // of the largest output (which sums many such terms).
-          CHECK(worst < 1e-3 * scale);
-        }
+            BeamformStage cpu(params), gpu(params);
+            const auto a = test::run_stage_cpu(cpu, channel.meta, channel.meta.payload, channel.data(), pool);
+            const auto b = test::run_stage_cuda(gpu, channel.meta, channel.meta.payload, channel.data());
+            const std::size_t n = a.outputs[0].size() / sizeof(float);
+            double scale = 0, worst = 0;
+            for (std::size_t k = 0; k < n; ++k) {
+              scale = std::max(scale, double(std::abs(a.as<float>()[k])));
+              worst = std::max(worst, double(std::abs(a.as<float>()[k] - b.as<float>()[k])));
+            }
+            // float delays on the GPU: ~1e-11 s of rounding moves a sample ~2e-4 samples; on white-noise
+            // lines that changes each of the ~48 x 3 terms by ~2e-4 of a sample's size, far below 1e-3
+            // of the largest output (which sums many such terms).
+            CHECK(worst < 1e-3 * scale);
+          }
 }
 #endif
