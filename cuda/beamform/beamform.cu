@@ -196,15 +196,19 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) delay_and_sum_ti
       const float dx = cx - s.element_x_m[e], dz = cz - s.element_z_m[e];
       return floorf((sqrtf(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e]) * s.sampling_frequency_hz);
     };
+    // Only the 2 half + 2 entries a pixel can read are staged (the rest of each row is never read).
+    const int span = 2 * half + 2;
     Sample first_sample[kTileLoads], next_sample[kTileLoads];
+    float next_receive_start = 0.0f;  // centre_receive of the prefetched element
     auto prefetch = [&](int e) {
       const float receive = centre_receive(e);
+      next_receive_start = receive;
 #pragma unroll
       for (int r = 0; r < kTileLoads; ++r) {
         const int slot = tid + r * kTileThreads;
         first_sample[r] = Sample{}, next_sample[r] = Sample{};
-        if (slot < count * kTileSamples) {
-          const int k = slot / kTileSamples, q = slot - k * kTileSamples;
+        const int k = slot / kTileSamples, q = slot - k * kTileSamples;
+        if (k < count && q < span) {
           const std::int64_t sample = static_cast<std::int64_t>(centre_transmit[k] + receive) - half + q;
           if (sample >= 0 && sample < samples - 1) {
             const Sample* line = reinterpret_cast<const Sample*>(launch.input) + (first + k) * transmit_stride +
@@ -220,8 +224,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) delay_and_sum_ti
 #pragma unroll
       for (int r = 0; r < kTileLoads; ++r) {
         const int slot = tid + r * kTileThreads;
-        if (slot < count * kTileSamples) {
-          const int k = slot / kTileSamples, q = slot - k * kTileSamples;
+        const int k = slot / kTileSamples, q = slot - k * kTileSamples;
+        if (k < count && q < span) {
           if constexpr (C == 2)
             tile[buffer][k][q] = make_float4(first_sample[r].x, first_sample[r].y, next_sample[r].x - first_sample[r].x,
                                              next_sample[r].y - first_sample[r].y);
@@ -230,7 +234,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) delay_and_sum_ti
         }
       }
       __syncthreads();  // tile[buffer] complete; tile[buffer ^ 1] was last read before the previous barrier
-      const float receive_start = centre_receive(e);
+      const float receive_start = next_receive_start;
       if (e + 1 < element_end) prefetch(e + 1);
       const float dx = x - s.element_x_m[e], dz = z - s.element_z_m[e];
       const float weight = active ? beamform::apodisation(s.window, s.tukey_alpha, s.f_number, dx, z) : 0.0f;
