@@ -73,7 +73,9 @@ __global__ void delay_and_sum(BeamformLaunch launch) {
 // and apodisation per element.
 constexpr int kTileThreads = kTileLateral * kTileDepth;
 constexpr int kTilePass = 12;      // transmits per pass over the elements (registers per thread)
-constexpr int kTileMinBlocks = 3;  // blocks per SM the register budget must allow (latency hiding)
+// Blocks per SM the register budget must allow (latency hiding): RF fits 4 without spilling, IQ 3.
+template <int C>
+constexpr int kTileMinBlocks = C == 1 ? 4 : 3;
 constexpr int kTileLoads = (kTilePass * kTileSamples + kTileThreads - 1) / kTileThreads;
 
 template <int C>
@@ -106,7 +108,7 @@ __device__ inline void carrier(float frequency_hz, float time_s, float& re, floa
 }
 
 template <int C>
-__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks) delay_and_sum_tiled(BeamformLaunch launch) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum_tiled(BeamformLaunch launch) {
   using Sample = typename TileTypes<C>::Sample;
   using Entry = typename TileTypes<C>::Entry;
   __shared__ Entry tile[2][kTilePass][kTileSamples];
