@@ -77,6 +77,8 @@ constexpr int kTilePass = 12;      // transmits per pass over the elements (regi
 template <int C>
 constexpr int kTileMinBlocks = C == 1 ? 4 : 3;
 constexpr int kTileLoads = (kTilePass * kTileSamples + kTileThreads - 1) / kTileThreads;
+static_assert(kTileThreads % kTileSamples == 0 && kTilePass * kTileSamples % kTileThreads == 0,
+              "staging maps whole rows to the block's threads");
 
 template <int C>
 struct TileTypes;
@@ -172,15 +174,26 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
   }
 
   const std::int64_t samples = s.samples;
-  const std::int64_t transmit_stride = s.elements * samples;  // lines of one transmit
   const float origin_samples = s.sample_origin_s * s.sampling_frequency_hz;
   float sum_re = 0.0f, sum_im = 0.0f;
+  // Staging layout: thread tid loads entry q = tid % kTileSamples of rows tid / kTileSamples + r *
+  // kTileRowsPerLoad; only the 2 half + 2 entries a pixel can read are loaded.
+  constexpr int kTileRowsPerLoad = kTileThreads / kTileSamples;
+  const int span = 2 * half + 2;
+  const int stage_q = tid % kTileSamples, stage_row = tid / kTileSamples;
   for (int first = 0; first < static_cast<int>(launch.transmits); first += kTilePass) {
     const int count = min(kTilePass, static_cast<int>(launch.transmits) - first);
     float local[kTilePass], phasor_re[kTilePass], phasor_im[kTilePass];
     __syncthreads();  // the previous pass is done with centre_transmit and the tiles
+    // Rows of transmits this pass lacks hold zeros and their positions point inside the row, so
+    // every pass sums kTilePass terms per element without a branch (the missing ones add 0).
+    for (int slot = tid; slot < 2 * kTilePass * kTileSamples; slot += kTileThreads) {
+      const int row = slot / kTileSamples % kTilePass;
+      if (row >= count) (&tile[0][0][0])[slot] = Entry{};
+    }
 #pragma unroll
     for (int k = 0; k < kTilePass; ++k) {
+      local[k] = float(half), phasor_re[k] = 0.0f, phasor_im[k] = 0.0f;
       if (k < count) {
         const beamform::Transmit<float>& transmit = s.transmits[first + k];
         const float time_s = beamform::transmit_time_s(transmit, x, z, s.inverse_c) + transmit.delay_s;
@@ -193,13 +206,18 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
       }
     }
     __syncthreads();
+    // Per load slot: the first sample index relative to the centre's receive start (-1: not staged).
+    int stage_offset[kTileLoads];
+#pragma unroll
+    for (int r = 0; r < kTileLoads; ++r) {
+      const int row = stage_row + r * kTileRowsPerLoad;
+      stage_offset[r] = row < count && stage_q < span ? static_cast<int>(centre_transmit[row]) - half + stage_q : -1;
+    }
 
     auto centre_receive = [&](int e) {
       const float dx = cx - s.element_x_m[e], dz = cz - s.element_z_m[e];
       return floorf((sqrtf(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e]) * s.sampling_frequency_hz);
     };
-    // Only the 2 half + 2 entries a pixel can read are staged (the rest of each row is never read).
-    const int span = 2 * half + 2;
     Sample first_sample[kTileLoads], next_sample[kTileLoads];
     float next_receive_start = 0.0f;  // centre_receive of the prefetched element
     auto prefetch = [&](int e) {
@@ -207,16 +225,12 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
       next_receive_start = receive;
 #pragma unroll
       for (int r = 0; r < kTileLoads; ++r) {
-        const int slot = tid + r * kTileThreads;
         first_sample[r] = Sample{}, next_sample[r] = Sample{};
-        const int k = slot / kTileSamples, q = slot - k * kTileSamples;
-        if (k < count && q < span) {
-          const std::int64_t sample = static_cast<std::int64_t>(centre_transmit[k] + receive) - half + q;
-          if (sample >= 0 && sample < samples - 1) {
-            const Sample* line = reinterpret_cast<const Sample*>(launch.input) + (first + k) * transmit_stride +
-                                 static_cast<std::int64_t>(e) * samples;
-            first_sample[r] = __ldg(line + sample), next_sample[r] = __ldg(line + sample + 1);
-          }
+        const int sample = stage_offset[r] + static_cast<int>(receive);
+        if (stage_offset[r] >= 0 && sample >= 0 && sample < samples - 1) {
+          const int line = (first + stage_row + r * kTileRowsPerLoad) * s.elements + e;
+          const Sample* values = reinterpret_cast<const Sample*>(launch.input) + static_cast<std::int64_t>(line) * samples;
+          first_sample[r] = __ldg(values + sample), next_sample[r] = __ldg(values + sample + 1);
         }
       }
     };
@@ -225,14 +239,13 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
     for (int e = element_begin; e < element_end; ++e, buffer ^= 1) {
 #pragma unroll
       for (int r = 0; r < kTileLoads; ++r) {
-        const int slot = tid + r * kTileThreads;
-        const int k = slot / kTileSamples, q = slot - k * kTileSamples;
-        if (k < count && q < span) {
+        if (stage_offset[r] >= 0) {
+          Entry& entry = tile[buffer][stage_row + r * kTileRowsPerLoad][stage_q];
           if constexpr (C == 2)
-            tile[buffer][k][q] = make_float4(first_sample[r].x, first_sample[r].y, next_sample[r].x - first_sample[r].x,
-                                             next_sample[r].y - first_sample[r].y);
+            entry = make_float4(first_sample[r].x, first_sample[r].y, next_sample[r].x - first_sample[r].x,
+                                next_sample[r].y - first_sample[r].y);
           else
-            tile[buffer][k][q] = make_float2(first_sample[r], next_sample[r] - first_sample[r]);
+            entry = make_float2(first_sample[r], next_sample[r] - first_sample[r]);
         }
       }
       __syncthreads();  // tile[buffer] complete; tile[buffer ^ 1] was last read before the previous barrier
@@ -246,17 +259,15 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
       float element_re = 0.0f, element_im = 0.0f;
 #pragma unroll
       for (int k = 0; k < kTilePass; ++k) {
-        if (k < count) {
-          float t;
-          const int q = split_position(local[k] + receive_local, t);
-          const Entry entry = tile[buffer][k][q];
-          if constexpr (C == 2) {
-            const float re = fmaf(t, entry.z, entry.x), im = fmaf(t, entry.w, entry.y);
-            element_re = fmaf(re, phasor_re[k], fmaf(-im, phasor_im[k], element_re));
-            element_im = fmaf(re, phasor_im[k], fmaf(im, phasor_re[k], element_im));
-          } else {
-            element_re += fmaf(t, entry.y, entry.x);
-          }
+        float t;
+        const int q = split_position(local[k] + receive_local, t);
+        const Entry entry = tile[buffer][k][q];
+        if constexpr (C == 2) {
+          const float re = fmaf(t, entry.z, entry.x), im = fmaf(t, entry.w, entry.y);
+          element_re = fmaf(re, phasor_re[k], fmaf(-im, phasor_im[k], element_re));
+          element_im = fmaf(re, phasor_im[k], fmaf(im, phasor_re[k], element_im));
+        } else {
+          element_re += fmaf(t, entry.y, entry.x);
         }
       }
       if constexpr (C == 2) {
