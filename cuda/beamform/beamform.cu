@@ -173,7 +173,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
     element_end = a;
   }
 
-  const std::int64_t samples = s.samples;
+  const int samples = static_cast<int>(s.samples);  // run() checks that line and sample indices fit an int
+  const float inverse_half_width = z > 0.0f ? 2.0f * s.f_number / z : 0.0f;  // 1 / h (conventions)
   const float origin_samples = s.sample_origin_s * s.sampling_frequency_hz;
   float sum_re = 0.0f, sum_im = 0.0f;
   // Staging layout: thread tid loads entry q = tid % kTileSamples of rows tid / kTileSamples + r *
@@ -252,7 +253,11 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
       const float receive_start = next_receive_start;
       if (e + 1 < element_end) prefetch(e + 1);
       const float dx = x - s.element_x_m[e], dz = z - s.element_z_m[e];
-      const float weight = active ? beamform::apodisation(s.window, s.tukey_alpha, s.f_number, dx, z) : 0.0f;
+      // apodisation() with the pixel's 1 / h computed once (no division per element).
+      const float weight = !active                  ? 0.0f
+                           : s.f_number <= 0.0f     ? 1.0f
+                           : inverse_half_width > 0.0f ? beamform::window_at(s.window, s.tukey_alpha, fabsf(dx) * inverse_half_width)
+                                                       : 0.0f;
       if (weight == 0.0f) continue;
       const float receive_s = sqrtf(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e];
       const float receive_local = receive_s * s.sampling_frequency_hz - receive_start;
@@ -289,7 +294,9 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
 
 template <int C>
 void run(const BeamformLaunch& launch, cudaStream_t stream) {
-  const bool tiled = !launch.setup.cubic && launch.grid != BeamformLaunch::Grid::lines && !launch.focused_transmits;
+  constexpr std::int64_t kIntLimit = 0x7fffffff;
+  const bool tiled = !launch.setup.cubic && launch.grid != BeamformLaunch::Grid::lines && !launch.focused_transmits &&
+                     launch.setup.samples < kIntLimit && launch.transmits * launch.setup.elements < kIntLimit;
   if (tiled) {
     const dim3 blocks(static_cast<unsigned>((launch.depth + kTileDepth - 1) / kTileDepth),
                       static_cast<unsigned>((launch.lateral + kTileLateral - 1) / kTileLateral));

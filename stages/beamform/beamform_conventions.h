@@ -51,13 +51,9 @@ SONOPIPE_HD inline Real transmit_time_s(const Transmit<Real>& t, Real x, Real z,
   return (z < t.source_z_m ? source_range - to_source : source_range + to_source) * inverse_c;
 }
 
-// Receive apodisation weight of an element at lateral distance |dx| for a pixel at depth z.
+// Receive window at the normalised lateral distance r = |x_e - x| / h (top of this file).
 template <typename Real>
-SONOPIPE_HD inline Real apodisation(Window window, Real tukey_alpha, Real f_number, Real dx, Real z) {
-  if (f_number <= Real(0)) return Real(1);
-  const Real half_width = z / (Real(2) * f_number);
-  if (half_width <= Real(0)) return Real(0);
-  const Real r = fabs(dx) / half_width;
+SONOPIPE_HD inline Real window_at(Window window, Real tukey_alpha, Real r) {
   if (r > Real(1)) return Real(0);
   const Real pi = Real(3.14159265358979323846);
   switch (window) {
@@ -68,6 +64,15 @@ SONOPIPE_HD inline Real apodisation(Window window, Real tukey_alpha, Real f_numb
       return Real(0.5) * (Real(1) + cos(pi * (r - Real(1) + tukey_alpha) / tukey_alpha));
   }
   return Real(0);
+}
+
+// Receive apodisation weight of an element at lateral distance |dx| for a pixel at depth z.
+template <typename Real>
+SONOPIPE_HD inline Real apodisation(Window window, Real tukey_alpha, Real f_number, Real dx, Real z) {
+  if (f_number <= Real(0)) return Real(1);
+  const Real half_width = z / (Real(2) * f_number);
+  if (half_width <= Real(0)) return Real(0);
+  return window_at(window, tukey_alpha, fabs(dx) / half_width);
 }
 
 }  // namespace sonopipe::beamform
