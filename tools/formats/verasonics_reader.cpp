@@ -293,6 +293,14 @@ class VerasonicsReader final : public AcquisitionReader {
     const Probe probe = read_probe(file_, c);
     const double wavelength_m = c / probe.center_frequency_hz;
     const std::size_t elements = probe.x_m.size();
+    // A multiplexed probe switches elements between channels per transmit (TX.aperture selects a
+    // column of HVMux.Aperture); the reader maps elements to channels through one table (Connector).
+    if (auto hvmux = file_.read("Trans").find_field("HVMux"); hvmux && hvmux->is_struct())
+      if (auto aperture = hvmux->find_field("Aperture")) {
+        const std::vector<std::size_t> dims = aperture->dims();
+        aperture->fail(std::to_string(dims.size() >= 2 ? dims[1] : 1) +
+                       " aperture(s): multiplexed (HVMux) apertures are not supported");
+      }
 
     array_ = file_.cell_array("RcvData", choice_.buffer);
     if (array_.element() != mat::MatArray::Element::int16)
