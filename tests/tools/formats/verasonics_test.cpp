@@ -4,7 +4,8 @@
 // every sample bit for bit (startSample:endSample cut, Connector channel order, circular buffer
 // order from lastFrame), every mapped header field against values derived here from the
 // scenario's definition (wavelengths -> metres, fs = decimSampleRate / quadDecim, the clock of
-// channel_conventions.h), and one-line errors for bad, truncated and damaged files.
+// channel_conventions.h), frame times as the saved Event/SeqControl sequence programs them (else
+// 1 ms apart, said to be assumed), and one-line errors for bad, truncated and damaged files.
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -20,6 +21,8 @@
 #include "tests/support/test_support.h"
 #include "tools/formats/acquisition_reader.h"
 #include "tools/formats/verasonics_reader.h"
+#include "tools/replay/frame_source.h"
+#include "tools/replay/replay_schedule.h"
 
 using namespace sonopipe;
 using namespace sonopipe::formats;
@@ -341,6 +344,16 @@ TEST_CASE("frame times are what Event/SeqControl program: timeToNextAcq interval
   // An ensemble takes the time of its first frame.
   auto grouped = open_acquisition(path, ImportOptions{.ensemble = 2});
   CHECK(acquisition_times(*grouped) == std::vector<std::int64_t>{0, 2 * kTimedPeriodNs});
+}
+
+TEST_CASE("sonopipe-replay schedules a Verasonics save at its programmed times, scaled by --speed",
+          "[formats][verasonics]") {
+  const std::string path = write_file("timed", "v5", 3);
+  replay::FrameSource source(path, {}, 0);
+  REQUIRE(source.times_ns() ==
+          std::vector<std::int64_t>{0, kTimedPeriodNs, 2 * kTimedPeriodNs, 3 * kTimedPeriodNs, 4 * kTimedPeriodNs});
+  const replay::Schedule schedule(source.times_ns(), {.mode = replay::TimingMode::original, .speed = 2.0});
+  for (std::size_t k = 0; k < 5; ++k) CHECK(schedule.due_ns(0, k) == static_cast<std::int64_t>(k) * kTimedPeriodNs / 2);
 }
 
 TEST_CASE("a noop longer than the running timer holds the next acquisition; a sync is reported",
