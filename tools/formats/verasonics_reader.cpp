@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 #include "stages/beamform/channel_conventions.h"
 #include "tools/formats/mat_file.h"
 #include "tools/formats/verasonics_timing.h"
@@ -588,8 +590,11 @@ class VerasonicsReader final : public AcquisitionReader {
     } catch (const SequenceTimingUnknown& error) {
       assume_frame_period(error.what());
     } catch (const FormatError& error) {
-      assume_frame_period(error.what());
+      // "<file>: <variable>: <reason>": the attribute names the variable; the file is the source itself.
+      const std::string message = error.what(), prefix = file_.path() + ": ";
+      assume_frame_period(message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
     }
+    spdlog::info("verasonics: {}: frame period {}", file_.path(), attributes_["frame_period"]);
   }
 
   void assume_frame_period(const std::string& why) {

@@ -398,7 +398,7 @@ TEST_CASE("when the sequence cannot give frame times, frames are 1 ms apart and 
       Case{"timed:negative", "SeqControl(2).argument (timeToNextAcq): -200 is not a time in microseconds"},
       Case{"timed:huge", "SeqControl(2).argument (timeToNextAcq): 1e+300 is not a time in microseconds"},
       Case{"timed:missing", "SeqControl(2).argument (timeToNextAcq): missing"},
-      Case{"timed:text", "SeqControl(2).argument: expected numbers"},
+      Case{"timed:text", "(SeqControl(2).argument: expected numbers, found char)"},
       Case{"timed:control_range", "Event(14).seqControl: refers to SeqControl(99), SeqControl has 7 elements"},
       // 62 events: the preamble, 5 frames of 11 acquisitions and a return to MATLAB, the jump.
       Case{"timed:jump_range", "SeqControl(1).argument (jump): 1000, expected an Event number 1..62"},
