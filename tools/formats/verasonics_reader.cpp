@@ -232,7 +232,7 @@ class VerasonicsReader final : public AcquisitionReader {
  public:
   VerasonicsReader(const std::string& path, const ImportOptions& options) : file_(path), options_(options) {
     choice_ = choose_object(file_, options.object);
-    attributes_["format"] = "verasonics";
+    attributes_["source_format"] = "verasonics";  // "format" is the recording's own (sonopipe-import)
     attributes_["mat_version"] = file_.version();
     attributes_["object"] = choice_.name();
     if (choice_.variable == "RcvData")
