@@ -12,8 +12,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 #include "stages/beamform/channel_conventions.h"
 #include "tools/formats/mat_file.h"
+#include "tools/formats/verasonics_timing.h"
 #include "tools/formats/verasonics_transmit.h"
 
 namespace sonopipe::formats {
@@ -22,8 +25,9 @@ namespace {
 
 constexpr double kMegahertz = 1e6;
 constexpr double kMillimetre = 1e-3;
-// Verasonics saves no frame times; imported frames are placed this far apart (documented).
-constexpr std::int64_t kNominalFramePeriodNs = 1'000'000;
+// Frame period assumed when the saved sequence does not program one (documented).
+constexpr std::int64_t kAssumedFramePeriodNs = 1'000'000;
+constexpr double kNanosecondsPerMillisecond = 1e6;
 
 // The variables whose presence (beside Trans) marks a Verasonics save.
 constexpr const char* kDataVariables[] = {"RcvData", "IQData", "ImgData"};
@@ -228,7 +232,7 @@ class VerasonicsReader final : public AcquisitionReader {
  public:
   VerasonicsReader(const std::string& path, const ImportOptions& options) : file_(path), options_(options) {
     choice_ = choose_object(file_, options.object);
-    attributes_["format"] = "verasonics";
+    attributes_["source_format"] = "verasonics";  // "format" is the recording's own (sonopipe-import)
     attributes_["mat_version"] = file_.version();
     attributes_["object"] = choice_.name();
     if (choice_.variable == "RcvData")
@@ -264,9 +268,8 @@ class VerasonicsReader final : public AcquisitionReader {
     recording::Frame frame;
     frame.meta = meta_;
     frame.meta.sequence = index;
-    frame.meta.acquisition_time_ns = static_cast<std::int64_t>(index) * kNominalFramePeriodNs *
-                                     static_cast<std::int64_t>(std::max<std::size_t>(options_.ensemble, 1));
     const std::size_t group = std::max<std::size_t>(options_.ensemble, 1);
+    frame.meta.acquisition_time_ns = frame_time_ns_[index * group];
     if (options_.ensemble > 1)
       frame.meta.payload.axes.insert(frame.meta.payload.axes.begin(),
                                      Axis{"time", static_cast<std::int64_t>(group), 0.0, "", 0.0});
@@ -274,6 +277,13 @@ class VerasonicsReader final : public AcquisitionReader {
     frame.payload.resize(bytes * group);
     for (std::size_t k = 0; k < group; ++k) read_buffer_frame(order_[index * group + k], frame.payload.data() + k * bytes);
     return frame;
+  }
+
+  FrameInfo frame_info(std::size_t index) override {
+    if (index >= frame_count())
+      fail(file_.path(), choice_.name(), "frame " + std::to_string(index) + " asked for, the file has " +
+                                             std::to_string(frame_count()));
+    return {meta_.stream_id, frame_time_ns_[index * std::max<std::size_t>(options_.ensemble, 1)]};
   }
 
   std::map<std::string, std::string> source_attributes() const override { return attributes_; }
@@ -285,6 +295,14 @@ class VerasonicsReader final : public AcquisitionReader {
     const Probe probe = read_probe(file_, c);
     const double wavelength_m = c / probe.center_frequency_hz;
     const std::size_t elements = probe.x_m.size();
+    // A multiplexed probe switches elements between channels per transmit (TX.aperture selects a
+    // column of HVMux.Aperture); the reader maps elements to channels through one table (Connector).
+    if (auto hvmux = file_.read("Trans").find_field("HVMux"); hvmux && hvmux->is_struct())
+      if (auto aperture = hvmux->find_field("Aperture")) {
+        const std::vector<std::size_t> dims = aperture->dims();
+        aperture->fail(std::to_string(dims.size() >= 2 ? dims[1] : 1) +
+                       " aperture(s): multiplexed (HVMux) apertures are not supported");
+      }
 
     array_ = file_.cell_array("RcvData", choice_.buffer);
     if (array_.element() != mat::MatArray::Element::int16)
@@ -511,7 +529,132 @@ class VerasonicsReader final : public AcquisitionReader {
     attributes_["buffer_frames"] = std::to_string(buffer_frames);
     attributes_["frame_order"] = last ? "circular, oldest first (lastFrame " + number_text(last->scalar()) + ")"
                                       : "as stored (no lastFrame saved)";
-    attributes_["frame_period"] = "unknown (Verasonics saves no frame times; frames placed 1 ms apart)";
+    // The first receive of each frame (Receive order) marks when the sequence starts that frame.
+    std::vector<std::size_t> frame_start_receive(frames, 0);
+    for (const ReceiveEntry& entry : entries)
+      if (entry.frame <= frames && frame_start_receive[entry.frame - 1] == 0)
+        frame_start_receive[entry.frame - 1] = entry.index + 1;
+    time_frames_from_sequence(frame_start_receive, receives.count());
+  }
+
+  // ------------------------------------------------------------ frame times
+  // acquisition_time_ns of each replayed frame: what Event/SeqControl program (verasonics_timing.h),
+  // else kAssumedFramePeriodNs apart; attribute frame_period says which and why.
+  void time_frames_from_sequence(const std::vector<std::size_t>& frame_start_receive, std::size_t receive_count) {
+    try {
+      for (std::size_t f = 0; f < frame_start_receive.size(); ++f)
+        if (frame_start_receive[f] == 0)
+          throw SequenceTimingUnknown("Receive: no receive fills frame " + std::to_string(f + 1) + " of " +
+                                      array_.path());
+      auto event_value = file_.find("Event");
+      auto control_value = file_.find("SeqControl");
+      if (!event_value || !control_value)
+        throw SequenceTimingUnknown(std::string(event_value ? "SeqControl" : "Event") + ": not saved");
+      const ProgrammedFrameTimes programmed =
+          programmed_frame_times(read_events(*event_value, receive_count), read_controls(*control_value),
+                                 frame_start_receive);
+      // Replay order starts at order_[0]; a frame the sequence acquired earlier in its cycle comes
+      // one cycle later.
+      const std::int64_t origin = programmed.frame_start_ns[order_.front()];
+      frame_time_ns_.clear();
+      for (std::size_t k = 0; k < order_.size(); ++k) {
+        std::int64_t time = programmed.frame_start_ns[order_[k]] - origin;
+        if (time < 0) {
+          if (!programmed.cycle_ns)
+            throw SequenceTimingUnknown("Event: the sequence ends before it acquires frame " +
+                                        std::to_string(order_.front() + 1) + " again, which lastFrame needs");
+          time += *programmed.cycle_ns;
+        }
+        if (k > 0 && time <= frame_time_ns_.back())
+          throw SequenceTimingUnknown("Event: the sequence acquires the buffer's frames in another order than "
+                                      "lastFrame implies (frame " + std::to_string(order_[k] + 1) + ")");
+        frame_time_ns_.push_back(time);
+      }
+      std::vector<std::int64_t> periods;
+      for (std::size_t k = 1; k < frame_time_ns_.size(); ++k) periods.push_back(frame_time_ns_[k] - frame_time_ns_[k - 1]);
+      if (periods.empty() && programmed.cycle_ns) periods.push_back(*programmed.cycle_ns);
+      std::string text;
+      if (periods.empty()) {
+        text = "one frame";
+      } else {
+        const auto [shortest, longest] = std::minmax_element(periods.begin(), periods.end());
+        // Whole-nanosecond rounding of fractional microsecond arguments can differ by 1 ns per frame.
+        text = *longest - *shortest <= 1
+                   ? number_text(static_cast<double>(periods.front()) / kNanosecondsPerMillisecond) + " ms"
+                   : "from " + number_text(static_cast<double>(*shortest) / kNanosecondsPerMillisecond) + " to " +
+                         number_text(static_cast<double>(*longest) / kNanosecondsPerMillisecond) + " ms";
+      }
+      attributes_["frame_period"] =
+          text + ", programmed by Event/SeqControl (the hardware runs later when the host holds it back" +
+          (programmed.waits_for_host ? "; this sequence waits for the host (sync)" : "") + ")";
+    } catch (const SequenceTimingUnknown& error) {
+      assume_frame_period(error.what());
+    } catch (const FormatError& error) {
+      // "<file>: <variable>: <reason>": the attribute names the variable; the file is the source itself.
+      const std::string message = error.what(), prefix = file_.path() + ": ";
+      assume_frame_period(message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
+    }
+    spdlog::info("verasonics: {}: frame period {}", file_.path(), attributes_["frame_period"]);
+  }
+
+  void assume_frame_period(const std::string& why) {
+    frame_time_ns_.clear();
+    for (std::size_t k = 0; k < order_.size(); ++k)
+      frame_time_ns_.push_back(static_cast<std::int64_t>(k) * kAssumedFramePeriodNs);
+    attributes_["frame_period"] =
+        number_text(static_cast<double>(kAssumedFramePeriodNs) / kNanosecondsPerMillisecond) + " ms assumed (" + why + ")";
+  }
+
+  // Event(n).tx, .rcv, .seqControl (absent or empty = 0 / none).
+  static std::vector<SequenceEvent> read_events(const mat::Value& events, std::size_t receive_count) {
+    if (!events.is_struct()) events.fail("expected a struct array of events");
+    std::vector<SequenceEvent> out(events.count());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (auto tx = events.find_field("tx", i)) out[i].transmits = index_or_zero(*tx) > 0;
+      if (auto rcv = events.find_field("rcv", i)) {
+        out[i].receive = index_or_zero(*rcv);
+        if (out[i].receive > receive_count)
+          rcv->fail("refers to Receive(" + std::to_string(out[i].receive) + "), Receive has " +
+                    std::to_string(receive_count) + " elements");
+      }
+      if (auto controls = events.find_field("seqControl", i); controls && !is_empty(*controls))
+        for (double control : controls->numbers()) out[i].controls.push_back(whole_index(*controls, control));
+    }
+    return out;
+  }
+
+  // SeqControl(n).command and .argument (absent or empty = no argument).
+  static std::vector<SequenceCommand> read_controls(const mat::Value& controls) {
+    if (!controls.is_struct()) controls.fail("expected a struct array of sequence controls");
+    std::vector<SequenceCommand> out(controls.count());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].command = controls.field("command", i).text();
+      auto argument = controls.find_field("argument", i);
+      if (!argument || is_empty(*argument)) continue;
+      const std::vector<double> values = argument->numbers();
+      if (values.size() > 1) argument->fail("expected one number, found " + std::to_string(values.size()));
+      if (!values.empty()) out[i].argument = values.front();
+    }
+    return out;
+  }
+
+  // MATLAB's [] of no class (v7.3 writes unset fields so); an empty double has no numbers.
+  static bool is_empty(const mat::Value& value) {
+    return !value.is_numeric() && !value.is_text() && !value.is_struct() && !value.is_cell();
+  }
+
+  static std::size_t whole_index(const mat::Value& value, double number) {
+    if (!(number >= 0 && number <= 1e9) || number != std::floor(number))
+      value.fail("expected whole numbers >= 0, found " + number_text(number));
+    return static_cast<std::size_t>(number);
+  }
+
+  static std::size_t index_or_zero(const mat::Value& value) {
+    if (is_empty(value)) return 0;
+    const std::vector<double> values = value.numbers();
+    if (values.empty()) return 0;
+    if (values.size() != 1) value.fail("expected one number, found " + std::to_string(values.size()));
+    return whole_index(value, values.front());
   }
 
   // ------------------------------------------------------------ IQData / ImgData -> iq / rf
@@ -568,7 +711,7 @@ class VerasonicsReader final : public AcquisitionReader {
     attributes_["trans_name"] = probe.name;
     attributes_["frame_order"] = last ? "circular, oldest first (lastFrame " + number_text(last->scalar()) + ")"
                                       : "as stored (no lastFrame saved)";
-    attributes_["frame_period"] = "unknown (Verasonics saves no frame times; frames placed 1 ms apart)";
+    assume_frame_period("frame times are derived from the sequence for RcvData only");
     if (iq && element == mat::MatArray::Element::complex128)
       attributes_["precision"] = "complex double in the file, complex64 in the frames";
   }
@@ -611,6 +754,7 @@ class VerasonicsReader final : public AcquisitionReader {
   mat::MatArray array_;
   FrameMeta meta_;
   std::vector<std::size_t> order_;  // buffer frame (0-based) of each acquisition frame, oldest first
+  std::vector<std::int64_t> frame_time_ns_;  // acquisition time of each entry of order_
   std::size_t frame_elements_ = 0;  // array elements per buffer frame
   std::size_t rows_ = 0, samples_ = 0;
   std::vector<std::size_t> transmit_first_row_;  // 0-based first RcvData row of each transmit

@@ -3,6 +3,7 @@ no code with sonopipe: scipy.io.savemat for MAT v5 and h5py for MATLAB's v7.3 la
 
     verasonics_files.py SCENARIO FORMAT PATH SEED
       SCENARIO  plane | focused | bad:<what> (a plane file with one defect)
+                | timed | timed:<variant> (11 plane waves, 4 frames, an Event/SeqControl sequence)
       FORMAT    v5 | v5z (compressed) | v73
 
 Channel samples follow one formula that the C++ half repeats to know the truth:
@@ -28,6 +29,9 @@ class Cell(list):
 
 class StructArray(list):
     """A MATLAB 1xN struct array (a list of dicts with the same keys)."""
+
+
+EMPTY = np.zeros((0, 0))  # MATLAB's [], e.g. an unset SeqControl.argument
 
 
 def rcv_value(row, channel, frame, buffer, seed):
@@ -58,6 +62,68 @@ def spherical_delays(x_m, source_x_m, source_z_m, wavelength_m):
     return d - d.min()
 
 
+# SeqControl of the "timed" scenario, 1-based as Events refer to them. Verasonics units:
+# timeToNextAcq in microseconds from the start of one acquisition to the start of the next, noop in
+# 200 ns steps, jump to an Event number.
+JUMP, TTNA_WAVE, TTNA_FRAME, TRANSFER, RETURN, PROFILE, CHARGE, EXTRA = 1, 2, 3, 4, 5, 6, 7, 8
+TIMED_WAVES, TIMED_FRAMES = 11, 4
+
+
+def timed_sequence(variant):
+    """Events and SeqControl of the "timed" scenario. Base: event 1 is a preamble (TPC profile,
+    100 ms noop) outside the loop; per frame 11 acquisitions 200 us apart, the 11th with a frame-level
+    timeToNextAcq of 10 ms and a transfer, then an event returning to MATLAB; the last event jumps
+    back to event 2. Programmed frame period: 10 x 200 us + 10 ms = 12 ms."""
+    controls = [dict(command="jump", argument=2.0),
+                dict(command="timeToNextAcq", argument=200.0),
+                dict(command="timeToNextAcq", argument=10000.0),
+                dict(command="transferToHost", argument=EMPTY),
+                dict(command="returnToMatlab", argument=EMPTY),
+                dict(command="setTPCProfile", argument=1.0),
+                dict(command="noop", argument=500000.0)]  # 100 ms
+    events = [dict(tx=0.0, rcv=0.0, seqControl=np.array([[PROFILE, CHARGE]], dtype=float))]
+    for f in range(1, TIMED_FRAMES + 1):
+        for k in range(1, TIMED_WAVES + 1):
+            last = k == TIMED_WAVES
+            sequence = [TTNA_FRAME, TRANSFER] if last else [TTNA_WAVE]
+            if variant == "varying" and last and f == 1:
+                sequence = [EXTRA, TRANSFER]  # frame 1 -> 2: 10 x 200 us + 20 ms
+            if variant == "no_ttna" and last:
+                sequence = [TRANSFER]
+            if variant == "trigger_in" and k == 1:
+                sequence = [TTNA_WAVE, EXTRA]
+            if variant == "control_range" and k == 1 and f == 2:
+                sequence = [TTNA_WAVE, 99]
+            events.append(dict(tx=float(k), rcv=float((f - 1) * TIMED_WAVES + k),
+                               seqControl=np.array([sequence], dtype=float)))
+        events.append(dict(tx=0.0, rcv=0.0, seqControl=np.array([[RETURN]], dtype=float)))
+        if variant == "noop":  # a 10 ms noop and a sync with the host after each frame
+            events.append(dict(tx=0.0, rcv=0.0, seqControl=np.array([[EXTRA, EXTRA + 1]], dtype=float)))
+    events.append(dict(tx=0.0, rcv=0.0, seqControl=np.array([[JUMP]], dtype=float)))
+    if variant == "noop":
+        controls[TTNA_FRAME - 1]["argument"] = 200.0
+        controls += [dict(command="noop", argument=50000.0), dict(command="sync", argument=10e6)]
+    elif variant == "varying":
+        controls.append(dict(command="timeToNextAcq", argument=20000.0))
+    elif variant == "trigger_in":
+        controls.append(dict(command="triggerIn", argument=EMPTY))
+    elif variant == "negative":
+        controls[TTNA_WAVE - 1]["argument"] = -200.0
+    elif variant == "huge":
+        controls[TTNA_WAVE - 1]["argument"] = 1e300
+    elif variant == "missing":
+        controls[TTNA_WAVE - 1]["argument"] = EMPTY
+    elif variant == "text":
+        controls[TTNA_WAVE - 1]["argument"] = "fast"
+    elif variant == "jump_range":
+        controls[JUMP - 1]["argument"] = 1000.0
+    elif variant == "rcv_range":
+        events[0]["rcv"] = 9999.0
+    elif variant not in ("", "no_ttna", "control_range", "no_seqcontrol"):
+        raise SystemExit("unknown timed variant " + variant)
+    return events, (None if variant == "no_seqcontrol" else controls)
+
+
 def scenario(name, seed):
     c = 1540.0
     f_mhz = 5.208
@@ -67,7 +133,26 @@ def scenario(name, seed):
     x_mm = (np.arange(elements) - (elements - 1) / 2) * pitch_mm
     x_m = x_mm * 1e-3
     ws = {}
-    if name == "plane":
+    controls = None
+    if name == "timed" or name.startswith("timed:"):
+        frames, last_frame, stride, samples = TIMED_FRAMES, 2, 64, 50
+        rows = TIMED_WAVES * stride
+        units = "mm"
+        element_pos = np.column_stack([x_mm, np.zeros(elements), np.zeros(elements)])
+        connector = np.arange(1, elements + 1).astype(float)
+        channels = elements
+        apod = np.ones(elements)
+        txs = [dict(waveform=1.0, Origin=np.array([[0.0, 0.0, 0.0]]), focus=0.0, Steer=np.array([[a, 0.0]]),
+                    Apod=apod[None, :], Delay=plane_wave_delays(x_m, a, apod, wavelength)[None, :])
+               for a in np.linspace(-0.1, 0.1, TIMED_WAVES)]
+        # Only fields the reader uses: libmatio's v7.3 reading time grows with the square of the
+        # struct elements (see the README), and this file has many receives.
+        receives = [dict(startSample=float((k - 1) * stride + 1), endSample=float((k - 1) * stride + samples),
+                         framenum=float(f), mode=0.0, startDepth=2.0, decimSampleRate=4 * f_mhz)
+                    for f in range(1, frames + 1) for k in range(1, TIMED_WAVES + 1)]
+        events, controls = timed_sequence(name[len("timed:"):] if ":" in name else "")
+        lens = 0.0
+    elif name == "plane":
         angles = [-0.1, 0.0, 0.15]
         frames, last_frame, rows, stride, samples = 4, 2, 3 * 64 + 40, 64, 50
         units = "mm"
@@ -138,6 +223,8 @@ def scenario(name, seed):
     ws["Receive"] = StructArray(receives)
     if events is not None:
         ws["Event"] = StructArray(events)
+    if controls is not None:
+        ws["SeqControl"] = StructArray(controls)
     ws["RcvData"] = Cell([rcv_buffer(rows, channels, frames, 1, seed)])
     if name == "plane":
         z, x, fr = np.meshgrid(np.arange(1, 7), np.arange(1, 6), np.arange(1, 3), indexing="ij")
@@ -168,6 +255,14 @@ def corrupt(ws, what, seed):
     elif what == "baseband":  # interleaved baseband samples, which the reader refuses
         for r in ws["Receive"]:
             r["sampleMode"] = "BS100BW"
+    elif what == "layout":  # frame 2's first two acquisitions swap their rows
+        second = [r for r in ws["Receive"] if r["framenum"] == 2.0 and r["mode"] == 0.0]
+        for key in ("startSample", "endSample"):
+            second[0][key], second[1][key] = second[1][key], second[0][key]
+    elif what == "hvmux":  # a multiplexed probe: two apertures of element -> channel
+        ws["Trans"]["HVMux"] = dict(Aperture=np.column_stack([np.arange(1.0, 9.0), np.arange(2.0, 10.0)]))
+    elif what == "tx_delay_short":  # an aperture-relative Delay, shorter than the element count
+        ws["TX"][0]["Delay"] = ws["TX"][0]["Delay"][:, :6]
     elif what == "no_verasonics":
         ws = {"x": np.ones((2, 2))}
     else:
@@ -244,6 +339,11 @@ def write_h5_value(h5, parent, name, value, refs):
         dataset.attrs["MATLAB_int_decode"] = np.int32(2)
         return dataset
     array = np.asarray(value)
+    if array.size == 0:  # MATLAB writes [] as its dimensions, flagged MATLAB_empty
+        dataset = parent.create_dataset(name, data=np.array(array.shape, dtype=np.uint64))
+        set_class(dataset, "double")
+        dataset.attrs["MATLAB_empty"] = np.uint8(1)
+        return dataset
     if array.ndim == 0:
         array = array.reshape(1, 1)
     elif array.ndim == 1:

@@ -4,7 +4,8 @@
 // every sample bit for bit (startSample:endSample cut, Connector channel order, circular buffer
 // order from lastFrame), every mapped header field against values derived here from the
 // scenario's definition (wavelengths -> metres, fs = decimSampleRate / quadDecim, the clock of
-// channel_conventions.h), and one-line errors for bad, truncated and damaged files.
+// channel_conventions.h), frame times as the saved Event/SeqControl sequence programs them (else
+// 1 ms apart, said to be assumed), and one-line errors for bad, truncated and damaged files.
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -20,6 +21,9 @@
 #include "tests/support/test_support.h"
 #include "tools/formats/acquisition_reader.h"
 #include "tools/formats/verasonics_reader.h"
+#include "tools/import/importer.h"
+#include "tools/replay/frame_source.h"
+#include "tools/replay/replay_schedule.h"
 
 using namespace sonopipe;
 using namespace sonopipe::formats;
@@ -178,7 +182,7 @@ TEST_CASE("plane-wave RcvData reads bit for bit: rows cut by Receive, Connector 
   CHECK(vector_of(meta, channel::element_delay_s) == std::vector<double>(kElements, lens_s));
 
   const auto attributes = reader->source_attributes();
-  CHECK(attributes.at("format") == "verasonics");
+  CHECK(attributes.at("source_format") == "verasonics");
   CHECK(attributes.at("mat_version") == (format == "v73" ? "v7.3" : "v5"));
   CHECK(attributes.at("accumulated_receives_per_frame") == "1");
   CHECK(attributes.at("trans_units") == "mm");
@@ -298,6 +302,147 @@ TEST_CASE("an ensemble option groups consecutive frames under a leading time axi
   CHECK(grouped->source_attributes().at("frames_left_out") == "1");
 }
 
+// The "timed" scenario of verasonics_files.py: 11 plane waves per frame, timeToNextAcq 200 us
+// between them and 10 ms after the 11th (frame level), 4 buffer frames, lastFrame 2.
+constexpr int kTimedWaves = 11;
+constexpr std::int64_t kWaveIntervalNs = 200'000;
+constexpr std::int64_t kFrameIntervalNs = 10'000'000;
+constexpr std::int64_t kTimedPeriodNs = (kTimedWaves - 1) * kWaveIntervalNs + kFrameIntervalNs;  // 12 ms
+constexpr std::int64_t kAssumedPeriodNs = 1'000'000;
+
+std::vector<std::int64_t> acquisition_times(AcquisitionReader& reader) {
+  std::vector<std::int64_t> times;
+  for (std::size_t k = 0; k < reader.frame_count(); ++k) {
+    const std::int64_t time = reader.read_frame(k).meta.acquisition_time_ns;
+    CHECK(reader.frame_info(k).acquisition_time_ns == time);  // replay's schedule reads frame_info
+    times.push_back(time);
+  }
+  return times;
+}
+
+TEST_CASE("frame times are what Event/SeqControl program: timeToNextAcq intervals summed, jump followed",
+          "[formats][verasonics]") {
+  const std::string format = GENERATE("v5", "v73");
+  const std::uint64_t seed = test::fresh_seed();
+  const std::string path = write_file("timed", format, seed);
+  INFO(path);
+  auto reader = open_acquisition(path, ImportOptions{});
+  REQUIRE(reader->frame_count() == 4);
+  // Buffer frames in replay order 3, 4, 1, 2 (lastFrame 2), each one programmed period after the
+  // last, across the wrap too: the jump goes back to event 2, past the preamble's 100 ms noop (a
+  // walk from event 1 would put 100 ms between frames 4 and 1).
+  CHECK(acquisition_times(*reader) ==
+        std::vector<std::int64_t>{0, kTimedPeriodNs, 2 * kTimedPeriodNs, 3 * kTimedPeriodNs});
+  std::vector<long> first_rows;
+  for (int k = 0; k < kTimedWaves; ++k) first_rows.push_back(1 + 64 * k);
+  CHECK(as_int16(reader->read_frame(0).payload) ==
+        expected_channel_frame(first_rows, 50, [](int e) { return e + 1; }, 3, seed));
+  const std::string period = reader->source_attributes().at("frame_period");
+  INFO(period);
+  CHECK(period.rfind("12 ms, programmed by Event/SeqControl", 0) == 0);
+  CHECK(period.find("sync") == std::string::npos);
+
+}
+
+TEST_CASE("an ensemble takes the programmed time of its first frame", "[formats][verasonics]") {
+  auto grouped = open_acquisition(write_file("timed", "v5", 2), ImportOptions{.ensemble = 2});
+  CHECK(acquisition_times(*grouped) == std::vector<std::int64_t>{0, 2 * kTimedPeriodNs});
+}
+
+TEST_CASE("sonopipe-replay schedules a Verasonics save at its programmed times, scaled by --speed",
+          "[formats][verasonics]") {
+  const std::string path = write_file("timed", "v5", 3);
+  replay::FrameSource source(path, {}, 0);
+  REQUIRE(source.times_ns() == std::vector<std::int64_t>{0, kTimedPeriodNs, 2 * kTimedPeriodNs, 3 * kTimedPeriodNs});
+  const replay::Schedule schedule(source.times_ns(), {.mode = replay::TimingMode::original, .speed = 2.0});
+  for (std::size_t k = 0; k < 4; ++k) CHECK(schedule.due_ns(0, k) == static_cast<std::int64_t>(k) * kTimedPeriodNs / 2);
+}
+
+TEST_CASE("sonopipe-import keeps the programmed frame times and the source's attributes", "[formats][verasonics]") {
+  const std::string source = write_file("timed", "v5", test::fresh_seed());
+  const std::string output = (temporary_folder() / "imported.h5").string();
+  std::filesystem::remove(output);
+  const import::ImportReport report = import::import_acquisition(source, output, ImportOptions{});
+  CHECK(report.frames == 4);
+  recording::Reader imported(output);
+  CHECK(imported.attribute("source_format") == "verasonics");
+  CHECK(imported.attribute("frame_period").rfind("12 ms, programmed", 0) == 0);
+  auto reader = open_acquisition(source, ImportOptions{});
+  REQUIRE(imported.frame_count(0) == 4);
+  for (std::size_t k = 0; k < 4; ++k) {
+    const recording::Frame frame = imported.read_frame(0, k);
+    CHECK(frame.meta.acquisition_time_ns == static_cast<std::int64_t>(k) * kTimedPeriodNs);
+    CHECK(frame.payload == reader->read_frame(k).payload);
+  }
+}
+
+TEST_CASE("a noop longer than the running timer holds the next acquisition; a sync is reported",
+          "[formats][verasonics]") {
+  auto reader = open_acquisition(write_file("timed:noop", "v5", 2), ImportOptions{});
+  // Every timeToNextAcq is 200 us; after the 11th wave a 10 ms noop holds the sequencer while the
+  // 200 us timer has long run out: the next frame starts 10 x 200 us + 10 ms after the last.
+  CHECK(acquisition_times(*reader) ==
+        std::vector<std::int64_t>{0, kTimedPeriodNs, 2 * kTimedPeriodNs, 3 * kTimedPeriodNs});
+  const std::string period = reader->source_attributes().at("frame_period");
+  INFO(period);
+  CHECK(period.rfind("12 ms, programmed", 0) == 0);
+  CHECK(period.find("waits for the host (sync)") != std::string::npos);
+}
+
+TEST_CASE("frames the sequence spaces unevenly keep their programmed times", "[formats][verasonics]") {
+  const std::string path = write_file("timed:varying", "v5", 2);
+  auto reader = open_acquisition(path, ImportOptions{});
+  // Frame 1 -> 2 takes a 20 ms frame-level timeToNextAcq, the others 10 ms. Replay order 3, 4, 1, 2.
+  const std::int64_t slow = (kTimedWaves - 1) * kWaveIntervalNs + 20'000'000;
+  CHECK(acquisition_times(*reader) ==
+        std::vector<std::int64_t>{0, kTimedPeriodNs, 2 * kTimedPeriodNs, 2 * kTimedPeriodNs + slow});
+  CHECK(reader->source_attributes().at("frame_period").rfind("from 12 to 22 ms, programmed", 0) == 0);
+}
+
+TEST_CASE("when the sequence cannot give frame times, frames are 1 ms apart and frame_period says why",
+          "[formats][verasonics]") {
+  struct Case {
+    const char* scenario;
+    const char* reason;  // part of the attribute's explanation
+    bool both_formats;   // v7.3 too where its storage differs ([] as class "empty", char as uint16)
+  };
+  const Case c = GENERATE(
+      Case{"timed:no_ttna", "Event(12) acquires without timeToNextAcq", false},
+      Case{"timed:trigger_in", "SeqControl(8) (triggerIn) on Event(2) waits for a signal outside the sequence", false},
+      Case{"timed:no_seqcontrol", "SeqControl: not saved", false},
+      Case{"plane", "SeqControl: not saved", false},
+      Case{"focused", "Event: not saved", false},
+      // Hostile SeqControl / Event values.
+      Case{"timed:negative", "SeqControl(2).argument (timeToNextAcq): -200 is not a time in microseconds", false},
+      Case{"timed:huge", "SeqControl(2).argument (timeToNextAcq): 1e+300 is not a time in microseconds", false},
+      Case{"timed:missing", "SeqControl(2).argument (timeToNextAcq): missing", true},
+      Case{"timed:text", "(SeqControl(2).argument: expected numbers, found char)", true},
+      Case{"timed:control_range", "Event(14).seqControl: refers to SeqControl(99), SeqControl has 7 elements", false},
+      // 50 events: the preamble, 4 frames of 11 acquisitions and a return to MATLAB, the jump.
+      Case{"timed:jump_range", "SeqControl(1).argument (jump): 1000, expected an Event number 1..50", false},
+      Case{"timed:rcv_range", "Event(1).rcv: refers to Receive(9999), Receive has 44 elements", false});
+  const std::string format = GENERATE("v5", "v73");
+  if (format == "v73" && !c.both_formats) return;  // v7.3 opens slowly (libmatio); its storage matters only there
+  const std::string path = write_file(c.scenario, format, 4);
+  INFO(path);
+  auto reader = open_acquisition(path, ImportOptions{});
+  const std::vector<std::int64_t> times = acquisition_times(*reader);  // every frame still reads
+  for (std::size_t k = 0; k < times.size(); ++k) CHECK(times[k] == static_cast<std::int64_t>(k) * kAssumedPeriodNs);
+  const std::string period = reader->source_attributes().at("frame_period");
+  INFO(period);
+  CHECK(period.rfind("1 ms assumed (", 0) == 0);
+  CHECK(period.find(c.reason) != std::string::npos);
+  CHECK(period.find('\n') == std::string::npos);
+}
+
+TEST_CASE("IQData and ImgData frames are 1 ms apart, said to be assumed", "[formats][verasonics]") {
+  const std::string path = write_file("plane", "v5", 1);
+  auto iq = open_acquisition(path, ImportOptions{.object = "IQData"});
+  CHECK(acquisition_times(*iq) == std::vector<std::int64_t>{0, kAssumedPeriodNs});
+  CHECK(iq->source_attributes().at("frame_period") ==
+        "1 ms assumed (frame times are derived from the sequence for RcvData only)");
+}
+
 TEST_CASE("bad Verasonics files give one-line errors naming the file, the variable and the expectation",
           "[formats][verasonics]") {
   struct Case {
@@ -312,7 +457,10 @@ TEST_CASE("bad Verasonics files give one-line errors naming the file, the variab
                           Case{"speed", "Resource.Parameters.speedOfSound", "missing"},
                           Case{"units", "Trans.units", "expected 'mm' or 'wavelengths'"},
                           Case{"last_frame", "Resource.RcvBuffer.lastFrame", "not a frame"},
-                          Case{"baseband", "Receive(1).sampleMode", "not supported"});
+                          Case{"baseband", "Receive(1).sampleMode", "not supported"},
+                          Case{"layout", "Receive", "frame 2 of RcvData{1} is laid out unlike frame 1"},
+                          Case{"hvmux", "Trans.HVMux.Aperture", "2 aperture(s): multiplexed (HVMux) apertures are not supported"},
+                          Case{"tx_delay_short", "TX(1).Delay", "6 values, expected one per element (8)"});
   const std::string format = GENERATE("v5", "v73");
   const std::string path = write_file(std::string("bad:") + c.defect, format, 3);
   INFO(path << " " << c.defect);
