@@ -154,10 +154,11 @@ TEST_CASE("100,000 stream ids: at most max_streams states live, the least recent
     CHECK(stats.streams_live == kMaxStreams);
     // 1 + new_streams distinct streams, kMaxStreams of them still live at the end.
     CHECK(stats.streams_evicted == 1 + new_streams - kMaxStreams);
+    // Memory stays bounded: the stage was only ever given kMaxStreams distinct state buffers.
+    // Asked while the executor, which owns the stage, still lives.
+    CHECK(delay.states().size() == kMaxStreams);
   }
   CHECK(published == kFrames);
-  // Memory stays bounded: the stage was only ever given kMaxStreams distinct state buffers.
-  CHECK(delay.states().size() == kMaxStreams);
   REQUIRE(of_stream_one.size() == stream_one_frames);
   for (const Published& p : of_stream_one)
     REQUIRE(p.value == (p.sequence == 0 ? 0.0 : static_cast<double>(p.sequence - 1)));
