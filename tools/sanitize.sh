@@ -91,11 +91,15 @@ rm -rf "$reports"
 mkdir -p "$reports"
 status=0
 if [ -n "$preloaded" ]; then
-  ctest --output-on-failure -j "$jobs" -E "$excluded|$preloaded" "${tests[@]}" "$@" || status=$?
-  LD_PRELOAD="$runtime" ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
-    ctest --output-on-failure -j "$jobs" -R "$preloaded" "$@" || status=$?
+  ctest --output-on-failure -j "$jobs" "${tests[@]}" "$@" -E "$excluded|$preloaded" || status=$?
+  # The preloaded ones among those the arguments select (a later -R would replace theirs).
+  names="$(ctest -N "$@" | sed -n 's/^ *Test *#[0-9]*: //p' | grep -E "$preloaded" | paste -sd '|' || true)"
+  if [ -n "$names" ]; then
+    LD_PRELOAD="$runtime" ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+      ctest --output-on-failure -j "$jobs" -R "^($names)\$" || status=$?
+  fi
 else
-  ctest --output-on-failure -j "$jobs" -E "$excluded" "${tests[@]}" "$@" || status=$?
+  ctest --output-on-failure -j "$jobs" "${tests[@]}" "$@" -E "$excluded" || status=$?
 fi
 shopt -s nullglob
 found=("$reports"/*)
