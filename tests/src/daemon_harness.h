@@ -41,6 +41,20 @@ struct Received {
   std::string payload;
 };
 
+// True in a build instrumented with AddressSanitizer (tools/sanitize.sh asan instruments the daemon
+// and the tests alike): for the few checks that measure the sanitizer's cost rather than our code.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 // The daemon under test: $SONOPIPED when set (e.g. binaries copied to a GPU machine), else the
 // build tree's src/sonopiped.
 inline std::string daemon_binary() {
