@@ -52,7 +52,9 @@ case "$kind" in
     # into the interpreter and leak detection off for them (CPython and numpy keep allocations at exit
     # that LeakSanitizer reports, and a suppression cannot tell them from the library's own, whose
     # stacks pass through the interpreter too). The library's leaks are checked by client_test (C++).
-    preloaded='^python_test_client'
+    # The package tests too: they build consumers of the installed libraries (client_program.c, the
+    # example plugin) with the system compiler, without the sanitizer, and run them.
+    preloaded='^(python_test_client|package_)'
     ;;
   tsan)
     flags="-fsanitize=thread -fno-omit-frame-pointer -g -O1"
