@@ -162,7 +162,9 @@ TEST_CASE("a subscriber that never reads: the daemon neither blocks nor grows, a
   // may add only allocator slack and the parked spares (8 x 64 KB): 32 MiB is generous. A leak of
   // one 64 KB result per frame would add 125 MiB.
   INFO("daemon RSS " << rss_before << " KiB after the warm-up, " << rss_after << " KiB after " << kFrames << " frames");
-  CHECK(rss_after - rss_before < 32 * 1024);
+  // Under AddressSanitizer the RSS mostly measures the sanitizer (its quarantine of freed memory,
+  // shadow memory): +253 MiB here. There the bound is reported only.
+  if (!test::kAddressSanitizer) CHECK(rss_after - rss_before < 32 * 1024);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }
