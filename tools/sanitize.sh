@@ -52,9 +52,13 @@ case "$kind" in
     # into the interpreter and leak detection off for them (CPython and numpy keep allocations at exit
     # that LeakSanitizer reports, and a suppression cannot tell them from the library's own, whose
     # stacks pass through the interpreter too). The library's leaks are checked by client_test (C++).
-    # The package tests too: they build consumers of the installed libraries (client_program.c, the
-    # example plugin) with the system compiler, without the sanitizer, and run them.
-    preloaded='^(python_test_client|package_)'
+    preloaded='^python_test_client'
+    # - package_*: they build consumers of the installed libraries (client_program.c, the example
+    #   plugin) with the system toolchain, unsanitized: the instrumented client library cannot load
+    #   into such a program, and preloading the runtime into cmake and make trips ASan in GNU make
+    #   itself (strndup past its buffer). Their installed daemon and tools run instrumented up to
+    #   that step; what they check is packaging.
+    excluded="$excluded|^package_"
     ;;
   tsan)
     flags="-fsanitize=thread -fno-omit-frame-pointer -g -O1"
