@@ -69,11 +69,13 @@ case "$kind" in
     programs=(executor_test executor_state_test multi_device_executor_test placement_test frame_queue_test
               daemon_test hardening_test ingest_test security_test resources_test service_notify_test
               plugin_config_test protobuf_log_test arfi_daemon_test strain_daemon_test perfusion_daemon_test
-              beamform_daemon_test ncc_track_test strain_test client_test faults_test soak_test
+              beamform_daemon_test ncc_track_test strain_test faults_test soak_test
               igtl_test igtl_client_connection_test igtl_layout_test record_test run_test replay_test
               daemon_roundtrip_test stream_route_test)
     targets=("${programs[@]}" sonopiped sonopipe-sim sonopipe-replay sonopipe-record sonopipe-ctl sonopipe-igtl
-             sonopipe-run sonopipe-bench client_program)
+             sonopipe-run sonopipe-bench)
+    # Not client_test: the client library links with --no-undefined, and the TSan runtime (static,
+    # in executables only) cannot resolve a shared library's instrumentation calls. ASan covers it.
     tests=(-R "^($(IFS='|'; echo "${programs[*]}"))\$")
     preloaded=""
     ;;
