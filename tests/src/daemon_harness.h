@@ -162,8 +162,13 @@ class DaemonHarness {
   }
 
   void send(const std::string& header, const void* payload, std::size_t bytes) {
-    REQUIRE(push_->send(zmq::buffer(header), zmq::send_flags::sndmore));
-    REQUIRE(push_->send(zmq::const_buffer(payload, bytes), zmq::send_flags::none));
+    REQUIRE(try_send(header, payload, bytes));
+  }
+  // The same without asserting, for a sender thread (Catch's assertions are not thread-safe: the
+  // test thread checks the outcome).
+  bool try_send(const std::string& header, const void* payload, std::size_t bytes) {
+    return push_->send(zmq::buffer(header), zmq::send_flags::sndmore) &&
+           push_->send(zmq::const_buffer(payload, bytes), zmq::send_flags::none);
   }
   // A PUB socket bound at `name` (for SUB ingest); frames sent on it are lost until the daemon's
   // subscription has arrived, so the caller waits for that (e.g. until frames_received grows).
