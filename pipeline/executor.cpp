@@ -1,5 +1,6 @@
 #include "pipeline/executor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -20,6 +21,20 @@ std::int64_t steady_ns() {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return (to_ns - from_ns) * 1e-6; }
+
+// True while a receiver still holds `buffer`; when not, the slot may write into it again. A
+// receiver drops its reference after its last read (a release decrement) on another thread, and
+// use_count() is only a relaxed load: the acquire fence orders those reads before our writes (found
+// by ThreadSanitizer, multi_device_executor_test). TSan does not model fences; it sees the same
+// order through the probe copy's increment (acquire-release in libstdc++).
+bool held_by_receivers(const std::shared_ptr<Buffer>& buffer) {
+  if (buffer.use_count() > 1) return true;
+  if (buffer) {
+    const std::shared_ptr<Buffer> probe = buffer;
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return false;
+}
 
 // The CPU stages read the payload in place when it is aligned for the widest element type
 // (float64, complex64); otherwise it is copied into the slot's aligned input first. Large ZeroMQ
@@ -302,14 +317,14 @@ void PipelineExecutor::prepare_result_buffers(Slot& slot) {
     std::shared_ptr<Buffer>& own = slot.private_results[p];
     const bool was_private = own && current == own;
     slot.copy_results[p] = false;
-    if (was_private || current.use_count() > 1) {
+    if (was_private || held_by_receivers(current)) {
       // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
       // take a released spare, or grow the spares up to the cap when receivers lag.
       std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
       if (!was_private) spares.push_back(std::move(current));
       std::shared_ptr<Buffer> released;
       for (std::size_t i = 0; i < spares.size(); ++i) {
-        if (spares[i].use_count() == 1) {
+        if (!held_by_receivers(spares[i])) {
           released = std::move(spares[i]);
           spares[i] = std::move(spares.back());
           spares.pop_back();

@@ -120,7 +120,10 @@ TEST_CASE("the daemon's memory stays flat under churn of shapes, stream ids, sub
   // allocator slack and ZeroMQ's buffers while still catching a leak of a third of that.
   WARN("daemon RSS " << rss_warm << " KiB after " << kWarmupRounds << " rounds, " << rss_end << " KiB after "
                      << kRounds << " more (" << sent << " frames)");
-  CHECK(rss_end - rss_warm < 24 * 1024);
+  // Under AddressSanitizer the RSS mostly measures the sanitizer (its freed-memory quarantine of
+  // 256 MiB, shadow memory, allocation-stack depot): +118 MiB over these rounds where the plain build
+  // grows by 1 MiB. There the bound is reported only; the churn still runs under ASan and LSan.
+  if (!test::kAddressSanitizer) CHECK(rss_end - rss_warm < 24 * 1024);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <random>
 
@@ -162,7 +163,9 @@ TEST_CASE("a subscriber that never reads: the daemon neither blocks nor grows, a
   // may add only allocator slack and the parked spares (8 x 64 KB): 32 MiB is generous. A leak of
   // one 64 KB result per frame would add 125 MiB.
   INFO("daemon RSS " << rss_before << " KiB after the warm-up, " << rss_after << " KiB after " << kFrames << " frames");
-  CHECK(rss_after - rss_before < 32 * 1024);
+  // Under AddressSanitizer the RSS mostly measures the sanitizer (its quarantine of freed memory,
+  // shadow memory): +253 MiB here. There the bound is reported only.
+  if (!test::kAddressSanitizer) CHECK(rss_after - rss_before < 32 * 1024);
   daemon.signal(SIGINT);
   CHECK(daemon.wait_exit() == 0);
 }
@@ -208,8 +211,10 @@ TEST_CASE("SIGTERM with a full queue drains every accepted frame, with heartbeat
   constexpr std::int64_t kLines = 64, kSamples = 1024;
   constexpr std::uint64_t kFrames = 30;  // more than the queue (6) + the socket (12) hold
   const std::vector<float> rf = random_rf(kLines * kSamples, rng);
+  std::atomic<std::uint64_t> sent{0};
   std::thread sender([&] {
-    for (std::uint64_t n = 0; n < kFrames; ++n) daemon.send(rf_header(n, kLines, kSamples), rf.data(), rf.size() * 4);
+    for (std::uint64_t n = 0; n < kFrames; ++n)
+      if (daemon.try_send(rf_header(n, kLines, kSamples), rf.data(), rf.size() * 4)) ++sent;
   });
   // The queue is full (the rest waits in the socket buffers on both sides).
   daemon.wait_for_status([](const v1::Status& s) { return s.pipelines(0).queue_depth() == 6; }, seconds(60));
@@ -229,6 +234,7 @@ TEST_CASE("SIGTERM with a full queue drains every accepted frame, with heartbeat
   REQUIRE(final_status);
   CHECK(daemon.wait_exit() == 0);
   sender.join();  // its sends only queue locally (PUSH high-water mark 1000)
+  CHECK(sent == kFrames);
   const v1::Status& s = *final_status;
   WARN("received " << s.frames_received() << " (" << s.frames_read_at_stop() << " read after SIGTERM), processed "
                    << s.frames_processed() << ", drain " << drain_s << " s, " << heartbeats_during_drain
@@ -254,8 +260,10 @@ TEST_CASE("a second signal during the drain stops at once, counting the frames n
   std::mt19937_64 rng(test::fresh_seed());
   constexpr std::int64_t kLines = 64, kSamples = 1024;
   const std::vector<float> rf = random_rf(kLines * kSamples, rng);
+  std::atomic<std::uint64_t> sent{0};
   std::thread sender([&] {
-    for (std::uint64_t n = 0; n < 20; ++n) daemon.send(rf_header(n, kLines, kSamples), rf.data(), rf.size() * 4);
+    for (std::uint64_t n = 0; n < 20; ++n)
+      if (daemon.try_send(rf_header(n, kLines, kSamples), rf.data(), rf.size() * 4)) ++sent;
   });
   daemon.wait_for_status([](const v1::Status& s) { return s.pipelines(0).queue_depth() == 6; }, seconds(60));
   daemon.signal(SIGTERM);
@@ -263,6 +271,7 @@ TEST_CASE("a second signal during the drain stops at once, counting the frames n
   daemon.signal(SIGTERM);
   const int code = daemon.wait_exit(seconds(30));
   sender.join();
+  CHECK(sent == 20);
   const std::string log = daemon.log();
   INFO(log);
   // Six frames were queued behind a stage that takes a while each: the drain was still going.

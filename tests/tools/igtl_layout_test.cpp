@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "tests/support/test_support.h"
 #include "tools/igtl/display_window.h"
@@ -109,7 +110,10 @@ TEST_CASE("a 3-D strain-like volume keeps each axis's size, spacing, origin and 
     CHECK(spacing[1] == Approx(0.3).epsilon(1e-6));
     CHECK(spacing[2] == Approx(0.5).epsilon(1e-6));
     CHECK(image->GetScalarType() == igtl::ImageMessage::TYPE_FLOAT32);
-    const float* pixels = static_cast<const float*>(image->GetScalarPointer());
+    // The pixels start 130 bytes into the message (58-byte header + 72-byte image header): copied
+    // out, since reading them in place as float is a misaligned access (UBSan).
+    std::vector<float> pixels(3 * 5 * 7);
+    std::memcpy(pixels.data(), image->GetScalarPointer(), pixels.size() * sizeof(float));
     for (int k = 0; k < 3; ++k)
       for (int j = 0; j < 5; ++j)
         for (int i = 0; i < 7; ++i) {
