@@ -83,6 +83,17 @@ def recording():
         write("recording", f"layout_{i}", bytes(rng.randrange(256) for _ in range(200 + 100 * i)))
 
 
+def uff():
+    """The UFF harness reads its input as a choice of valid file and a list of edits (see
+    uff_fuzzer.cpp), so its seeds are plain bytes: no edit on each kind of file, then a
+    fixed pseudo-random few."""
+    for kind in range(4):
+        write("uff", f"valid_{kind}", bytes([kind, 0, 1, 0]))
+    rng = random.Random(13)
+    for i in range(6):
+        write("uff", f"edits_{i}", bytes(rng.randrange(256) for _ in range(40 + 40 * i)))
+
+
 def mat():
     """The .mat harness reads its input as a MAT v5 file: the Verasonics saves of verasonics_test
     (tests/tools/formats/verasonics_files.py), compressed (small) and plain (the uncompressed
@@ -105,4 +116,5 @@ if __name__ == "__main__":
     os.makedirs(os.path.join(HERE, "corpus", "config"), exist_ok=True)
     config()
     recording()
+    uff()
     mat()
