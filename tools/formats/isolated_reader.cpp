@@ -240,12 +240,14 @@ class Child {
       if (receive_all(socket_, body.data(), body.size(), deadline))
         return std::make_pair(static_cast<Status>(head[0]), std::move(body));
     }
+    // Out of time, or the end of the stream: the child is exiting (its status follows shortly).
+    timed_out_ = deadline && std::chrono::steady_clock::now() >= *deadline;
     return std::nullopt;
   }
 
   // Why the child is gone (after reply() gave nullopt): "<object>", "killed by signal 11 (...)".
   std::pair<std::string, std::string> death() {
-    const bool running = pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0;
+    const bool running = pid_ > 0 && timed_out_;
     std::string how;
     int status = 0;
     if (running) {
@@ -285,6 +287,7 @@ class Child {
   pid_t pid_ = -1;
   int socket_ = -1;
   char* progress_ = nullptr;
+  bool timed_out_ = false;
 };
 
 class ChildReader final : public AcquisitionReader {
