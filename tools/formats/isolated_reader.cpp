@@ -125,14 +125,14 @@ std::string refusal(const std::string& path, const std::string& what) {
   return path + ": " + object + ": " + what;
 }
 
-void prepare_child(int socket, char* progress) {
+void prepare_child(int socket, char* progress, const Limits& limits) {
   // Crashes end the child with its signal (the parent reports it), not in inherited handlers
   // (a fuzzer's or a test framework's, which would report them as the parent's).
   for (int signal : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGALRM})
     ::signal(signal, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
 #ifndef SONOPIPE_SANITIZED
-  const rlimit memory{current_limits.address_space_bytes, current_limits.address_space_bytes};
+  const rlimit memory{limits.address_space_bytes, limits.address_space_bytes};
   ::setrlimit(RLIMIT_AS, &memory);
 #endif
   child_progress = progress;
@@ -140,8 +140,8 @@ void prepare_child(int socket, char* progress) {
 }
 
 [[noreturn]] void run_reader_child(int socket, char* progress, const std::string& path, const ImportOptions& options,
-                                   const Opener& open) {
-  prepare_child(socket, progress);
+                                   const Opener& open, const Limits& limits) {
+  prepare_child(socket, progress, limits);
   std::unique_ptr<AcquisitionReader> reader;
   try {
     reader = open(path, options);
@@ -191,7 +191,7 @@ void prepare_child(int socket, char* progress) {
 class Child {
  public:
   template <typename Body>
-  explicit Child(const std::string& path, Body body) : path_(path) {
+  Child(const std::string& path, const Limits& limits, Body body) : path_(path), limits_(limits) {
     int sockets[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0)
       fail(path, "", std::string("cannot create the reader's socket: ") + std::strerror(errno));
@@ -226,7 +226,8 @@ class Child {
   // One reply, or nullopt when the child died or ran past the time limit (then it is gone).
   std::optional<std::pair<Status, std::string>> reply(bool limited) {
     std::optional<std::chrono::steady_clock::time_point> deadline;
-    if (limited) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(current_limits.seconds_per_step);
+    if (limited && limits_.seconds_per_step > 0)
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limits_.seconds_per_step);
     char head[1 + sizeof(std::uint64_t)];
     std::uint64_t size = 0;
     if (pid_ > 0 && receive_all(socket_, head, sizeof head, deadline)) {
@@ -252,7 +253,7 @@ class Child {
     int status = 0;
     if (running) {
       ::kill(pid_, SIGKILL);
-      how = "no answer within " + std::to_string(current_limits.seconds_per_step) + " s (stopped)";
+      how = "no answer within " + std::to_string(limits_.seconds_per_step) + " s (stopped)";
     }
     if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_ && !running) {
       if (WIFSIGNALED(status))
@@ -284,6 +285,7 @@ class Child {
   }
 
   std::string path_;
+  Limits limits_;
   pid_t pid_ = -1;
   int socket_ = -1;
   char* progress_ = nullptr;
@@ -292,8 +294,10 @@ class Child {
 
 class ChildReader final : public AcquisitionReader {
  public:
-  ChildReader(const std::string& path, const ImportOptions& options, const Opener& open)
-      : path_(path), child_(path, [&](int socket, char* progress) { run_reader_child(socket, progress, path, options, open); }) {
+  ChildReader(const std::string& path, const ImportOptions& options, const Opener& open, const Limits& limits)
+      : path_(path), child_(path, limits, [&](int socket, char* progress) {
+          run_reader_child(socket, progress, path, options, open, limits);
+        }) {
     Cursor summary(expect_reply());
     try {
       description_ = summary.text();
@@ -363,13 +367,13 @@ void set_limits(const Limits& limits) { current_limits = limits; }
 const Limits& limits() { return current_limits; }
 
 std::unique_ptr<AcquisitionReader> open_in_child(const std::string& path, const ImportOptions& options,
-                                                 const Opener& open) {
-  return std::make_unique<ChildReader>(path, options, open);
+                                                 const Opener& open, const Limits& limits) {
+  return std::make_unique<ChildReader>(path, options, open, limits);
 }
 
-std::optional<bool> check_in_child(const std::function<bool()>& check) {
-  Child child("", [&](int socket, char* progress) {
-    prepare_child(socket, progress);
+std::optional<bool> check_in_child(const std::function<bool()>& check, const Limits& limits) {
+  Child child("", limits, [&](int socket, char* progress) {
+    prepare_child(socket, progress, limits);
     bool answer = false;
     try {
       answer = check();

@@ -90,6 +90,15 @@ bool is_mat_file(const std::string& path) {
   return little || big;
 }
 
+bool is_mat73_file(const std::string& path) {
+  // The header's version field (bytes 124-125): 0x0200 for v7.3, written in the file's byte order.
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 128> header{};
+  if (!in.read(header.data(), header.size()) || std::memcmp(header.data(), "MATLAB ", 7) != 0) return false;
+  const bool little = header[126] == 'I' && header[127] == 'M';
+  return little ? (header[124] == 0x00 && header[125] == 0x02) : (header[124] == 0x02 && header[125] == 0x00);
+}
+
 // ---------------------------------------------------------------- Value
 
 void Value::fail(const std::string& reason) const { formats::fail(*file_, path_, reason); }
