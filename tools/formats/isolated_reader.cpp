@@ -89,26 +89,30 @@ bool send_all(int socket, const void* data, std::size_t size) {
   return true;
 }
 
-// False on end of stream, error or when `deadline` passes (no deadline: wait as long as it takes).
-bool receive_all(int socket, void* data, std::size_t size,
-                 std::optional<std::chrono::steady_clock::time_point> deadline) {
+enum class Received { all, closed, late };
+
+// Everything asked for, the end of the stream (or an error), or `deadline` passed first (no
+// deadline: wait as long as it takes).
+Received receive_all(int socket, void* data, std::size_t size,
+                     std::optional<std::chrono::steady_clock::time_point> deadline) {
   char* bytes = static_cast<char*>(data);
   while (size > 0) {
     if (deadline) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
+      if (left.count() <= 0) return Received::late;
       pollfd wait{socket, POLLIN, 0};
-      const int ready = ::poll(&wait, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
+      const int ready = ::poll(&wait, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1 << 30)));
       if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) return false;
+      if (ready == 0) return Received::late;
+      if (ready < 0) return Received::closed;
     }
     const ssize_t got = ::recv(socket, bytes, size, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
+    if (got <= 0) return Received::closed;
     bytes += got;
     size -= static_cast<std::size_t>(got);
   }
-  return true;
+  return Received::all;
 }
 
 bool send_reply(int socket, Status status, const std::string& body) {
@@ -167,7 +171,7 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
   }
   for (;;) {
     std::uint64_t index = 0;
-    if (!receive_all(socket, &index, sizeof index, std::nullopt)) ::_exit(0);  // the parent is done
+    if (receive_all(socket, &index, sizeof index, std::nullopt) != Received::all) ::_exit(0);  // the parent is done
     try {
       const recording::Frame frame = reader->read_frame(index);
       std::string body;
@@ -230,7 +234,8 @@ class Child {
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limits_.seconds_per_step);
     char head[1 + sizeof(std::uint64_t)];
     std::uint64_t size = 0;
-    if (pid_ > 0 && receive_all(socket_, head, sizeof head, deadline)) {
+    Received received = pid_ > 0 ? receive_all(socket_, head, sizeof head, deadline) : Received::closed;
+    if (received == Received::all) {
       std::memcpy(&size, head + 1, sizeof size);
       std::string body;
       try {
@@ -238,11 +243,11 @@ class Child {
       } catch (const std::bad_alloc&) {
         fail(path_, "", "the reader process sent a reply too large to hold");
       }
-      if (receive_all(socket_, body.data(), body.size(), deadline))
-        return std::make_pair(static_cast<Status>(head[0]), std::move(body));
+      received = receive_all(socket_, body.data(), body.size(), deadline);
+      if (received == Received::all) return std::make_pair(static_cast<Status>(head[0]), std::move(body));
     }
-    // Out of time, or the end of the stream: the child is exiting (its status follows shortly).
-    timed_out_ = deadline && std::chrono::steady_clock::now() >= *deadline;
+    // Out of time (the child is stopped), or the end of the stream: the child is exiting.
+    timed_out_ = received == Received::late;
     return std::nullopt;
   }
 
