@@ -83,9 +83,38 @@ def recording():
         write("recording", f"layout_{i}", bytes(rng.randrange(256) for _ in range(200 + 100 * i)))
 
 
+def uff():
+    """The UFF harness reads its input as a choice of valid file and a list of edits (see
+    uff_fuzzer.cpp), so its seeds are plain bytes: no edit on each kind of file, then a
+    fixed pseudo-random few."""
+    for kind in range(4):
+        write("uff", f"valid_{kind}", bytes([kind, 0, 1, 0]))
+    rng = random.Random(13)
+    for i in range(6):
+        write("uff", f"edits_{i}", bytes(rng.randrange(256) for _ in range(40 + 40 * i)))
+
+
+def mat():
+    """The .mat harness reads its input as a MAT v5 file: the Verasonics saves of verasonics_test
+    (tests/tools/formats/verasonics_files.py), compressed (small) and plain (the uncompressed
+    parser, which libmatio walks differently)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tools", "formats"))
+    import tempfile
+    import verasonics_files  # noqa: E402
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, scenario, compress in [("plane_v5z", "plane", True), ("focused_v5z", "focused", True),
+                                         ("plane_v5", "plane", False)]:
+            path = os.path.join(scratch, name + ".mat")
+            verasonics_files.write_v5(path, verasonics_files.scenario(scenario, 5), compress)
+            with open(path, "rb") as f:
+                write("mat", name, f.read())
+
+
 if __name__ == "__main__":
     frames()
     control()
     os.makedirs(os.path.join(HERE, "corpus", "config"), exist_ok=True)
     config()
     recording()
+    uff()
+    mat()

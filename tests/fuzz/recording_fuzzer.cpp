@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "src/wire/wire.h"
+#include "tests/fuzz/fuzz_input.h"
 #include "tools/common/hdf5_util.h"
 #include "tools/common/recording.h"
 
@@ -28,30 +29,7 @@ namespace hdf5 = sonopipe::recording::hdf5;
 constexpr std::size_t kItemsPerSeries = 4;  // enough to walk each series' layout checks
 constexpr int kMaxObjects = 24;
 
-// The fuzzer's bytes, taken from the front; zeros once they run out.
-class Input {
- public:
-  Input(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  bool empty() const { return used_ >= size_; }
-  std::uint8_t byte() { return used_ < size_ ? data_[used_++] : 0; }
-  std::uint64_t number(int bytes) {
-    std::uint64_t value = 0;
-    for (int i = 0; i < bytes; ++i) value = value << 8 | byte();
-    return value;
-  }
-  template <typename T>
-  const T& pick(const std::vector<T>& choices) { return choices[byte() % choices.size()]; }
-  std::string text(std::size_t max_length) {
-    std::string out;
-    const std::size_t length = byte() % (max_length + 1);
-    for (std::size_t i = 0; i < length; ++i) out += static_cast<char>(byte());
-    return out;
-  }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_, used_ = 0;
-};
+using sonopipe::fuzz::Input;
 
 const std::vector<std::string> kSeriesGroups = {"/streams/1", "/streams/7", "/streams/x", "/results/p/o",
                                                 "/results/p/q", "/truth", "/truth/nested"};

@@ -31,6 +31,8 @@ sonopipe_add_fuzzer(frame_header frame_header_fuzzer.cpp sonopipe_daemon)
 sonopipe_add_fuzzer(control_request control_request_fuzzer.cpp sonopipe_daemon)
 sonopipe_add_fuzzer(config config_fuzzer.cpp sonopipe_daemon)
 sonopipe_add_fuzzer(recording recording_fuzzer.cpp sonopipe_tools_common)
+sonopipe_add_fuzzer(mat mat_fuzzer.cpp sonopipe_formats)
+sonopipe_add_fuzzer(uff uff_fuzzer.cpp sonopipe_formats)
 
 if(SONOPIPE_FUZZ)
   get_property(fuzzers GLOBAL PROPERTY SONOPIPE_FUZZERS)

@@ -15,6 +15,7 @@
 
 #include "tools/common/hdf5_util.h"
 #include "tools/formats/acquisition_reader.h"
+#include "tools/formats/isolated_reader.h"
 
 namespace sonopipe::formats::mat {
 
@@ -87,6 +88,15 @@ bool is_mat_file(const std::string& path) {
   const bool little = header[126] == 'I' && header[127] == 'M';
   const bool big = header[126] == 'M' && header[127] == 'I';
   return little || big;
+}
+
+bool is_mat73_file(const std::string& path) {
+  // The header's version field (bytes 124-125): 0x0200 for v7.3, written in the file's byte order.
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 128> header{};
+  if (!in.read(header.data(), header.size()) || std::memcmp(header.data(), "MATLAB ", 7) != 0) return false;
+  const bool little = header[126] == 'I' && header[127] == 'M';
+  return little ? (header[124] == 0x00 && header[125] == 0x02) : (header[124] == 0x02 && header[125] == 0x00);
 }
 
 // ---------------------------------------------------------------- Value
@@ -235,6 +245,7 @@ void MatArray::read_linear(std::size_t start, std::size_t count, void* out) cons
       count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     formats::fail(*file_, path_, "too large for libmatio's linear reads (more than 2^31 elements)");
   quiet_libraries();
+  isolation::note_progress(path_);
   const int first = static_cast<int>(start), edge = static_cast<int>(count);
   int status = 0;
   if (element_ == Element::complex64 || element_ == Element::complex128) {
@@ -260,6 +271,7 @@ void File::Freer::operator()(matvar_t* variable) const { Mat_VarFree(variable); 
 File::File(const std::string& path) : path_(path) {
   quiet_libraries();
   if (!is_mat_file(path)) fail(path, "", "not a MAT file (no MATLAB v5/v7.3 header)");
+  isolation::note_progress("/");
   handle_ = Mat_Open(path.c_str(), MAT_ACC_RDONLY);
   if (!handle_) fail(path, "", "libmatio cannot open it (damaged, or v7.3 without HDF5 support)");
   const mat_ft version = Mat_GetVersion(handle_);
@@ -294,6 +306,7 @@ std::optional<Value> File::find(const std::string& name) {
   for (auto& [key, variable] : read_)
     if (key == name) return Value(&path_, name, variable.get());
   quiet_libraries();
+  isolation::note_progress(name);
   matvar_t* variable = Mat_VarRead(handle_, name.c_str());
   if (!variable) fail(path_, name, "could not be read (damaged, or a class libmatio cannot read)");
   read_.emplace_back(name, std::unique_ptr<matvar_t, Freer>(variable));
@@ -313,6 +326,7 @@ MatArray File::cell_array(const std::string& name, std::size_t index) {
     if (key == name) info = variable.get();
   if (!info) {
     quiet_libraries();
+    isolation::note_progress(name);
     info = Mat_VarReadInfo(handle_, name.c_str());
     if (!info) fail(path_, name, "could not be read (damaged file)");
     info_.emplace_back(name, std::unique_ptr<matvar_t, Freer>(info));

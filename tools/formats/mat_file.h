@@ -18,6 +18,7 @@ struct _mat_t;
 namespace sonopipe::formats::mat {
 
 bool is_mat_file(const std::string& path);  // a readable MAT v5 or v7.3 header
+bool is_mat73_file(const std::string& path);  // a MAT header of version 7.3 (HDF5 inside)
 
 // A value inside a variable (borrowed from the owning File's cache): numbers, text, a struct or a
 // cell array. Accessors throw FormatError naming `path()`.

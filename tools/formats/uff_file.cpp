@@ -8,6 +8,9 @@ namespace sonopipe::formats::uff {
 namespace {
 
 namespace hdf5 = recording::hdf5;
+
+// The most values a metadata array (values()) may hold: 2^24, far above any probe, scan or sequence.
+constexpr hsize_t kMaxMetadataValues = hsize_t{1} << 24;
 using hdf5::check;
 using hdf5::Id;
 
@@ -111,8 +114,14 @@ std::vector<double> UffFile::values(const std::string& dataset, std::vector<hsiz
     const int rank = check(H5Sget_simple_extent_ndims(space.get()), "H5Sget_simple_extent_ndims");
     std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    // Metadata arrays (geometry, axes, delays) hold thousands of values; a hostile file can declare
+    // an unwritten dataset of terabytes, refused before anything is allocated for it.
     hsize_t count = 1;
-    for (hsize_t d : dims) count *= d;
+    for (hsize_t d : dims) {
+      if (d != 0 && count > kMaxMetadataValues / d) count = kMaxMetadataValues + 1;  // (no overflow)
+      else count *= d;
+    }
+    if (count > kMaxMetadataValues) fail(dataset, "dimensions " + dims_text(dims) + ": too many values for metadata");
     std::vector<double> result(count);
     if (count > 0)
       check(H5Dread(handle.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, result.data()), "read");

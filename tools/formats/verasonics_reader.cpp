@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "stages/beamform/channel_conventions.h"
+#include "tools/formats/isolated_reader.h"
 #include "tools/formats/mat_file.h"
 #include "tools/formats/verasonics_timing.h"
 #include "tools/formats/verasonics_transmit.h"
@@ -765,26 +766,48 @@ class VerasonicsReader final : public AcquisitionReader {
 
 }  // namespace
 
+namespace {
+
+// The limits of libmatio's child process: v7.3 files get no time limit, since libmatio reads their
+// struct arrays in time that grows with the square of their elements (minutes for real saves).
+isolation::Limits child_limits(const std::string& path) {
+  isolation::Limits limits = isolation::limits();
+  if (mat::is_mat73_file(path)) limits.seconds_per_step = 0;
+  return limits;
+}
+
+}  // namespace
+
 bool is_verasonics_mat(const std::string& path) {
   if (!mat::is_mat_file(path)) return false;
-  try {
-    mat::File file(path);
-    if (!file.has("Trans")) return false;
-    return std::any_of(std::begin(kDataVariables), std::end(kDataVariables),
-                       [&](const char* name) { return file.has(name); });
-  } catch (const FormatError&) {
-    return false;
-  }
+  // libmatio parses the whole file to list its variables: in a child process (isolated_reader.h).
+  // A MAT file whose listing kills the child is taken for a save, so that opening it says why.
+  const std::optional<bool> answer = isolation::check_in_child(
+      [&] {
+        mat::File file(path);
+        if (!file.has("Trans")) return false;
+        return std::any_of(std::begin(kDataVariables), std::end(kDataVariables),
+                           [&](const char* name) { return file.has(name); });
+      },
+      child_limits(path));
+  return answer.value_or(true);
 }
 
 std::unique_ptr<AcquisitionReader> open_verasonics(const std::string& path, const ImportOptions& options) {
   if (!mat::is_mat_file(path)) fail(path, "", "not a MAT file (no MATLAB v5/v7.3 header)");
-  try {
-    return std::make_unique<VerasonicsReader>(path, options);
-  } catch (const std::bad_alloc&) {
-    // A damaged header can declare sizes past every bound checked above (libmatio allocates them).
-    fail(path, "", "declares sizes too large to allocate (damaged file)");
-  }
+  // libmatio 1.5.23 can crash, loop or exhaust memory on a damaged file (docs/readme/mat.md):
+  // it runs in a child process, and whatever happens there ends in a FormatError here.
+  return isolation::open_in_child(
+      path, options,
+      [](const std::string& file, const ImportOptions& choices) {
+        try {
+          return std::unique_ptr<AcquisitionReader>(std::make_unique<VerasonicsReader>(file, choices));
+        } catch (const std::bad_alloc&) {
+          // A damaged header can declare sizes past every bound checked above (libmatio allocates them).
+          fail(file, "", "declares sizes too large to allocate (damaged file)");
+        }
+      },
+      child_limits(path));
 }
 
 }  // namespace sonopipe::formats

@@ -1,0 +1,42 @@
+// A reader run in a child process, for parsers that damaged input can crash, hang or exhaust
+// (libmatio 1.5.23 on damaged MAT v5 files: docs/readme/mat.md). The child opens the file and
+// sends the frames it is asked for over a socket; whatever happens to the child (a signal, the
+// memory or time limit) becomes one FormatError in the caller, "<file>: <what the child was
+// reading>: ...", and the caller's own memory is never touched by the parser.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tools/formats/acquisition_reader.h"
+
+namespace sonopipe::formats::isolation {
+
+struct Limits {
+  // Wall-clock time for opening the file, and again for each frame; the child is killed after it
+  // (0: no limit). A legitimate v5 open takes milliseconds; the slowest legitimate frame read,
+  // seconds (a v5 variable holds < 2 GiB, which libmatio inflates from its start for every frame).
+  int seconds_per_step = 30;
+  // Address space of the child (not applied under AddressSanitizer, which reserves terabytes).
+  std::size_t address_space_bytes = std::size_t{8} << 30;
+};
+// The limits of later child processes (tests and fuzz harnesses shorten them).
+void set_limits(const Limits& limits);
+const Limits& limits();
+
+// Runs `open(path, options)` in a child process and returns a reader that asks it for frames.
+using Opener = std::function<std::unique_ptr<AcquisitionReader>(const std::string&, const ImportOptions&)>;
+std::unique_ptr<AcquisitionReader> open_in_child(const std::string& path, const ImportOptions& options,
+                                                 const Opener& open, const Limits& limits = isolation::limits());
+
+// Runs `check()` in a child process: its answer (false when it throws), nullopt when the child died
+// or ran out of time.
+std::optional<bool> check_in_child(const std::function<bool()>& check, const Limits& limits = isolation::limits());
+
+// Called by a parser inside the child before each risky step ("Receive", "RcvData{1}"): the
+// object a death is reported against. Does nothing outside a child.
+void note_progress(const std::string& object);
+
+}  // namespace sonopipe::formats::isolation
