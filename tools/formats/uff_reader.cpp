@@ -499,8 +499,14 @@ class UffReader final : public AcquisitionReader {
     for (const std::string& name : file_.attribute_names(object_)) {
       if (name.rfind(uff_names::sonopipe_prefix, 0) != 0) continue;
       const std::string key = name.substr(std::strlen(uff_names::sonopipe_prefix));
+      auto single_value = [&] {
+        const std::vector<double> values = file_.double_list_attribute(object_, name);
+        if (values.size() != 1)
+          file_.fail(object_, "attribute '" + name + "': " + std::to_string(values.size()) + " values, expected one");
+        return values[0];
+      };
       if (key == uff_names::stream_id_key) {
-        base_.stream_id = static_cast<std::uint32_t>(file_.double_list_attribute(object_, name).at(0));
+        base_.stream_id = static_cast<std::uint32_t>(single_value());
       } else if (key == uff_names::acquisition_time_key) {
         for (double t : file_.double_list_attribute(object_, name))
           frame_times_ns_.push_back(static_cast<std::int64_t>(t));
@@ -508,9 +514,9 @@ class UffReader final : public AcquisitionReader {
         for (double s : file_.double_list_attribute(object_, name))
           frame_sequences_.push_back(static_cast<std::uint64_t>(s));
       } else if (key == uff_names::sound_speed_key) {
-        base_.speed_of_sound_m_per_s = file_.double_list_attribute(object_, name).at(0);
+        base_.speed_of_sound_m_per_s = single_value();
       } else if (key == uff_names::center_frequency_key) {
-        base_.center_frequency_hz = file_.double_list_attribute(object_, name).at(0);
+        base_.center_frequency_hz = single_value();
       } else if (key.rfind(uff_names::vector_prefix, 0) == 0) {
         base_.vectors[key.substr(std::strlen(uff_names::vector_prefix))] = file_.double_list_attribute(object_, name);
       } else if (key.rfind(uff_names::attribute_prefix, 0) == 0) {
