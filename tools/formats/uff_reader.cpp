@@ -494,7 +494,8 @@ class UffReader final : public AcquisitionReader {
     if (auto prf = source_.find("uff_prf_hz"); prf != source_.end() && channel_) {
       // USTB's PRF is per transmit event: one frame of W waves takes W / PRF.
       const double value = std::stod(prf->second);
-      if (value > 0) frame_period_ns_ = static_cast<double>(data_->dims()[1]) / value * 1e9;
+      const double period_ns = static_cast<double>(data_->dims()[1]) / value * 1e9;
+      if (value > 0 && std::isfinite(period_ns) && period_ns < 1e15) frame_period_ns_ = period_ns;  // < 11.6 days
     }
     for (const std::string& name : file_.attribute_names(object_)) {
       if (name.rfind(uff_names::sonopipe_prefix, 0) != 0) continue;
@@ -505,14 +506,22 @@ class UffReader final : public AcquisitionReader {
           file_.fail(object_, "attribute '" + name + "': " + std::to_string(values.size()) + " values, expected one");
         return values[0];
       };
+      // An integer attribute value within [low, high) (converting a double outside an integer's
+      // range is undefined behaviour; NaN fails the test too).
+      auto integer_value = [&](double value, double low, double high) {
+        if (!(value >= low && value < high))
+          file_.fail(object_, "attribute '" + name + "': " + std::to_string(value) + " is not a valid value");
+        return value;
+      };
+      constexpr double kTwoTo32 = 4294967296.0, kTwoTo63 = 9223372036854775808.0, kTwoTo64 = 18446744073709551616.0;
       if (key == uff_names::stream_id_key) {
-        base_.stream_id = static_cast<std::uint32_t>(single_value());
+        base_.stream_id = static_cast<std::uint32_t>(integer_value(single_value(), 0, kTwoTo32));
       } else if (key == uff_names::acquisition_time_key) {
         for (double t : file_.double_list_attribute(object_, name))
-          frame_times_ns_.push_back(static_cast<std::int64_t>(t));
+          frame_times_ns_.push_back(static_cast<std::int64_t>(integer_value(t, -kTwoTo63, kTwoTo63)));
       } else if (key == uff_names::sequence_key) {
         for (double s : file_.double_list_attribute(object_, name))
-          frame_sequences_.push_back(static_cast<std::uint64_t>(s));
+          frame_sequences_.push_back(static_cast<std::uint64_t>(integer_value(s, 0, kTwoTo64)));
       } else if (key == uff_names::sound_speed_key) {
         base_.speed_of_sound_m_per_s = single_value();
       } else if (key == uff_names::center_frequency_key) {
