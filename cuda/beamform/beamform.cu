@@ -1,6 +1,7 @@
 #include "cuda/beamform/beamform.cuh"
 
 #include <type_traits>
+#include <utility>
 
 #include "cuda/common/cuda_check.h"
 
@@ -64,56 +65,134 @@ __global__ void delay_and_sum(BeamformLaunch launch) {
 // memory, for every transmit, the kTileSamples samples around the block centre's sample position:
 // transmit (plane, diverging) and receive times both change by at most |p - q| / c between pixels p
 // and q, so every pixel's position lies within 2 |p - centre| f_s / c of the centre's. Each staged
-// entry holds the sample and the slope to the next one, so a term is one shared-memory read and a
-// fused multiply-add per channel; entries of samples outside [0, samples - 2] are zero, which adds 0
-// for positions outside the recording as the reference does (it differs only at exactly the last
-// sample, a set of measure zero). The next element's samples are loaded into registers while the
-// current one is summed. A block whose window would not fit (a coarse grid) sums with das_pixel.
-// Summation order and phasors are the reference's (das.h): transmit phasor per term, receive phasor
-// and apodisation per element.
+// entry k holds the line's value halfway between samples k and k + 1 and the slope to k + 1, so a
+// term is one shared-memory read and one fused multiply-add per channel (entry_at_midpoint() finds the
+// entry and the offset from its midpoint); entries of samples outside [0, samples - 2] are zero,
+// which adds 0 for positions outside the recording as the reference does (it differs only at
+// exactly the last sample, a set of measure zero). The next element's samples are loaded into
+// registers while the current one is summed. A block whose window would not fit (a coarse grid)
+// sums with das_pixel. Summation order and phasors are the reference's (das.h): transmit phasor per
+// term, receive phasor and apodisation per element. What every pixel of the block needs of an
+// element (position, the centre's receive start) is computed once per block into shared memory.
 constexpr int kTileThreads = kTileLateral * kTileDepth;
 constexpr int kTilePass = 12;      // transmits per pass over the elements (registers per thread)
+constexpr int kTileChunk = 64;     // elements whose block-wide data sit in shared memory at once
 // Blocks per SM the register budget must allow (latency hiding): RF fits 4 without spilling, IQ 3.
 template <int C>
 constexpr int kTileMinBlocks = C == 1 ? 4 : 3;
 constexpr int kTileLoads = (kTilePass * kTileSamples + kTileThreads - 1) / kTileThreads;
-static_assert(kTileThreads % kTileSamples == 0 && kTilePass * kTileSamples % kTileThreads == 0,
-              "staging maps whole rows to the block's threads");
+static_assert(kTileChunk <= kTileThreads, "one thread fills one element's row of the block's table");
 
 template <int C>
 struct TileTypes;
 template <>
 struct TileTypes<1> {
   using Sample = float;
-  using Entry = float2;  // value, slope
+  using Entry = float2;  // midpoint value, slope
 };
 template <>
 struct TileTypes<2> {
   using Sample = float2;
-  using Entry = float4;  // re, im, slope re, slope im
+  using Entry = float4;  // midpoint re, im, slope re, im
 };
 
-// floor(position) and its fraction without a float-to-int conversion: adding 1.5 * 2^23 leaves the
-// rounded integer in the low mantissa bits (valid for |position| < 2^22, guaranteed by the window).
-__device__ inline int split_position(float position, float& fraction) {
-  constexpr float kMagic = 12582912.0f;
-  const float rounded = (position - 0.5f) + kMagic;
-  fraction = position - (rounded - kMagic);
-  return __float_as_int(rounded) - __float_as_int(kMagic);
+// Per-launch constants of the tiled kernel, computed on the host so that they stay in the constant
+// bank (kernel parameters) rather than registers.
+struct TileConstants {
+  float samples_per_m;   // f_s / c: receive range to samples
+  float cycles_per_m;    // f_dem / c: receive range to carrier cycles
+  float origin_samples;  // sample_origin * f_s
+  int samples;
+  float taper, inverse_taper;  // the window as a Tukey window (beamform_conventions.h)
+  unsigned magic_bias;         // kMagicBits * sizeof(Entry), taken out of the tiles' address
+};
+
+// An element as the block's pixels see it: receive positions are counted from receive_start, the
+// floor of the block centre's receive position (samples).
+struct alignas(16) TileElement {
+  float x_m, z_m;
+  float receive_offset;  // element delay * f_s - receive_start (samples)
+  int receive_start;
+};
+struct TileElementExtra {
+  float phase;  // IQ: f_dem * element delay (cycles)
+  int inside;   // 1: every sample the pass stages lies in [0, samples - 2] (no bounds checks)
+};
+
+// For a position p - 1/2 (samples, window coordinates) in a row of entries: the entry k = round(p -
+// 1/2) whose midpoint k + 1/2 is nearest to p, and the offset p - (k + 1/2) in [-1/2, 1/2]. Adding
+// 1.5 * 2^23 leaves the rounded integer in the low mantissa bits, without a float-to-int conversion
+// (valid for |p| < 2^22, guaranteed by the window). The entry's shared-memory address is then those
+// bits times the entry size plus a base with the constant's bits taken out (32-bit shared addresses
+// wrap): one multiply-add, the row and tile offsets being immediates of the load.
+constexpr float kMagic = 12582912.0f;
+constexpr unsigned kMagicBits = 0x4B400000u;
+
+template <int Offset>
+__device__ inline float4 load_shared(unsigned address, float4*) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4+%5];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(address), "n"(Offset));
+  return v;
+}
+template <int Offset>
+__device__ inline float2 load_shared(unsigned address, float2*) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2+%3];" : "=f"(v.x), "=f"(v.y) : "r"(address), "n"(Offset));
+  return v;
+}
+template <int Offset>
+__device__ inline void store_shared(unsigned address, float4 v) {
+  asm volatile("st.shared.v4.f32 [%0+%1], {%2, %3, %4, %5};" ::"r"(address), "n"(Offset), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w));
+}
+template <int Offset>
+__device__ inline void store_shared(unsigned address, float2 v) {
+  asm volatile("st.shared.v2.f32 [%0+%1], {%2, %3};" ::"r"(address), "n"(Offset), "f"(v.x), "f"(v.y));
 }
 
-// Phasor exp(j 2 pi f t), the phase reduced to [-pi, pi] in cycles first (float keeps it exact enough).
-__device__ inline void carrier(float frequency_hz, float time_s, float& re, float& im) {
-  float cycles = frequency_hz * time_s;
+// Entry nearest to position p (given as p - 1/2) in the row at `Offset` bytes from the tiles'
+// biased base (tiles' address - kMagicBits * sizeof(Entry)), and the offset from its midpoint.
+template <typename Entry, int Offset>
+__device__ inline Entry entry_at_midpoint(unsigned biased_tiles, float position_minus_half, float& offset) {
+  const float rounded = position_minus_half + kMagic;
+  offset = position_minus_half - (rounded - kMagic);
+  return load_shared<Offset>(biased_tiles + __float_as_uint(rounded) * static_cast<unsigned>(sizeof(Entry)),
+                             static_cast<Entry*>(nullptr));
+}
+
+// f(std::integral_constant<int, K>) for K = 0, 1, ...: an unrolled loop whose index is a constant.
+template <int... K, typename F>
+__device__ inline void for_each_index(std::integer_sequence<int, K...>, F&& f) {
+  (f(std::integral_constant<int, K>{}), ...);
+}
+
+// 1 / sqrt(x), flushing denormals (the distances here are far from them).
+__device__ inline float fast_rsqrt(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Phasor exp(j 2 pi cycles), the phase reduced to [-1/2, 1/2] cycles first (float keeps it exact enough).
+__device__ inline void phasor_of_cycles(float cycles, float& re, float& im) {
   cycles -= rintf(cycles);
   __sincosf(6.283185307179586f * cycles, &im, &re);
 }
 
+// |d| from |d|^2 with the reciprocal square root unit (relative error ~1e-7: ~1e-4 samples at 5 cm).
+__device__ inline float length_from_squared(float squared) {
+  return squared > 0.0f ? squared * fast_rsqrt(squared) : 0.0f;
+}
+
 template <int C>
-__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum_tiled(BeamformLaunch launch) {
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
+    delay_and_sum_tiled(BeamformLaunch launch, TileConstants constants) {
   using Sample = typename TileTypes<C>::Sample;
   using Entry = typename TileTypes<C>::Entry;
   __shared__ Entry tile[2][kTilePass][kTileSamples];
+  __shared__ TileElement table[kTileChunk];
+  __shared__ TileElementExtra table_extra[kTileChunk];
   __shared__ float block_extent[4][kTileThreads / 32];
   __shared__ float centre[2];
   __shared__ float centre_transmit[kTilePass];
@@ -173,15 +252,15 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
     element_end = a;
   }
 
-  const int samples = static_cast<int>(s.samples);  // run() checks that line and sample indices fit an int
-  const float inverse_half_width = z > 0.0f ? 2.0f * s.f_number / z : 0.0f;  // 1 / h (conventions)
-  const float origin_samples = s.sample_origin_s * s.sampling_frequency_hz;
+  const int samples = constants.samples;  // run() checks that line and sample indices fit an int
+  // apodisation() with the pixel's 1 / h computed once (no division per element); a pixel at z <= 0
+  // with an F-number has no aperture and adds nothing.
+  const bool contributes = active && (s.f_number <= 0.0f || z > 0.0f);
+  const float inverse_half_width = s.f_number > 0.0f && z > 0.0f ? 2.0f * s.f_number / z : 0.0f;
   float sum_re = 0.0f, sum_im = 0.0f;
-  // Staging layout: thread tid loads entry q = tid % kTileSamples of rows tid / kTileSamples + r *
-  // kTileRowsPerLoad; only the 2 half + 2 entries a pixel can read are loaded.
-  constexpr int kTileRowsPerLoad = kTileThreads / kTileSamples;
+  // Staging layout: only the span = 2 half + 2 entries a pixel can read are staged, the pass's
+  // count x span of them spread evenly: thread tid takes entries tid + r kTileThreads (row-major).
   const int span = 2 * half + 2;
-  const int stage_q = tid % kTileSamples, stage_row = tid / kTileSamples;
   for (int first = 0; first < static_cast<int>(launch.transmits); first += kTilePass) {
     const int count = min(kTilePass, static_cast<int>(launch.transmits) - first);
     float local[kTilePass], phasor_re[kTilePass], phasor_im[kTilePass];
@@ -194,95 +273,134 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
     }
 #pragma unroll
     for (int k = 0; k < kTilePass; ++k) {
+      // local: the transmit's part of (position - 1/2) in window coordinates (entry_at_midpoint()).
       local[k] = float(half), phasor_re[k] = 0.0f, phasor_im[k] = 0.0f;
       if (k < count) {
         const beamform::Transmit<float>& transmit = s.transmits[first + k];
         const float time_s = beamform::transmit_time_s(transmit, x, z, s.inverse_c) + transmit.delay_s;
         const float centre_start = floorf(
             (beamform::transmit_time_s(transmit, cx, cz, s.inverse_c) + transmit.delay_s) * s.sampling_frequency_hz -
-            origin_samples);
+            constants.origin_samples);
         if (tid == 0) centre_transmit[k] = centre_start;
-        local[k] = time_s * s.sampling_frequency_hz - origin_samples - centre_start + float(half);
-        if constexpr (C == 2) carrier(s.demodulation_frequency_hz, time_s, phasor_re[k], phasor_im[k]);
+        local[k] = time_s * s.sampling_frequency_hz - constants.origin_samples - centre_start + float(half) - 0.5f;
+        if constexpr (C == 2) phasor_of_cycles(s.demodulation_frequency_hz * time_s, phasor_re[k], phasor_im[k]);
       }
     }
     __syncthreads();
-    // Per load slot: the first sample index relative to the centre's receive start (-1: not staged).
-    int stage_offset[kTileLoads];
+    // Per load slot: the first sample relative to the receive start (-1: not staged), where that
+    // sample lies for element 0 counted from the pass's first line (run() keeps it an int), and the
+    // shared-memory address of the entry it fills in tile 0.
+    int stage_offset[kTileLoads], slot_line[kTileLoads];
+    unsigned slot_entry[kTileLoads];
+    const Sample* pass_input =
+        reinterpret_cast<const Sample*>(launch.input) + static_cast<std::int64_t>(first) * s.elements * samples;
+    const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0]));
 #pragma unroll
     for (int r = 0; r < kTileLoads; ++r) {
-      const int row = stage_row + r * kTileRowsPerLoad;
-      stage_offset[r] = row < count && stage_q < span ? static_cast<int>(centre_transmit[row]) - half + stage_q : -1;
+      const int index = tid + r * kTileThreads, row = index / span, q = index - row * span;
+      stage_offset[r] = row < count ? static_cast<int>(centre_transmit[row]) - half + q : -1;
+      slot_line[r] = min(row, count - 1) * s.elements * samples + max(stage_offset[r], 0);
+      slot_entry[r] = tiles + (row < count ? row * kTileSamples + q : 0) * static_cast<unsigned>(sizeof(Entry));
     }
+    const unsigned biased_tiles = tiles - constants.magic_bias;
 
-    auto centre_receive = [&](int e) {
-      const float dx = cx - s.element_x_m[e], dz = cz - s.element_z_m[e];
-      return floorf((sqrtf(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e]) * s.sampling_frequency_hz);
-    };
-    Sample first_sample[kTileLoads], next_sample[kTileLoads];
-    float next_receive_start = 0.0f;  // centre_receive of the prefetched element
-    auto prefetch = [&](int e) {
-      const float receive = centre_receive(e);
-      next_receive_start = receive;
-#pragma unroll
-      for (int r = 0; r < kTileLoads; ++r) {
-        first_sample[r] = Sample{}, next_sample[r] = Sample{};
-        const int sample = stage_offset[r] + static_cast<int>(receive);
-        if (stage_offset[r] >= 0 && sample >= 0 && sample < samples - 1) {
-          const int line = (first + stage_row + r * kTileRowsPerLoad) * s.elements + e;
-          const Sample* values = reinterpret_cast<const Sample*>(launch.input) + static_cast<std::int64_t>(line) * samples;
-          first_sample[r] = __ldg(values + sample), next_sample[r] = __ldg(values + sample + 1);
+    for (int chunk = element_begin; chunk < element_end; chunk += kTileChunk) {
+      const int chunk_end = min(chunk + kTileChunk, element_end);
+      __syncthreads();  // everyone is done with the previous chunk's table and tiles
+      if (tid < chunk_end - chunk) {
+        const int e = chunk + tid;
+        const float ex = s.element_x_m[e], ez = s.element_z_m[e], delay = s.element_delay_s[e];
+        const float receive_start = floorf(
+            (sqrtf((cx - ex) * (cx - ex) + (cz - ez) * (cz - ez)) * s.inverse_c + delay) * s.sampling_frequency_hz);
+        const int start = static_cast<int>(receive_start);
+        int pass_low = samples, pass_high = -samples;  // staged samples relative to the receive start
+        for (int row = 0; row < count; ++row) {
+          pass_low = min(pass_low, static_cast<int>(centre_transmit[row]) - half);
+          pass_high = max(pass_high, static_cast<int>(centre_transmit[row]) - half + span - 1);
         }
+        table[tid] = TileElement{ex, ez, delay * s.sampling_frequency_hz - receive_start, start};
+        table_extra[tid] = TileElementExtra{s.demodulation_frequency_hz * delay,
+                                            start + pass_low >= 0 && start + pass_high < samples - 1};
       }
-    };
-    if (element_begin < element_end) prefetch(element_begin);
-    int buffer = 0;
-    for (int e = element_begin; e < element_end; ++e, buffer ^= 1) {
+      __syncthreads();
+
+      Sample first_sample[kTileLoads], next_sample[kTileLoads];
+      // Loads element e's staged samples; a window reaching outside [0, samples - 2] (same for
+      // the whole block) takes the checked path, whose samples outside are zero.
+      auto prefetch = [&](int e) {
+        const int start = table[e - chunk].receive_start;
+        const int element_offset = e * samples + start;
+        const bool inside = table_extra[e - chunk].inside;
 #pragma unroll
-      for (int r = 0; r < kTileLoads; ++r) {
-        if (stage_offset[r] >= 0) {
-          Entry& entry = tile[buffer][stage_row + r * kTileRowsPerLoad][stage_q];
-          if constexpr (C == 2)
-            entry = make_float4(first_sample[r].x, first_sample[r].y, next_sample[r].x - first_sample[r].x,
-                                next_sample[r].y - first_sample[r].y);
-          else
-            entry = make_float2(first_sample[r], next_sample[r] - first_sample[r]);
+        for (int r = 0; r < kTileLoads; ++r) {
+          const int sample = stage_offset[r] + start;
+          if (stage_offset[r] >= 0 && (inside || (sample >= 0 && sample < samples - 1))) {
+            const Sample* value = pass_input + (slot_line[r] + element_offset);
+            first_sample[r] = __ldg(value), next_sample[r] = __ldg(value + 1);
+          } else {
+            first_sample[r] = Sample{}, next_sample[r] = Sample{};
+          }
         }
-      }
-      __syncthreads();  // tile[buffer] complete; tile[buffer ^ 1] was last read before the previous barrier
-      const float receive_start = next_receive_start;
-      if (e + 1 < element_end) prefetch(e + 1);
-      const float dx = x - s.element_x_m[e], dz = z - s.element_z_m[e];
-      // apodisation() with the pixel's 1 / h computed once (no division per element).
-      const float weight = !active                  ? 0.0f
-                           : s.f_number <= 0.0f     ? 1.0f
-                           : inverse_half_width > 0.0f ? beamform::window_at(s.window, s.tukey_alpha, fabsf(dx) * inverse_half_width)
-                                                       : 0.0f;
-      if (weight == 0.0f) continue;
-      const float receive_s = sqrtf(dx * dx + dz * dz) * s.inverse_c + s.element_delay_s[e];
-      const float receive_local = receive_s * s.sampling_frequency_hz - receive_start;
-      float element_re = 0.0f, element_im = 0.0f;
+      };
+      // One element: stage its samples into tile `Buffer`, prefetch the next, sum the pixel's terms.
+      // The two tiles alternate; a compile-time buffer keeps every shared-memory offset an immediate.
+      auto element_step = [&](int e, auto buffer) {
+        constexpr int kTileBytes = kTilePass * kTileSamples * sizeof(Entry);
+        constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
 #pragma unroll
-      for (int k = 0; k < kTilePass; ++k) {
-        float t;
-        const int q = split_position(local[k] + receive_local, t);
-        const Entry entry = tile[buffer][k][q];
+        for (int r = 0; r < kTileLoads; ++r) {
+          if (stage_offset[r] >= 0) {
+            if constexpr (C == 2) {
+              const float slope_re = next_sample[r].x - first_sample[r].x;
+              const float slope_im = next_sample[r].y - first_sample[r].y;
+              store_shared<kBufferOffset>(slot_entry[r], make_float4(fmaf(0.5f, slope_re, first_sample[r].x),
+                                                                     fmaf(0.5f, slope_im, first_sample[r].y), slope_re,
+                                                                     slope_im));
+            } else {
+              const float slope = next_sample[r] - first_sample[r];
+              store_shared<kBufferOffset>(slot_entry[r], make_float2(fmaf(0.5f, slope, first_sample[r]), slope));
+            }
+          }
+        }
+        __syncthreads();  // this tile is complete; the other was last read before the previous barrier
+        if (e + 1 < chunk_end) prefetch(e + 1);
+        const TileElement element = table[e - chunk];
+        const float dx = x - element.x_m, dz = z - element.z_m;
+        const float weight =
+            beamform::tukey_window(constants.taper, constants.inverse_taper, fabsf(dx) * inverse_half_width);
+        if (!contributes || weight == 0.0f) return;
+        const float range_m = length_from_squared(fmaf(dx, dx, dz * dz));
+        const float receive_local = fmaf(range_m, constants.samples_per_m, element.receive_offset);
+        float element_re = 0.0f, element_im = 0.0f;  // element_im: IQ only
+        (void)element_im;
+        auto term = [&](auto k) {
+          constexpr int kRow = decltype(k)::value;
+          float offset;
+          const Entry entry = entry_at_midpoint<Entry, kBufferOffset + kRow * kTileSamples * int(sizeof(Entry))>(
+              biased_tiles, local[kRow] + receive_local, offset);
+          if constexpr (C == 2) {
+            const float re = fmaf(offset, entry.z, entry.x), im = fmaf(offset, entry.w, entry.y);
+            element_re = fmaf(re, phasor_re[kRow], fmaf(-im, phasor_im[kRow], element_re));
+            element_im = fmaf(re, phasor_im[kRow], fmaf(im, phasor_re[kRow], element_im));
+          } else {
+            element_re += fmaf(offset, entry.y, entry.x);
+          }
+        };
+        for_each_index(std::make_integer_sequence<int, kTilePass>{}, term);
         if constexpr (C == 2) {
-          const float re = fmaf(t, entry.z, entry.x), im = fmaf(t, entry.w, entry.y);
-          element_re = fmaf(re, phasor_re[k], fmaf(-im, phasor_im[k], element_re));
-          element_im = fmaf(re, phasor_im[k], fmaf(im, phasor_re[k], element_im));
+          float re, im;
+          phasor_of_cycles(fmaf(range_m, constants.cycles_per_m, table_extra[e - chunk].phase), re, im);
+          re *= weight, im *= weight;
+          sum_re = fmaf(element_re, re, fmaf(-element_im, im, sum_re));
+          sum_im = fmaf(element_re, im, fmaf(element_im, re, sum_im));
         } else {
-          element_re += fmaf(t, entry.y, entry.x);
+          sum_re = fmaf(element_re, weight, sum_re);
         }
-      }
-      if constexpr (C == 2) {
-        float re, im;
-        carrier(s.demodulation_frequency_hz, receive_s, re, im);
-        re *= weight, im *= weight;
-        sum_re = fmaf(element_re, re, fmaf(-element_im, im, sum_re));
-        sum_im = fmaf(element_re, im, fmaf(element_im, re, sum_im));
-      } else {
-        sum_re = fmaf(element_re, weight, sum_re);
+      };
+      prefetch(chunk);
+      for (int e = chunk; e < chunk_end; e += 2) {
+        element_step(e, std::integral_constant<int, 0>{});
+        if (e + 1 < chunk_end) element_step(e + 1, std::integral_constant<int, 1>{});
       }
     }
   }
@@ -291,16 +409,25 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>) delay_and_sum
   out[0] = sum_re;
   if constexpr (C == 2) out[1] = sum_im;
 }
-
 template <int C>
 void run(const BeamformLaunch& launch, cudaStream_t stream) {
   constexpr std::int64_t kIntLimit = 0x7fffffff;
   const bool tiled = !launch.setup.cubic && launch.grid != BeamformLaunch::Grid::lines && !launch.focused_transmits &&
-                     launch.setup.samples < kIntLimit && launch.transmits * launch.setup.elements < kIntLimit;
+                     launch.setup.samples < kIntLimit && launch.transmits * launch.setup.elements < kIntLimit &&
+                     kTilePass * launch.setup.elements * launch.setup.samples < kIntLimit;
   if (tiled) {
     const dim3 blocks(static_cast<unsigned>((launch.depth + kTileDepth - 1) / kTileDepth),
                       static_cast<unsigned>((launch.lateral + kTileLateral - 1) / kTileLateral));
-    delay_and_sum_tiled<C><<<blocks, dim3(kTileDepth, kTileLateral), 0, stream>>>(launch);
+    const beamform::DasSetup<float>& s = launch.setup;
+    const float taper = beamform::window_taper(s.window, s.tukey_alpha);
+    const TileConstants constants{s.inverse_c * s.sampling_frequency_hz,
+                                  s.inverse_c * s.demodulation_frequency_hz,
+                                  s.sample_origin_s * s.sampling_frequency_hz,
+                                  static_cast<int>(s.samples),
+                                  taper,
+                                  taper > 0.0f ? 1.0f / taper : 0.0f,
+                                  kMagicBits * static_cast<unsigned>(sizeof(typename TileTypes<C>::Entry))};
+    delay_and_sum_tiled<C><<<blocks, dim3(kTileDepth, kTileLateral), 0, stream>>>(launch, constants);
     SONOPIPE_CUDA_CHECK_LAUNCH();
     return;
   }
