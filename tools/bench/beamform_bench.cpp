@@ -5,6 +5,9 @@
 // FP32 flops per term (IQ: sample position 2 FMA + complex lerp 4 FMA + phasor MAC 4 FMA = 20 flops;
 // RF: 2 + 2 + 1 FMA = 10 flops) and the bytes that must cross device memory (channel data in, image
 // out). GPU time: median of CUDA events around the stage's run_cuda (geometry upload included).
+// Not a floor of METHOD's but the ceiling of a gathering kernel: "gather ms" is the time the SMs'
+// load path takes to deliver each linear term's two interpolation inputs (a sample and its slope,
+// C floats each: 16 bytes IQ, 8 RF) at the measured shared-memory gather rate.
 // tools/bench/beamform_torch.py is the PyTorch peer (gather + sum) on the same cases.
 #include <algorithm>
 #include <chrono>
@@ -96,8 +99,8 @@ double count_terms(BeamformStage& stage, const sim::ChannelSimResult& frame, con
 void run_beamform_bench(const BeamformBenchOptions& options) {
   const DeviceCeilings ceilings = device_ceilings(options.peak_tflops, options.peak_gb_per_s);
   std::printf("%s\n", ceilings.description.c_str());
-  std::printf("%-22s %9s %9s %9s %8s %8s %9s %7s %9s\n", "case", "GPU ms", "frames/s", "Gterms", "GFLOP", "MB",
-              "floor ms", "gap x", "CPU ms");
+  std::printf("%-22s %9s %9s %9s %8s %8s %9s %7s %10s %9s\n", "case", "GPU ms", "frames/s", "Gterms", "GFLOP", "MB",
+              "floor ms", "gap x", "gather ms", "CPU ms");
   ThreadPool pool(options.threads);
   const std::vector<Case> cases = {{"picmus-iq-linear", true, false, false},
                                    {"picmus-iq-cubic", true, true, false},
@@ -114,6 +117,10 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
     const double gflop = terms * (c.iq ? 20.0 : 10.0) * 1e-9;
     const double megabytes = double(in_spec.byte_size() + out_spec.byte_size()) * 1e-6;
     const double floor_ms = std::max(gflop / ceilings.fp32_tflops, megabytes * 1e-3 / ceilings.copy_gb_per_s * 1e3);
+    const double gather_bytes = terms * 2 * (c.iq ? 2 : 1) * sizeof(float);
+    const double gather_ms = c.cubic || ceilings.shared_gather_gb_per_s <= 0
+                                 ? -1.0
+                                 : gather_bytes / (ceilings.shared_gather_gb_per_s * 1e9) * 1e3;
     double cpu_ms = -1;
     if (options.cpu) {
       std::vector<std::byte> out(out_spec.byte_size()), workspace(plan.workspace_bytes);
@@ -164,9 +171,9 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
       cudaFreeHost(staging);
     }
 #endif
-    std::printf("%-22s %9.3f %9.0f %9.3f %8.2f %8.1f %9.3f %7.2f %9.1f\n", c.name.c_str(), gpu_ms,
+    std::printf("%-22s %9.3f %9.0f %9.3f %8.2f %8.1f %9.3f %7.2f %10.3f %9.1f\n", c.name.c_str(), gpu_ms,
                 gpu_ms > 0 ? 1e3 / gpu_ms : 0.0, terms * 1e-9, gflop, megabytes, floor_ms,
-                gpu_ms > 0 ? gpu_ms / floor_ms : 0.0, cpu_ms);
+                gpu_ms > 0 ? gpu_ms / floor_ms : 0.0, gather_ms, cpu_ms);
   }
 }
 

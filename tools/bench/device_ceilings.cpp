@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/common/cuda_check.h"
+#include "tools/bench/shared_gather.h"
 #endif
 
 namespace sonopipe::bench {
@@ -57,13 +58,15 @@ DeviceCeilings device_ceilings(double tflops, double gb_per_s) {
     cudaDeviceProp prop{};
     SONOPIPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     if (gb_per_s <= 0) c.copy_gb_per_s = measure_copy_gb_per_s();
+    c.shared_gather_gb_per_s = measure_shared_gather_gb_per_s();
     int clock_khz = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
     if (tflops <= 0)  // 128 FP32 lanes per SM on Hopper, 2 flops per FMA
       c.fp32_tflops = prop.multiProcessorCount * 128.0 * 2.0 * clock_khz * 1e3 * 1e-12;
     std::snprintf(line, sizeof line,
                   "device: %s, %d SMs; floors use %.1f TFLOP/s FP32 (SMs x 128 x 2 x boost clock) and %.0f GB/s "
-                  "(measured D2D copy)", prop.name, prop.multiProcessorCount, c.fp32_tflops, c.copy_gb_per_s);
+                  "(measured D2D copy); shared-memory gather %.0f GB/s (measured)",
+                  prop.name, prop.multiProcessorCount, c.fp32_tflops, c.copy_gb_per_s, c.shared_gather_gb_per_s);
     c.description = line;
     return c;
   }
