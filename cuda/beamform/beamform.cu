@@ -67,19 +67,20 @@ __global__ void delay_and_sum(BeamformLaunch launch) {
 // and q, so every pixel's position lies within 2 |p - centre| f_s / c of the centre's. Each staged
 // entry k holds the line's value halfway between samples k and k + 1 and the slope to k + 1, so a
 // term is one shared-memory read and one fused multiply-add per channel (entry_at_midpoint() finds the
-// entry and the offset from its midpoint); entries of samples outside [0, samples - 2] are zero,
-// which adds 0 for positions outside the recording as the reference does (it differs only at
-// exactly the last sample, a set of measure zero). The next element's samples are loaded into
+// entry and the offset from its midpoint); samples outside [0, samples - 1] are staged as zeros,
+// so positions near and outside the ends of the recording interpolate as the reference does
+// (beamform_conventions.h). The next element's samples are loaded into
 // registers while the current one is summed. A block whose window would not fit (a coarse grid)
 // sums with das_pixel. Summation order and phasors are the reference's (das.h): transmit phasor per
 // term, receive phasor and apodisation per element. What every pixel of the block needs of an
 // element (position, the centre's receive start) is computed once per block into shared memory.
 constexpr int kTileThreads = kTileLateral * kTileDepth;
 constexpr int kTilePass = 12;      // transmits per pass over the elements (registers per thread)
-constexpr int kTileChunk = 64;     // elements whose block-wide data sit in shared memory at once
-// Blocks per SM the register budget must allow (latency hiding): RF fits 4 without spilling, IQ 3.
+// Blocks per SM the register budget must allow (latency hiding). RF: 4 (64 registers, a few
+// spills; 3 measured no faster). IQ: 2 (up to 128 registers, no spills) measured 2 % faster on the
+// H100 than 3 (80 registers with spills in the element loop).
 template <int C>
-constexpr int kTileMinBlocks = C == 1 ? 4 : 3;
+constexpr int kTileMinBlocks = C == 1 ? 4 : 2;
 constexpr int kTileLoads = (kTilePass * kTileSamples + kTileThreads - 1) / kTileThreads;
 static_assert(kTileChunk <= kTileThreads, "one thread fills one element's row of the block's table");
 
@@ -190,7 +191,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
     delay_and_sum_tiled(BeamformLaunch launch, TileConstants constants) {
   using Sample = typename TileTypes<C>::Sample;
   using Entry = typename TileTypes<C>::Entry;
-  __shared__ Entry tile[2][kTilePass][kTileSamples];
+  // Row kTilePass of each tile is a spare that the staging lanes with no entry this pass write to.
+  __shared__ Entry tile[2][kTilePass + 1][kTileSamples];
   __shared__ TileElement table[kTileChunk];
   __shared__ TileElementExtra table_extra[kTileChunk];
   __shared__ float block_extent[4][kTileThreads / 32];
@@ -267,8 +269,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
     __syncthreads();  // the previous pass is done with centre_transmit and the tiles
     // Rows of transmits this pass lacks hold zeros and their positions point inside the row, so
     // every pass sums kTilePass terms per element without a branch (the missing ones add 0).
-    for (int slot = tid; slot < 2 * kTilePass * kTileSamples; slot += kTileThreads) {
-      const int row = slot / kTileSamples % kTilePass;
+    for (int slot = tid; slot < 2 * (kTilePass + 1) * kTileSamples; slot += kTileThreads) {
+      const int row = slot / kTileSamples % (kTilePass + 1);
       if (row >= count) (&tile[0][0][0])[slot] = Entry{};
     }
 #pragma unroll
@@ -287,9 +289,14 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
       }
     }
     __syncthreads();
-    // Per load slot: the first sample relative to the receive start (-1: not staged), where that
-    // sample lies for element 0 counted from the pass's first line (run() keeps it an int), and the
-    // shared-memory address of the entry it fills in tile 0.
+    // The pass stages count x span entries, entry index = tid + r kTileThreads for load slot r: a
+    // warp takes 32 consecutive ones, so a slot is idle for whole warps past the last (one branch)
+    // and only the warp at the end has lanes without an entry (they load a neighbour's samples and
+    // store to the spare row). Per slot: the first sample relative to the receive start, where
+    // that sample lies for element 0 counted from the pass's first line (run() keeps it an int),
+    // and the shared-memory address of the entry it fills in tile 0.
+    const int staged = count * span;
+    int warp_slots = 0;  // load slots with entries for this warp
     int stage_offset[kTileLoads], slot_line[kTileLoads];
     unsigned slot_entry[kTileLoads];
     const Sample* pass_input =
@@ -297,10 +304,13 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
     const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0]));
 #pragma unroll
     for (int r = 0; r < kTileLoads; ++r) {
-      const int index = tid + r * kTileThreads, row = index / span, q = index - row * span;
-      stage_offset[r] = row < count ? static_cast<int>(centre_transmit[row]) - half + q : -1;
-      slot_line[r] = min(row, count - 1) * s.elements * samples + max(stage_offset[r], 0);
-      slot_entry[r] = tiles + (row < count ? row * kTileSamples + q : 0) * static_cast<unsigned>(sizeof(Entry));
+      const int index = tid + r * kTileThreads, used = min(index, staged - 1);
+      if ((index & ~31) < staged) warp_slots = r + 1;
+      const int row = used / span, q = used - row * span;
+      stage_offset[r] = static_cast<int>(centre_transmit[row]) - half + q;
+      slot_line[r] = row * s.elements * samples + stage_offset[r];
+      slot_entry[r] = tiles + (index < staged ? row * kTileSamples + q : kTilePass * kTileSamples + (tid & 31)) *
+                                  static_cast<unsigned>(sizeof(Entry));
     }
     const unsigned biased_tiles = tiles - constants.magic_bias;
 
@@ -326,30 +336,38 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
 
       Sample first_sample[kTileLoads], next_sample[kTileLoads];
       // Loads element e's staged samples; a window reaching outside [0, samples - 2] (same for
-      // the whole block) takes the checked path, whose samples outside are zero.
+      // the whole block) takes the checked path, which reads zero for a sample outside the line.
       auto prefetch = [&](int e) {
         const int start = table[e - chunk].receive_start;
         const int element_offset = e * samples + start;
-        const bool inside = table_extra[e - chunk].inside;
+        if (table_extra[e - chunk].inside) {
 #pragma unroll
-        for (int r = 0; r < kTileLoads; ++r) {
-          const int sample = stage_offset[r] + start;
-          if (stage_offset[r] >= 0 && (inside || (sample >= 0 && sample < samples - 1))) {
+          for (int r = 0; r < kTileLoads; ++r) {
+            if (r >= warp_slots) break;
             const Sample* value = pass_input + (slot_line[r] + element_offset);
             first_sample[r] = __ldg(value), next_sample[r] = __ldg(value + 1);
-          } else {
-            first_sample[r] = Sample{}, next_sample[r] = Sample{};
+          }
+        } else {  // each read clamped into the line, its value kept only when it was inside
+#pragma unroll
+          for (int r = 0; r < kTileLoads; ++r) {
+            if (r >= warp_slots) break;
+            const int sample = stage_offset[r] + start;
+            const int first_read = min(max(sample, 0), samples - 1), next_read = min(max(sample + 1, 0), samples - 1);
+            const Sample* line = pass_input + (slot_line[r] + element_offset - sample);
+            const Sample a = __ldg(line + first_read), b = __ldg(line + next_read);
+            first_sample[r] = first_read == sample ? a : Sample{};
+            next_sample[r] = next_read == sample + 1 ? b : Sample{};
           }
         }
       };
       // One element: stage its samples into tile `Buffer`, prefetch the next, sum the pixel's terms.
       // The two tiles alternate; a compile-time buffer keeps every shared-memory offset an immediate.
       auto element_step = [&](int e, auto buffer) {
-        constexpr int kTileBytes = kTilePass * kTileSamples * sizeof(Entry);
+        constexpr int kTileBytes = (kTilePass + 1) * kTileSamples * sizeof(Entry);
         constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
 #pragma unroll
         for (int r = 0; r < kTileLoads; ++r) {
-          if (stage_offset[r] >= 0) {
+          if (r < warp_slots) {
             if constexpr (C == 2) {
               const float slope_re = next_sample[r].x - first_sample[r].x;
               const float slope_im = next_sample[r].y - first_sample[r].y;

@@ -36,6 +36,7 @@ void beamform(const BeamformLaunch& launch, cudaStream_t stream);
 // element): a block sums in shared memory when 2 tile_half_span + 2 <= kTileSamples, else pixel by
 // pixel. reach_m: the block's largest distance from its centre pixel (beamform.cu explains the bound).
 constexpr int kTileLateral = 8, kTileDepth = 32, kTileSamples = 64;
+constexpr int kTileChunk = 64;  // elements whose block-wide data sit in shared memory at once
 SONOPIPE_HD inline float tile_half_span(float reach_m, float inverse_c, float sampling_frequency_hz) {
   return ceilf(2.0f * reach_m * inverse_c * sampling_frequency_hz) + 2.0f;  // +2: rounding of float positions
 }

@@ -19,7 +19,9 @@
 //     aperture half-width h = z / (2 F#) (F# = 0: the whole array, h = infinity); r = |x_e - x| / h;
 //     boxcar 1 for r <= 1; Hann 0.5 (1 + cos(pi r)) for r <= 1; Tukey(alpha) 1 for r <= 1 - alpha,
 //     0.5 (1 + cos(pi (r - 1 + alpha) / alpha)) for 1 - alpha < r <= 1; 0 beyond.
-// Samples outside the recorded line contribute 0.
+// Samples outside the recorded line are 0: linear interpolation runs through them (within one
+// sample outside the line the value falls linearly to 0, so a pixel's sum is continuous in its
+// delays); cubic interpolation is the natural spline over the line and 0 outside it.
 #pragma once
 
 #include <cmath>

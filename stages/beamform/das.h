@@ -58,17 +58,26 @@ SONOPIPE_HD inline void spline_line(const float* y, std::int64_t samples, spline
       [m](std::int64_t i, const V& value) { m[i] = value; });
 }
 
-// Sample of a line at fractional position `position` (in samples); zero outside [0, samples - 1].
+// Sample of a line at fractional position `position` (in samples). Linear: the line continued by
+// zeros on both sides (so the value falls linearly to 0 within one sample outside [0, samples - 1]
+// and is continuous in the delay: float and double agree near the ends too); cubic: the natural
+// spline over [0, samples - 1], 0 outside it.
 template <typename Real, int C>
 SONOPIPE_HD inline spline::Vec<Real, C> interpolate(const Line<Real, C>& line, std::int64_t samples, Real position,
                                                     bool cubic) {
   using V = spline::Vec<Real, C>;
-  if (!(position >= Real(0)) || position > Real(samples - 1)) return V::zero();
-  std::int64_t i = static_cast<std::int64_t>(position);
-  if (i >= samples - 1) i = samples - 2;
-  const Real t = position - Real(i);
-  const V y0 = line.at(i), y1 = line.at(i + 1);
-  if (cubic) return spline::evaluate<Real, C>(y0, y1, line.m[i], line.m[i + 1], t);
+  if (cubic) {
+    if (!(position >= Real(0)) || position > Real(samples - 1)) return V::zero();
+    std::int64_t i = static_cast<std::int64_t>(position);
+    if (i >= samples - 1) i = samples - 2;
+    const Real t = position - Real(i);
+    return spline::evaluate<Real, C>(line.at(i), line.at(i + 1), line.m[i], line.m[i + 1], t);
+  }
+  if (!(position > Real(-1)) || !(position < Real(samples))) return V::zero();
+  const Real below = floor(position);
+  const std::int64_t i = static_cast<std::int64_t>(below);
+  const Real t = position - below;
+  const V y0 = i >= 0 ? line.at(i) : V::zero(), y1 = i + 1 < samples ? line.at(i + 1) : V::zero();
   return y0 * (Real(1) - t) + y1 * t;
 }
 

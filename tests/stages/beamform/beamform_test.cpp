@@ -13,6 +13,7 @@
 
 #include "pipeline/thread_pool.h"
 #include "stages/beamform/channel_conventions.h"
+#include "stages/beamform/das.h"
 #include "tests/stages/common/python_reference.h"
 #include "tests/stages/common/stage_runner.h"
 #include "tests/support/test_support.h"
@@ -264,7 +265,8 @@ TEST_CASE("beamform: an independent numpy delay-and-sum gives the same image", "
     data.write(static_cast<const char*>(channel.data()), static_cast<std::streamsize>(channel.bytes()));
     std::ofstream script(dir + "/das.py");
     // Written from the conventions, not from the stage's code: USTB plane-wave delays, Hann receive
-    // apodisation over |x_e - x| <= z / (2 F#), np.interp (linear, 0 outside), carrier restored.
+    // apodisation over |x_e - x| <= z / (2 F#), np.interp over each line continued by a zero sample
+    // at both ends (linear, 0 beyond), carrier restored.
     script << "import numpy as np, sys\n"
            << "T, E, S = " << config.transmits.size() << ", " << config.elements << ", " << channel.meta.payload.axes[2].size << "\n"
            << "fs, f0, t0, c, pitch, F = " << config.sampling_frequency_hz << ", " << config.center_frequency_hz << ", "
@@ -273,7 +275,8 @@ TEST_CASE("beamform: an independent numpy delay-and-sum gives the same image", "
            << "data = np.fromfile(sys.argv[1], dtype=np.complex64).reshape(T, E, S).astype(np.complex128)\n"
            << "xe = (np.arange(E) - (E - 1) / 2) * pitch\n"
            << "X, Z = np.meshgrid(np.linspace(-3e-3, 3e-3, 25), np.linspace(10e-3, 16e-3, 61), indexing='ij')\n"
-           << "ts = t0 + np.arange(S) / fs\n"
+           << "ts = t0 + np.arange(-1, S + 1) / fs\n"
+           << "data = np.concatenate([np.zeros((T, E, 1)), data, np.zeros((T, E, 1))], axis=2)\n"
            << "img = np.zeros(X.shape, complex)\n"
            << "for t in range(T):\n"
            << "  ttx = (X * np.sin(angles[t]) + Z * np.cos(angles[t])) / c\n"
@@ -298,6 +301,24 @@ TEST_CASE("beamform: an independent numpy delay-and-sum gives the same image", "
   REQUIRE(peak_value > 0);
   // Both sum the same terms in double; the outputs are float32 (relative rounding 6e-8 per value).
   CHECK(worst < 1e-5 * peak_value);
+}
+
+TEST_CASE("beamform: linear interpolation runs through zeros beyond both ends of a line", "[beamform]") {
+  // beamform_conventions.h: within one sample outside the line the value falls linearly to 0, so a
+  // pixel's sum does not jump when a delay crosses the end of the recording (float and double agree).
+  const std::vector<float> y = {1.0f, 2.0f, 4.0f};
+  const beamform::Line<double, 1> line{y.data(), nullptr};
+  auto linear = [&](double position) { return beamform::interpolate<double, 1>(line, 3, position, false).v[0]; };
+  CHECK(linear(-1.5) == 0.0);
+  CHECK(linear(-1.0) == 0.0);
+  CHECK(linear(-0.25) == Approx(0.75));  // three quarters of the way from the zero before y0
+  CHECK(linear(0.0) == 1.0);
+  CHECK(linear(1.5) == Approx(3.0));
+  CHECK(linear(2.0) == 4.0);
+  CHECK(linear(2.25) == Approx(3.0));  // a quarter of the way to the zero after the last sample
+  CHECK(linear(3.0) == 0.0);
+  CHECK(linear(std::nan("")) == 0.0);
+  CHECK(linear(2.0 + 1e-9) == Approx(linear(2.0 - 1e-9)).margin(1e-7));
 }
 
 TEST_CASE("beamform: the frame's description is checked", "[beamform]") {
@@ -328,8 +349,12 @@ TEST_CASE("beamform: the frame's description is checked", "[beamform]") {
 // Which GPU kernel an image case reaches (cuda/beamform/beamform.cuh): a focused transmit or cubic
 // interpolation -> the per-pixel kernel; plane and diverging waves -> the tiled kernel, which on a
 // coarse grid (a block's samples do not fit its window) sums each pixel the per-pixel way, and on a
-// fine grid stages samples in shared memory (13 transmits: two passes of 12).
-enum class Path { per_pixel, tiled_coarse, tiled_fine };
+// fine grid stages samples in shared memory (13 transmits: two passes of 12). tiled_fine_cut: the
+// recording ends inside the image, so some blocks' windows reach past its last sample (the staging
+// path that checks every sample) while shallower blocks stay inside it (the path that does not),
+// and every element of a 96-element array is in the aperture (F# 0): two chunks of the block's
+// element table (kTileChunk).
+enum class Path { per_pixel, tiled_coarse, tiled_fine, tiled_fine_cut };
 
 TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[beamform][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
@@ -340,13 +365,13 @@ TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[bea
     for (const bool cubic : {false, true})
       for (const auto output : {BeamformParams::Output::image, BeamformParams::Output::lines})
         for (const auto grid : {BeamformParams::Grid::linear, BeamformParams::Grid::sector})
-          for (const Path path : {Path::per_pixel, Path::tiled_coarse, Path::tiled_fine}) {
+          for (const Path path : {Path::per_pixel, Path::tiled_coarse, Path::tiled_fine, Path::tiled_fine_cut}) {
             if (output == BeamformParams::Output::lines && grid == BeamformParams::Grid::sector) continue;
             if ((output == BeamformParams::Output::lines || cubic) && path != Path::per_pixel) continue;
             INFO("iq " << iq << " cubic " << cubic << " lines " << (output == BeamformParams::Output::lines) << " sector "
                        << (grid == BeamformParams::Grid::sector) << " path " << int(path));
             sim::ChannelSimConfig config = array_config(iq);
-            config.elements = 48;
+            config.elements = path == Path::tiled_fine_cut ? 96 : 48;
             config.initial_time_s = 1e-6;
             if (output == BeamformParams::Output::lines) {
               config.transmits = sim::focused_line_sequence(config, 7, 20e-3, 24);
@@ -360,6 +385,8 @@ TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[bea
               config.transmits.push_back(sim::ChannelTransmit::diverging(-2e-3, -12e-3));
             }
             config.samples = 700;
+            // Echoes from 10-12 mm arrive at samples ~120-160 (IQ) or ~240-320 (RF).
+            if (path == Path::tiled_fine_cut) config.samples = iq ? 140 : 280;
             sim::ChannelSimResult channel = sim::simulate_channel(config, &pool);  // geometry; data replaced:
             for (auto& v : channel.rf) v = normal(rng);
             for (auto& v : channel.iq) v = {normal(rng), normal(rng)};
@@ -369,11 +396,13 @@ TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[bea
             params.cubic = cubic;
             params.window = beamform::Window::tukey;
             params.x_min_m = -5e-3, params.x_max_m = 5e-3, params.z_min_m = 8e-3, params.z_max_m = 30e-3;
-            if (path == Path::tiled_fine) {  // 0.075 x 0.021 mm pixels: a block's window is ~54 of 64 samples (RF)
+            if (path == Path::tiled_fine || path == Path::tiled_fine_cut) {
+              // 0.075 x 0.021 mm pixels: a block's window is ~54 of 64 samples (RF)
               params.x_min_m = -1.2e-3, params.x_max_m = 1.2e-3, params.z_min_m = 10e-3, params.z_max_m = 12e-3;
               params.angle_min_deg = -7, params.angle_max_deg = 7;  // sector: 0.44 degrees = 0.09 mm at 12 mm
             }
             params.lateral_pixels = 33, params.depth_pixels = 97;
+            if (path == Path::tiled_fine_cut) params.f_number = 0;
           if (output == BeamformParams::Output::image && !cubic && path != Path::per_pixel) {
             // The case reaches the path it names: a full block's reach (its corner from its centre
             // pixel, kTileLateral / 2 and kTileDepth / 2 pixels away) fits the window on the fine grid only.
@@ -385,17 +414,23 @@ TEST_CASE("beamform CUDA equals the CPU reference on random channel data", "[bea
             const double reach = std::hypot(cuda::kTileLateral / 2 * lateral_step, cuda::kTileDepth / 2 * depth_step);
             const float span = cuda::tile_half_span(float(reach), float(1 / config.speed_of_sound_m_per_s),
                                                     float(config.sampling_frequency_hz));
-            CHECK((2 * span + 2 <= cuda::kTileSamples) == (path == Path::tiled_fine));
+            CHECK((2 * span + 2 <= cuda::kTileSamples) == (path != Path::tiled_coarse));
+            if (path == Path::tiled_fine_cut) CHECK(config.elements > cuda::kTileChunk);
           }
             BeamformStage cpu(params), gpu(params);
             const auto a = test::run_stage_cpu(cpu, channel.meta, channel.meta.payload, channel.data(), pool);
             const auto b = test::run_stage_cuda(gpu, channel.meta, channel.meta.payload, channel.data());
             const std::size_t n = a.outputs[0].size() / sizeof(float);
             double scale = 0, worst = 0;
+            std::size_t worst_at = 0;
             for (std::size_t k = 0; k < n; ++k) {
               scale = std::max(scale, double(std::abs(a.as<float>()[k])));
-              worst = std::max(worst, double(std::abs(a.as<float>()[k] - b.as<float>()[k])));
+              const double error = std::abs(a.as<float>()[k] - b.as<float>()[k]);
+              if (error > worst) worst = error, worst_at = k;
             }
+            const std::size_t channels = iq ? 2 : 1, worst_pixel = worst_at / channels;
+            INFO("worst at lateral " << worst_pixel / params.depth_pixels << ", depth " << worst_pixel % params.depth_pixels
+                                     << ": CPU " << a.as<float>()[worst_at] << ", GPU " << b.as<float>()[worst_at]);
             // float delays on the GPU: ~1e-11 s of rounding moves a sample ~2e-4 samples; on white-noise
             // lines that changes each of the ~48 x 3 terms by ~2e-4 of a sample's size, far below 1e-3
             // of the largest output (which sums many such terms).
