@@ -86,12 +86,8 @@ SONOPIPE_HD inline Real tukey_window(Real taper, Real inverse_taper, Real r) {
 // Receive window at the normalised lateral distance r = |x_e - x| / h (top of this file).
 template <typename Real>
 SONOPIPE_HD inline Real window_at(Window window, Real tukey_alpha, Real r) {
-  switch (window) {
-    case Window::boxcar: return tukey_window(Real(0), Real(0), r);
-    case Window::hann: return tukey_window(Real(1), Real(1), r);
-    case Window::tukey: return tukey_window(tukey_alpha, Real(1) / tukey_alpha, r);
-  }
-  return Real(0);
+  // 1 / taper: only Tukey's needs a division (boxcar never reaches the cosine, Hann's is 1).
+  return tukey_window(window_taper(window, tukey_alpha), window == Window::tukey ? Real(1) / tukey_alpha : Real(1), r);
 }
 
 // Receive apodisation weight of an element at lateral distance |dx| for a pixel at depth z.
