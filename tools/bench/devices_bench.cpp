@@ -1,5 +1,5 @@
 // `sonopipe-bench devices`: a config's first pipeline through the multi-device executor
-// (pipeline/multi_device_executor.h) on 1, 2, ... GPUs, in process (no sockets): frames/s
+// (runtime/pipeline_executor.h) on 1, 2, ... GPUs, in process (no sockets): frames/s
 // sustained, per-device frames and busy time. Inputs by the pipeline's frame kind: `iq` = the
 // ARFI simulator's set (the paper's 52 x 81 x 493 int16 IQ), `rf` = random int16 RF volumes of
 // --rf-shape (default the 3-D strain volume 8 x 128 x 1024), spread over --streams stream ids in
@@ -15,12 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/gpu_device.h"
-#include "pipeline/multi_device_executor.h"
-#include "pipeline/thread_pool.h"
-#include "src/config.h"
+#include "runtime/gpu_device.h"
+#include "runtime/pipeline_executor.h"
+#include "sdk/thread_pool.h"
+#include "daemon/config.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/arfi_sim.h"
+#include "stages/registry.h"
 
 namespace sonopipe::bench {
 namespace {

@@ -8,14 +8,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pipeline/gpu_device.h"
-#include "pipeline/multi_device_executor.h"
-#include "src/ingest.h"
-#include "src/publisher.h"
-#include "src/wire/wire.h"
+#include "runtime/gpu_device.h"
+#include "runtime/pipeline_executor.h"
+#include "daemon/ingest.h"
+#include "daemon/publisher.h"
+#include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
 #include "tools/formats/acquisition_reader.h"
+#include "stages/registry.h"
 
 namespace sonopipe::run {
 namespace {
