@@ -82,7 +82,7 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
       spdlog::info("pipeline {}: `devices` applies to the CUDA backend; the CPU backend runs it on its pool",
                    pipeline.name);
     std::vector<int> devices = resolve_devices(pipeline, config_, backend_.backend, visible_devices);
-    executors_.push_back(std::make_unique<MultiDeviceExecutor>(
+    executors_.push_back(std::make_unique<PipelineExecutor>(
         pipeline.name, devices, [&] { return build_stages(pipeline, registry); }, options, callbacks));
     matches_.push_back(pipeline.match);
     std::string chain, placement;
@@ -162,7 +162,7 @@ std::thread Daemon::guarded_thread(const char* what, std::function<void()> body)
 std::uint64_t Daemon::frames_unfinished() const {
   std::uint64_t unfinished = 0;
   for (const auto& executor : executors_) {
-    const PipelineStats stats = executor->stats().total;
+    const LaneStats stats = executor->stats().total;
     const std::uint64_t done = stats.processed + stats.stage_errors + stats.dropped;
     if (stats.accepted > done) unfinished += stats.accepted - done;
   }
@@ -281,8 +281,8 @@ v1::Status Daemon::status() const {
   }
   std::uint64_t processed = 0, published = 0, dropped = 0;
   for (const auto& executor : executors_) {
-    MultiDeviceStats all = executor->stats();
-    const PipelineStats& stats = all.total;
+    PipelineStats all = executor->stats();
+    const LaneStats& stats = all.total;
     processed += stats.processed;
     published += stats.published;
     dropped += stats.dropped;

@@ -55,7 +55,7 @@ class Daemon {
   RejectLog rejects_;
   std::vector<std::unique_ptr<ThreadPool>> pools_;  // one per pipeline (CPU backend)
   std::unique_ptr<Publisher> publisher_;
-  std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
+  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
   std::vector<FrameMatch> matches_;  // parallel to executors_
   std::unique_ptr<Ingest> ingest_;
   // Pipelines with an ingest socket of their own (pipelines[i].ingest): its reader, and the

@@ -25,7 +25,7 @@ double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return (to_ns - fr
 // True while a receiver still holds `buffer`; when not, the slot may write into it again. A
 // receiver drops its reference after its last read (a release decrement) on another thread, and
 // use_count() is only a relaxed load: the acquire fence orders those reads before our writes (found
-// by ThreadSanitizer, multi_device_executor_test). TSan does not model fences; it sees the same
+// by ThreadSanitizer, pipeline_executor_test). TSan does not model fences; it sees the same
 // order through the probe copy's increment (acquire-release in libstdc++).
 bool held_by_receivers(const std::shared_ptr<Buffer>& buffer) {
   if (buffer.use_count() > 1) return true;
@@ -47,7 +47,7 @@ bool worth_a_line(std::uint64_t count) { return count > 0 && (count & (count - 1
 
 }  // namespace
 
-struct PipelineExecutor::Slot {
+struct DeviceLane::Slot {
   // Memory: host for the CPU backend; device (+ pinned host for copies) for CUDA.
   Buffer input_host;                      // pinned staging of the payload (CUDA), aligned copy (CPU)
   Buffer input_device;
@@ -79,7 +79,7 @@ struct PipelineExecutor::Slot {
   bool busy = false;
 };
 
-PipelineExecutor::PipelineExecutor(std::string name, std::vector<PipelineStage> stages,
+DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
                                    ExecutorOptions options, ExecutorCallbacks callbacks)
     : name_(std::move(name)), stages_(std::move(stages)), options_(options),
       callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow),
@@ -120,15 +120,15 @@ PipelineExecutor::PipelineExecutor(std::string name, std::vector<PipelineStage> 
   completion_thread_ = std::thread([this] { completion_loop(); });
 }
 
-PipelineExecutor::~PipelineExecutor() { drain(); }
+DeviceLane::~DeviceLane() { drain(); }
 
-bool PipelineExecutor::submit(InputFrame frame) {
+bool DeviceLane::submit(InputFrame frame) {
   if (!queue_.push(std::move(frame))) return false;
   accepted_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void PipelineExecutor::drain() {
+void DeviceLane::drain() {
   std::call_once(drained_, [this] {
     queue_.close();
     if (submit_thread_.joinable()) submit_thread_.join();
@@ -136,7 +136,7 @@ void PipelineExecutor::drain() {
   });
 }
 
-bool PipelineExecutor::same_description(const FrameMeta& frame, const FrameMeta& c) {
+bool DeviceLane::same_description(const FrameMeta& frame, const FrameMeta& c) {
   if (!(frame.payload == c.payload) || frame.kind != c.kind ||
       frame.sampling_frequency_hz != c.sampling_frequency_hz ||
       frame.center_frequency_hz != c.center_frequency_hz ||
@@ -149,7 +149,7 @@ bool PipelineExecutor::same_description(const FrameMeta& frame, const FrameMeta&
   return true;
 }
 
-void PipelineExecutor::configure(const FrameMeta& frame) {
+void DeviceLane::configure(const FrameMeta& frame) {
   configured_ = false;
   const Backend backend = options_.backend;
   stage_inputs_.clear();
@@ -211,7 +211,7 @@ void PipelineExecutor::configure(const FrameMeta& frame) {
   configured_ = true;
 }
 
-void PipelineExecutor::submit_loop() {
+void DeviceLane::submit_loop() {
   std::string device_error;
   if (options_.backend == Backend::cuda) {
     try {
@@ -231,7 +231,7 @@ void PipelineExecutor::submit_loop() {
   slot_changed_.notify_all();
 }
 
-void PipelineExecutor::process(InputFrame& frame) {
+void DeviceLane::process(InputFrame& frame) {
   if (!configured_ || !same_description(frame.meta, configured_frame_)) {
     // A description that failed is refused as it was, without configuring (and planning) again.
     if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
@@ -289,7 +289,7 @@ void PipelineExecutor::process(InputFrame& frame) {
   next_slot_ = (next_slot_ + 1) % slots_.size();
 }
 
-void PipelineExecutor::acquire_stream_state(Slot& slot) {
+void DeviceLane::acquire_stream_state(Slot& slot) {
   slot.state = nullptr;
   if (stream_states_.empty_state()) return;
   const std::uint32_t stream_id = slot.frame.meta.stream_id;
@@ -310,7 +310,7 @@ void PipelineExecutor::acquire_stream_state(Slot& slot) {
   }
 }
 
-void PipelineExecutor::prepare_result_buffers(Slot& slot) {
+void DeviceLane::prepare_result_buffers(Slot& slot) {
   const MemoryKind kind = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
   for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
     std::shared_ptr<Buffer>& current = slot.results[p];
@@ -360,7 +360,7 @@ void PipelineExecutor::prepare_result_buffers(Slot& slot) {
   }
 }
 
-void PipelineExecutor::run_on_cpu(Slot& slot) {
+void DeviceLane::run_on_cpu(Slot& slot) {
   const void* input = slot.frame.payload.get();
   if (reinterpret_cast<std::uintptr_t>(input) % kCpuInputAlignment != 0) {
     std::memcpy(slot.input_host.data(), input, slot.frame.payload_bytes);
@@ -390,7 +390,7 @@ void PipelineExecutor::run_on_cpu(Slot& slot) {
   slot.compute_end_ns = wall_ns();
 }
 
-void PipelineExecutor::enqueue_on_cuda(Slot& slot) {
+void DeviceLane::enqueue_on_cuda(Slot& slot) {
   GpuStream stream = slot.stream->get();
   const std::size_t bytes = slot.frame.payload_bytes;
   // Pageable bytes from the socket go through the slot's pinned buffer so the H2D is asynchronous.
@@ -438,7 +438,7 @@ void PipelineExecutor::enqueue_on_cuda(Slot& slot) {
   slot.produced = produced;
 }
 
-void PipelineExecutor::completion_loop() {
+void DeviceLane::completion_loop() {
   if (options_.backend == Backend::cuda) {
     try {
       use_gpu_device(options_.device_id);
@@ -466,7 +466,7 @@ void PipelineExecutor::completion_loop() {
   }
 }
 
-void PipelineExecutor::finish(Slot& slot) {
+void DeviceLane::finish(Slot& slot) {
   const bool cuda = options_.backend == Backend::cuda;
   double busy_ms = 0.0;
   ResultTiming timing{.received_ns = slot.frame.received_ns};
@@ -560,7 +560,7 @@ void PipelineExecutor::finish(Slot& slot) {
   report_frame_done(slot.frame.meta);
 }
 
-void PipelineExecutor::report_stage_error(const FrameMeta& frame, const std::string& why) {
+void DeviceLane::report_stage_error(const FrameMeta& frame, const std::string& why) {
   stage_errors_.fetch_add(1, std::memory_order_relaxed);
   if (!callbacks_.stage_error) return;
   try {
@@ -572,7 +572,7 @@ void PipelineExecutor::report_stage_error(const FrameMeta& frame, const std::str
 
 // A frame refused before it got a slot. With a frame_done receiver it is reported once every frame
 // issued before it has left, so frame_done stays in frame order.
-void PipelineExecutor::refuse(const FrameMeta& frame, const std::string& why) {
+void DeviceLane::refuse(const FrameMeta& frame, const std::string& why) {
   if (callbacks_.frame_done) {
     std::unique_lock lock(slot_mutex_);
     slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
@@ -581,23 +581,23 @@ void PipelineExecutor::refuse(const FrameMeta& frame, const std::string& why) {
   report_frame_done(frame);
 }
 
-void PipelineExecutor::report_frame_done(const FrameMeta& frame) {
+void DeviceLane::report_frame_done(const FrameMeta& frame) {
   if (callbacks_.frame_done) callbacks_.frame_done(frame);
 }
 
-void PipelineExecutor::record_trace(const FrameTrace& trace) {
+void DeviceLane::record_trace(const FrameTrace& trace) {
   std::lock_guard lock(trace_mutex_);
   if (traces_.size() == options_.trace_capacity) traces_.pop_front();
   traces_.push_back(trace);
 }
 
-std::vector<FrameTrace> PipelineExecutor::traces() const {
+std::vector<FrameTrace> DeviceLane::traces() const {
   std::lock_guard lock(trace_mutex_);
   return {traces_.begin(), traces_.end()};
 }
 
-PipelineStats PipelineExecutor::stats() const {
-  PipelineStats stats;
+LaneStats DeviceLane::stats() const {
+  LaneStats stats;
   stats.name = name_;
   stats.accepted = accepted_.load();
   stats.issued = issued_.load(std::memory_order_acquire);

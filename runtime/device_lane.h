@@ -1,4 +1,5 @@
-// Runs one pipeline: a queue in front, a ring of slots, a submit thread and a completion thread.
+// One device's lane of a pipeline (runtime/pipeline_executor.h runs one lane per device): a queue
+// in front, a ring of slots, a submit thread and a completion thread.
 //
 // Data flow per frame: the submit thread takes the next frame from the queue, waits for the next
 // slot in the ring to be free, and issues the frame's work on that slot — on CUDA: copy into the
@@ -110,7 +111,7 @@ struct StageStats {
   Percentiles enqueue_ms;  // host time spent in run_*() (the whole compute on the CPU backend)
 };
 
-struct PipelineStats {
+struct LaneStats {
   std::string name;
   std::uint64_t accepted = 0;     // frames handed to this pipeline (queued)
   std::uint64_t issued = 0;       // frames whose work was issued on a slot (in flight until processed)
@@ -133,20 +134,20 @@ struct PipelineStats {
   std::vector<StageStats> stages;
 };
 
-class PipelineExecutor {
+class DeviceLane {
  public:
-  PipelineExecutor(std::string name, std::vector<PipelineStage> stages, ExecutorOptions options,
+  DeviceLane(std::string name, std::vector<PipelineStage> stages, ExecutorOptions options,
                    ExecutorCallbacks callbacks);
-  ~PipelineExecutor();  // drains
-  PipelineExecutor(const PipelineExecutor&) = delete;
-  PipelineExecutor& operator=(const PipelineExecutor&) = delete;
+  ~DeviceLane();  // drains
+  DeviceLane(const DeviceLane&) = delete;
+  DeviceLane& operator=(const DeviceLane&) = delete;
 
   const std::string& name() const { return name_; }
   // Queues a frame (blocks or drops per the overflow policy). False after drain() began.
   bool submit(InputFrame frame);
   // Stops taking frames, finishes and publishes every queued one, joins the threads. Idempotent.
   void drain();
-  PipelineStats stats() const;
+  LaneStats stats() const;
   // The last `trace_capacity` frames' timelines, oldest first.
   std::vector<FrameTrace> traces() const;
 

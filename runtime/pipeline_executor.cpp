@@ -9,7 +9,7 @@ namespace sonopipe {
 
 // A published result held until the frames before it have left: copies of what the callback's
 // references point to, and the buffer's owner so its bytes stay valid.
-struct MultiDeviceExecutor::HeldResult {
+struct PipelineExecutor::HeldResult {
   std::string output;
   FrameMeta frame;
   TensorSpec spec;
@@ -20,12 +20,12 @@ struct MultiDeviceExecutor::HeldResult {
   std::shared_ptr<const void> owner;
 };
 
-struct MultiDeviceExecutor::Ticket {
+struct PipelineExecutor::Ticket {
   std::vector<HeldResult> results;
   bool done = false;
 };
 
-MultiDeviceExecutor::MultiDeviceExecutor(std::string name, std::vector<int> devices,
+PipelineExecutor::PipelineExecutor(std::string name, std::vector<int> devices,
                                          const std::function<std::vector<PipelineStage>()>& make_stages,
                                          ExecutorOptions options, ExecutorCallbacks callbacks)
     : name_(std::move(name)), devices_(std::move(devices)), callbacks_(std::move(callbacks)),
@@ -41,7 +41,7 @@ MultiDeviceExecutor::MultiDeviceExecutor(std::string name, std::vector<int> devi
 
   if (devices_.size() == 1) {
     options.device_id = devices_[0];
-    lanes_.push_back(std::make_unique<PipelineExecutor>(name_, std::move(stage_sets[0]), options, callbacks_));
+    lanes_.push_back(std::make_unique<DeviceLane>(name_, std::move(stage_sets[0]), options, callbacks_));
     return;
   }
   // Several devices: the overflow policy applies at the front queue; the devices' own queues
@@ -59,22 +59,22 @@ MultiDeviceExecutor::MultiDeviceExecutor(std::string name, std::vector<int> devi
         .frame_done = [this, lane](const FrameMeta&) { on_frame_done(lane); },
         .publish_error = callbacks_.publish_error,
     };
-    lanes_.push_back(std::make_unique<PipelineExecutor>(name_, std::move(stage_sets[lane]), lane_options,
+    lanes_.push_back(std::make_unique<DeviceLane>(name_, std::move(stage_sets[lane]), lane_options,
                                                         lane_callbacks));
   }
   dispatcher_ = std::thread([this] { dispatch_loop(); });
 }
 
-MultiDeviceExecutor::~MultiDeviceExecutor() { drain(); }
+PipelineExecutor::~PipelineExecutor() { drain(); }
 
-bool MultiDeviceExecutor::submit(InputFrame frame) {
+bool PipelineExecutor::submit(InputFrame frame) {
   if (!queue_) return lanes_[0]->submit(std::move(frame));
   if (!queue_->push(std::move(frame))) return false;
   accepted_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void MultiDeviceExecutor::drain() {
+void PipelineExecutor::drain() {
   std::call_once(drained_, [this] {
     if (queue_) {
       queue_->close();
@@ -84,7 +84,7 @@ void MultiDeviceExecutor::drain() {
   });
 }
 
-void MultiDeviceExecutor::dispatch_loop() {
+void PipelineExecutor::dispatch_loop() {
   while (std::optional<InputFrame> frame = queue_->pop()) {
     bool new_stream = false;
     std::size_t lane = 0, streams_there = 0;
@@ -108,7 +108,7 @@ void MultiDeviceExecutor::dispatch_loop() {
   }
 }
 
-void MultiDeviceExecutor::on_result(std::size_t lane, const PublishedResult& result) {
+void PipelineExecutor::on_result(std::size_t lane, const PublishedResult& result) {
   // A result without an owner (published as a copy: its buffer is reused after the callback) is
   // copied to be held.
   std::shared_ptr<const void> owner = result.owner;
@@ -125,7 +125,7 @@ void MultiDeviceExecutor::on_result(std::size_t lane, const PublishedResult& res
                             result.backend, std::move(owner)});
 }
 
-void MultiDeviceExecutor::on_frame_done(std::size_t lane) {
+void PipelineExecutor::on_frame_done(std::size_t lane) {
   std::lock_guard lock(order_mutex_);
   lane_tickets_[lane].front()->done = true;
   lane_tickets_[lane].pop_front();
@@ -134,7 +134,7 @@ void MultiDeviceExecutor::on_frame_done(std::size_t lane) {
 
 // Publishes, in arrival order, every finished frame that no unfinished frame precedes. Runs under
 // order_mutex_, so the publish callback is never called by two devices at once.
-void MultiDeviceExecutor::release_finished_locked() {
+void PipelineExecutor::release_finished_locked() {
   while (!tickets_.empty() && tickets_.front()->done) {
     std::shared_ptr<Ticket> ticket = std::move(tickets_.front());
     tickets_.pop_front();
@@ -159,11 +159,11 @@ void MultiDeviceExecutor::release_finished_locked() {
   }
 }
 
-MultiDeviceStats MultiDeviceExecutor::stats() const {
-  MultiDeviceStats stats;
+PipelineStats PipelineExecutor::stats() const {
+  PipelineStats stats;
   std::lock_guard lock(placement_mutex_);
   for (std::size_t lane = 0; lane < lanes_.size(); ++lane) {
-    PipelineStats s = lanes_[lane]->stats();
+    LaneStats s = lanes_[lane]->stats();
     stats.devices.push_back({.device = devices_[lane], .processed = s.processed, .busy_ms_total = s.busy_ms_total,
                              .queue_depth = s.queue_depth, .streams = placement_.stream_affinity()
                                                                            ? placement_.streams_on(lane) : 0});

@@ -102,7 +102,7 @@ TEST_CASE("interleaved streams keep separate state in a stateful stage", "[execu
     got.push_back({r.frame.stream_id, r.frame.sequence, value});
   }};
   {
-    PipelineExecutor executor("interleaved", one_stage(std::make_unique<StreamDelayStage>()),
+    DeviceLane executor("interleaved", one_stage(std::make_unique<StreamDelayStage>()),
                               {.slots = 3, .queue_depth = 8, .pool = &pool}, callbacks);
     for (std::uint64_t n = 0; n < 50; ++n)
       for (std::uint32_t stream : {7u, 9u}) REQUIRE(executor.submit(value_frame(stream, n, stream * 1000.0 + n)));
@@ -139,7 +139,7 @@ TEST_CASE("100,000 stream ids: at most max_streams states live, the least recent
   const StreamDelayStage& delay = *stage;
   std::uint64_t new_streams = 0, stream_one_frames = 0;
   {
-    PipelineExecutor executor("many", one_stage(std::move(stage)),
+    DeviceLane executor("many", one_stage(std::move(stage)),
                               {.slots = 2, .queue_depth = 64, .pool = &pool, .max_streams = kMaxStreams}, callbacks);
     for (std::uint64_t n = 0; n < kFrames; ++n) {
       if (n % 8 == 0) {
@@ -151,7 +151,7 @@ TEST_CASE("100,000 stream ids: at most max_streams states live, the least recent
       }
     }
     executor.drain();
-    const PipelineStats stats = executor.stats();
+    const LaneStats stats = executor.stats();
     CHECK(stats.processed == kFrames);
     CHECK(stats.streams_live == kMaxStreams);
     // 1 + new_streams distinct streams, kMaxStreams of them still live at the end.
@@ -190,10 +190,10 @@ TEST_CASE("a receiver that never lets go pins at most max_spare_results buffers;
   constexpr int kSlots = 2;
   constexpr std::size_t kSpares = 4;
   constexpr std::uint64_t kFrames = 200;
-  PipelineStats stats;
+  LaneStats stats;
   {
     std::atomic<int> configurations{0};
-    PipelineExecutor executor("stalled", one_stage(std::make_unique<CountingPickyStage>(configurations)),
+    DeviceLane executor("stalled", one_stage(std::make_unique<CountingPickyStage>(configurations)),
                               {.slots = kSlots, .queue_depth = 8, .pool = &pool, .max_spare_results = kSpares},
                               callbacks);
     for (std::uint64_t n = 0; n < kFrames; ++n) REQUIRE(executor.submit(value_frame(0, n, static_cast<double>(n))));
@@ -229,11 +229,11 @@ TEST_CASE("a publish callback that throws is counted, and the executor goes on",
         std::lock_guard lock(mutex);
         reports.push_back(why);
       }};
-  PipelineExecutor executor("throws", one_stage(std::make_unique<CountingPickyStage>(configurations)),
+  DeviceLane executor("throws", one_stage(std::make_unique<CountingPickyStage>(configurations)),
                             {.slots = 2, .queue_depth = 4, .pool = &pool}, callbacks);
   for (std::uint64_t n = 0; n < 40; ++n) REQUIRE(executor.submit(value_frame(0, n, 1.0)));
   executor.drain();
-  const PipelineStats stats = executor.stats();
+  const LaneStats stats = executor.stats();
   CHECK(stats.processed == 40);
   CHECK(stats.publish_errors == 4);
   CHECK(stats.published == 36);
@@ -253,7 +253,7 @@ TEST_CASE("a description that failed to configure is refused without configuring
         // Counted here, checked on the test's thread (Catch's assertions are not thread-safe).
         ++(why == "picky: 13 lines are unlucky" ? errors : other_errors);
       }};
-  PipelineExecutor executor("picky", one_stage(std::make_unique<CountingPickyStage>(configurations)),
+  DeviceLane executor("picky", one_stage(std::make_unique<CountingPickyStage>(configurations)),
                             {.slots = 2, .queue_depth = 4, .pool = &pool}, callbacks);
   for (std::uint64_t n = 0; n < 10; ++n) REQUIRE(executor.submit(value_frame(0, n, 1.0, 13)));
   REQUIRE(executor.submit(value_frame(0, 10, 1.0, 4)));   // a good description configures

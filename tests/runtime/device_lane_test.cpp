@@ -220,11 +220,11 @@ HeldResult hold(const PublishedResult& r) {
 
 // What the slot ring guarantees, with no timing in the outcome: while frame 0 is being published (its
 // slot still held), the submit thread issues frame 1 on another slot; with one slot it cannot, since
-// frame 1 needs the slot frame 0 holds. Returns PipelineStats::issued as seen during frame 0's
+// frame 1 needs the slot frame 0 holds. Returns LaneStats::issued as seen during frame 0's
 // publication. The waits only bound how long a broken ring takes to show.
 std::uint64_t issued_while_first_frame_is_published(std::vector<PipelineStage> stages, ExecutorOptions options,
                                                     const std::function<InputFrame(std::uint64_t)>& frame) {
-  std::atomic<PipelineExecutor*> executor{nullptr};
+  std::atomic<DeviceLane*> executor{nullptr};
   std::uint64_t seen = 0;
   ExecutorCallbacks callbacks;
   callbacks.publish = [&](const PublishedResult& r) {
@@ -237,7 +237,7 @@ std::uint64_t issued_while_first_frame_is_published(std::vector<PipelineStage> s
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     } while (std::chrono::steady_clock::now() < deadline);
   };
-  PipelineExecutor ex("ring", std::move(stages), options, callbacks);
+  DeviceLane ex("ring", std::move(stages), options, callbacks);
   executor = &ex;
   REQUIRE(ex.submit(frame(0)));
   REQUIRE(ex.submit(frame(1)));
@@ -264,11 +264,11 @@ TEST_CASE("executor publishes frames in arrival order with several slots", "[exe
   for (int slots : {1, 2, 4}) {
     Collected got;
     {
-      PipelineExecutor executor("order", one_stage(std::make_unique<SequenceStage>(300)),
+      DeviceLane executor("order", one_stage(std::make_unique<SequenceStage>(300)),
                                 {.slots = slots, .queue_depth = 4, .pool = &pool}, got.callbacks());
       for (std::uint64_t n = 0; n < 100; ++n) REQUIRE(executor.submit(float_frame(n, 2, 3, std::vector<float>(6))));
       executor.drain();
-      PipelineStats stats = executor.stats();
+      LaneStats stats = executor.stats();
       CHECK(stats.accepted == 100);
       CHECK(stats.processed == 100);
       CHECK(stats.published == 100);
@@ -288,7 +288,7 @@ TEST_CASE("a stateful stage sees frames in order and keeps one state across slot
   for (int n = 0; n < 40; ++n) inputs.push_back(random_floats(3 * 7, rng));
   Collected got;
   {
-    PipelineExecutor executor("delay", one_stage(std::make_unique<DelayStage>()),
+    DeviceLane executor("delay", one_stage(std::make_unique<DelayStage>()),
                               {.slots = 3, .queue_depth = 8, .pool = &pool}, got.callbacks());
     for (std::uint64_t n = 0; n < inputs.size(); ++n) executor.submit(float_frame(n, 3, 7, inputs[n]));
   }
@@ -306,7 +306,7 @@ TEST_CASE("a stage that produces nothing publishes nothing for that frame, which
   std::vector<PipelineStage> stages;
   stages.push_back({.label = "odd", .stage = std::make_unique<OddFramesStage>()});
   stages.push_back({.label = "picky", .stage = std::make_unique<PickyStage>(), .publish = true});
-  PipelineExecutor executor("odd", std::move(stages), {.slots = 2, .pool = &pool}, got.callbacks());
+  DeviceLane executor("odd", std::move(stages), {.slots = 2, .pool = &pool}, got.callbacks());
   for (std::uint64_t n = 0; n < 10; ++n) executor.submit(float_frame(n, 2, 2, {float(n), 1, 2, 3}));
   executor.drain();
   CHECK(executor.stats().processed == 10);
@@ -318,7 +318,7 @@ TEST_CASE("a stage that produces nothing publishes nothing for that frame, which
 TEST_CASE("a shape a stage refuses rejects that frame only; a new shape reconfigures the buffers", "[executor]") {
   ThreadPool pool(2);
   Collected got;
-  PipelineExecutor executor("picky", one_stage(std::make_unique<PickyStage>()), {.slots = 2, .pool = &pool},
+  DeviceLane executor("picky", one_stage(std::make_unique<PickyStage>()), {.slots = 2, .pool = &pool},
                             got.callbacks());
   std::mt19937_64 rng(test::fresh_seed());
   std::vector<std::vector<float>> sent;
@@ -328,7 +328,7 @@ TEST_CASE("a shape a stage refuses rejects that frame only; a new shape reconfig
     executor.submit(float_frame(n, lines[n], 3, sent.back()));
   }
   executor.drain();
-  PipelineStats stats = executor.stats();
+  LaneStats stats = executor.stats();
   CHECK(stats.stage_errors == 2);
   CHECK(stats.processed == 5);
   REQUIRE(got.errors.size() == 2);
@@ -352,7 +352,7 @@ TEST_CASE("two published outputs with one name are a stage error naming the clas
   std::vector<PipelineStage> stages;
   stages.push_back({.label = "a", .stage = std::make_unique<PickyStage>(), .publish = true});
   stages.push_back({.label = "b", .stage = std::make_unique<PickyStage>(), .publish = true});
-  PipelineExecutor executor("clash", std::move(stages), {.pool = &pool}, got.callbacks());
+  DeviceLane executor("clash", std::move(stages), {.pool = &pool}, got.callbacks());
   executor.submit(float_frame(0, 1, 1, {1.0f}));
   executor.drain();
   REQUIRE(got.errors.size() == 1);
@@ -365,7 +365,7 @@ TEST_CASE("overflow drop_oldest keeps the newest frames and counts the dropped o
   Collected got;
   auto gate = std::make_unique<GateStage>();
   GateStage* gate_ptr = gate.get();
-  PipelineExecutor executor("live", one_stage(std::move(gate)),
+  DeviceLane executor("live", one_stage(std::move(gate)),
                             {.slots = 1, .queue_depth = 2, .overflow = OverflowPolicy::drop_oldest, .pool = &pool},
                             got.callbacks());
   executor.submit(float_frame(0, 1, 1, {0.0f}));
@@ -388,7 +388,7 @@ TEST_CASE("overflow block holds the producer until there is room and loses nothi
   Collected got;
   auto gate = std::make_unique<GateStage>();
   GateStage* gate_ptr = gate.get();
-  PipelineExecutor executor("lossless", one_stage(std::move(gate)),
+  DeviceLane executor("lossless", one_stage(std::move(gate)),
                             {.slots = 1, .queue_depth = 2, .overflow = OverflowPolicy::block, .pool = &pool},
                             got.callbacks());
   executor.submit(float_frame(0, 1, 1, {0.0f}));
@@ -432,8 +432,8 @@ TEST_CASE("a result buffer a receiver still holds is never overwritten by later 
     }
   }};
   std::mt19937_64 rng(test::fresh_seed());
-  // Spares enough for every held result (the cap is tested in executor_state_test).
-  PipelineExecutor executor("hold", one_stage(std::make_unique<PickyStage>()),
+  // Spares enough for every held result (the cap is tested in device_lane_state_test).
+  DeviceLane executor("hold", one_stage(std::make_unique<PickyStage>()),
                             {.slots = 3, .queue_depth = 4, .pool = &pool, .max_spare_results = 32}, callbacks);
   for (std::uint64_t n = 0; n < 20; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
   const auto deadline = std::chrono::steady_clock::now() + 20s;
@@ -466,7 +466,7 @@ TEST_CASE("held result buffers keep their contents while later frames are proces
   }};
   std::mt19937_64 rng(test::fresh_seed());
   {
-    PipelineExecutor executor("hold", one_stage(std::make_unique<PickyStage>()),
+    DeviceLane executor("hold", one_stage(std::make_unique<PickyStage>()),
                               {.slots = 2, .queue_depth = 4, .pool = &pool, .max_spare_results = 32}, callbacks);
     for (std::uint64_t n = 0; n < 60; ++n) executor.submit(float_frame(n, 4, 8, random_floats(32, rng)));
   }
@@ -519,7 +519,7 @@ TEST_CASE("CUDA convert through the executor is byte-exact and in order for page
     Collected got;
     std::vector<std::vector<std::int16_t>> inputs;
     {
-      PipelineExecutor executor("convert", one_stage(convert_stage(0.5), "convert"),
+      DeviceLane executor("convert", one_stage(convert_stage(0.5), "convert"),
                                 {.backend = Backend::cuda, .slots = 3, .queue_depth = 4}, got.callbacks());
       for (std::uint64_t n = 0; n < 30; ++n) {
         std::vector<std::int16_t> values(kLines * kSamples * 2);
@@ -535,7 +535,7 @@ TEST_CASE("CUDA convert through the executor is byte-exact and in order for page
         inputs.push_back(std::move(values));
       }
       executor.drain();
-      PipelineStats stats = executor.stats();
+      LaneStats stats = executor.stats();
       CHECK(stats.processed == 30);
       CHECK(stats.h2d_ms.count == 30);
       CHECK(stats.h2d_ms.p50 > 0.0);
@@ -565,7 +565,7 @@ TEST_CASE("CUDA stateful stage keeps frame order across slots", "[executor][cuda
     std::vector<PipelineStage> stages;
     stages.push_back({.label = "delay", .stage = std::make_unique<DelayStage>(), .publish = true});
     stages.push_back({.label = "sequence", .stage = std::make_unique<SequenceStage>(), .publish = true});
-    PipelineExecutor executor("delay", std::move(stages), {.backend = Backend::cuda, .slots = 4, .queue_depth = 8},
+    DeviceLane executor("delay", std::move(stages), {.backend = Backend::cuda, .slots = 4, .queue_depth = 8},
                               got.callbacks());
     for (std::uint64_t n = 0; n < inputs.size(); ++n) executor.submit(float_frame(n, 64, 1024, inputs[n]));
   }
@@ -598,7 +598,7 @@ TEST_CASE("CUDA slots issue one frame's copies while another is in flight; one s
   // per-frame work is the one-slot figure; efficiency = one-slot busy time / wall time per frame.
   double one_slot_busy = 0, one_slot_wall = 0;
   for (int slots : {1, 2, 3, 4}) {
-    PipelineExecutor executor("overlap", one_stage(convert_stage(1.0), "convert"),
+    DeviceLane executor("overlap", one_stage(convert_stage(1.0), "convert"),
                               {.backend = Backend::cuda, .slots = slots, .queue_depth = 8, .trace_capacity = 1000},
                               ExecutorCallbacks{});
     for (int n = 0; n < kFrames; ++n)
@@ -606,7 +606,7 @@ TEST_CASE("CUDA slots issue one frame's copies while another is in flight; one s
     executor.drain();
     std::vector<FrameTrace> traces = executor.traces();
     REQUIRE(traces.size() == kFrames);
-    PipelineStats stats = executor.stats();
+    LaneStats stats = executor.stats();
     // Skip the first frames (configure, first touch of the buffers).
     const std::size_t first = 5;
     double busy = 0;

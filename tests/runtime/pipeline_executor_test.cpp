@@ -112,11 +112,11 @@ TEST_CASE("several lanes: a stateless pipeline spreads frames in turn and publis
   Collector got;
   constexpr int kFrames = 300;
   {
-    MultiDeviceExecutor executor("spread", {0, 1, 2}, lane_stages(false), {.slots = 2, .queue_depth = 8, .pool = &pool},
+    PipelineExecutor executor("spread", {0, 1, 2}, lane_stages(false), {.slots = 2, .queue_depth = 8, .pool = &pool},
                                  got.callbacks());
     for (int n = 0; n < kFrames; ++n) REQUIRE(executor.submit(small_frame(n % 2, n)));
     executor.drain();
-    MultiDeviceStats stats = executor.stats();
+    PipelineStats stats = executor.stats();
     CHECK(stats.total.accepted == kFrames);
     CHECK(stats.total.processed == kFrames);
     CHECK(stats.total.published == kFrames);
@@ -139,14 +139,14 @@ TEST_CASE("several lanes: a stateful pipeline keeps each stream on one lane, in 
   Collector got;
   constexpr int kStreams = 4, kPerStream = 60;
   {
-    MultiDeviceExecutor executor("affinity", {0, 1}, lane_stages(true), {.slots = 3, .queue_depth = 8, .pool = &pool},
+    PipelineExecutor executor("affinity", {0, 1}, lane_stages(true), {.slots = 3, .queue_depth = 8, .pool = &pool},
                                  got.callbacks());
     CHECK(executor.stream_affinity());
     std::uint64_t n = 0;
     for (int k = 0; k < kPerStream; ++k)
       for (std::uint32_t s = 0; s < kStreams; ++s) REQUIRE(executor.submit(small_frame(s, n++)));
     executor.drain();
-    MultiDeviceStats stats = executor.stats();
+    PipelineStats stats = executor.stats();
     REQUIRE(stats.devices.size() == 2);
     CHECK(stats.devices[0].streams == 2);
     CHECK(stats.devices[1].streams == 2);
@@ -169,11 +169,11 @@ TEST_CASE("several lanes: frames that publish nothing or are refused do not hold
   ThreadPool pool(2);
   Collector got;
   {
-    MultiDeviceExecutor executor("gaps", {0, 1}, lane_stages(false, 5), {.slots = 2, .queue_depth = 4, .pool = &pool},
+    PipelineExecutor executor("gaps", {0, 1}, lane_stages(false, 5), {.slots = 2, .queue_depth = 4, .pool = &pool},
                                  got.callbacks());
     for (std::uint64_t n = 1; n <= 100; ++n) REQUIRE(executor.submit(small_frame(0, n, n % 7 == 0 ? 13 : 2)));
     executor.drain();
-    MultiDeviceStats stats = executor.stats();
+    PipelineStats stats = executor.stats();
     CHECK(stats.total.processed + stats.total.stage_errors == 100);
   }
   std::vector<std::uint64_t> expected;
@@ -188,11 +188,11 @@ TEST_CASE("one lane: the multi-device executor is the plain executor with its ow
           "[multi_device]") {
   ThreadPool pool(2);
   Collector got;
-  MultiDeviceExecutor executor("single", {0}, lane_stages(false), {.slots = 2, .queue_depth = 4, .pool = &pool},
+  PipelineExecutor executor("single", {0}, lane_stages(false), {.slots = 2, .queue_depth = 4, .pool = &pool},
                                got.callbacks());
   for (std::uint64_t n = 0; n < 50; ++n) REQUIRE(executor.submit(small_frame(0, n)));
   executor.drain();
-  MultiDeviceStats stats = executor.stats();
+  PipelineStats stats = executor.stats();
   CHECK(stats.total.processed == 50);
   REQUIRE(stats.devices.size() == 1);
   CHECK(stats.devices[0].busy_ms_total > 0.0);
@@ -229,7 +229,7 @@ TEST_CASE("CUDA: convert over every visible GPU is byte-exact and leaves in arri
     return stages;
   };
   {
-    MultiDeviceExecutor executor("convert", devices, make_stages,
+    PipelineExecutor executor("convert", devices, make_stages,
                                  {.backend = Backend::cuda, .slots = 3, .queue_depth = 4}, callbacks);
     for (std::uint64_t n = 0; n < kFrames; ++n) {
       std::vector<std::int16_t> values(kLines * kSamples * 2);
@@ -247,7 +247,7 @@ TEST_CASE("CUDA: convert over every visible GPU is byte-exact and leaves in arri
       inputs.push_back(std::move(values));
     }
     executor.drain();
-    MultiDeviceStats stats = executor.stats();
+    PipelineStats stats = executor.stats();
     REQUIRE(stats.devices.size() == devices.size());
     for (const DeviceStats& d : stats.devices) CHECK(d.processed == kFrames / devices.size());
   }

@@ -83,7 +83,7 @@ InputFrame frame_of(const Input& input, std::uint32_t stream, std::uint64_t sequ
 
 struct Measured {
   double frames_per_s = 0;
-  MultiDeviceStats stats;
+  PipelineStats stats;
 };
 
 Measured measure(const PipelineConfig& pipeline, const StageRegistry& registry, const std::vector<int>& devices,
@@ -101,7 +101,7 @@ Measured measure(const PipelineConfig& pipeline, const StageRegistry& registry, 
       .stage_error = [](const FrameMeta&, const std::string&, const std::string& why) {
         std::fprintf(stderr, "stage error: %s\n", why.c_str());
       }};
-  MultiDeviceExecutor executor(pipeline.name, devices, [&] { return build_stages(pipeline, registry); },
+  PipelineExecutor executor(pipeline.name, devices, [&] { return build_stages(pipeline, registry); },
                                {.backend = Backend::cuda, .slots = options.slots, .queue_depth = 8}, callbacks);
   std::uint64_t sequence = 1;  // 0 is the callback's "none yet"
   // Warm-up: every device configures its stages (plans, buffers) on its first frames.

@@ -72,7 +72,7 @@ class InputRun {
     const StageRegistry& registry = config.registry ? *config.registry : builtin_stages();
     const int visible_devices = backend.backend == Backend::cuda ? probe_gpu(config.device).device_count : 0;
     for (const PipelineConfig& pipeline : config.pipelines) {
-      executors_.push_back(std::make_unique<MultiDeviceExecutor>(
+      executors_.push_back(std::make_unique<PipelineExecutor>(
           pipeline.name, resolve_devices(pipeline, config, backend.backend, visible_devices),
           [&] { return build_stages(pipeline, registry); }, options, callbacks));
       matches_.push_back(pipeline.match);
@@ -134,7 +134,7 @@ class InputRun {
   }
 
   recording::Writer writer_;
-  std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
+  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
   std::vector<FrameMatch> matches_;
   std::mutex mutex_;
   std::optional<std::string> error_;
