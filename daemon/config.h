@@ -26,7 +26,7 @@ std::string_view backend_choice_name(BackendChoice choice);  // "auto", "cuda", 
 bool parse_backend_choice(std::string_view name, BackendChoice& out);
 std::string_view control_stop_name(ControlStop policy);  // "allow", "keyed", "disabled"
 
-// `security:` (docs/readme/security.md). Off by default: sockets are unauthenticated, as before.
+// `security:` (docs/operations.md, "Security"). Off by default: sockets are unauthenticated, as before.
 struct SecurityConfig {
   // CURVE on the ingest, publish and control sockets; only the listed client keys get through.
   bool curve = false;

@@ -1,6 +1,6 @@
 // Whether a bound ZeroMQ endpoint can be reached from other machines: tcp on a wildcard (`*`,
 // 0.0.0.0, [::]), a named interface or an address outside 127.0.0.0/8 and ::1. ipc and inproc stay
-// on this machine. The daemon warns when it binds such an endpoint (README, Security).
+// on this machine. The daemon warns when it binds such an endpoint (docs/operations.md, "Security").
 #pragma once
 
 #include <string>

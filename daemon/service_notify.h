@@ -1,4 +1,4 @@
-// systemd's service notifications (sd_notify, tools/systemd/sonopiped.service with Type=notify):
+// systemd's service notifications (sd_notify, tools/systemd/sonopiped.service.in with Type=notify):
 // READY=1 once every socket is bound, WATCHDOG=1 while the daemon serves, STOPPING=1 when it starts
 // to drain. Nothing happens outside systemd (no NOTIFY_SOCKET), nor in a build without libsystemd.
 #pragma once

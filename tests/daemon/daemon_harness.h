@@ -56,7 +56,7 @@ inline constexpr bool kAddressSanitizer = false;
 #endif
 
 // The daemon under test: $SONOPIPED when set (e.g. binaries copied to a GPU machine), else the
-// build tree's daemon/sonopiped.
+// build tree's <build>/daemon/sonopiped.
 inline std::string daemon_binary() {
   if (const char* path = std::getenv("SONOPIPED")) return path;
   return binary_path("daemon/sonopiped");

@@ -3,8 +3,8 @@
 // read to its last frame. Any such file is read or refused with FormatError, never a crash, a hang
 // or another exception. libmatio runs in the reader's child process (isolated_reader.h), so what
 // this checks is that the isolation turns every damaged file into one FormatError; coverage
-// inside the child is not seen by libFuzzer (docs/readme/mat.md). Inputs whose header says v7.3 are skipped: libmatio hands those to libhdf5,
-// whose parser of damaged bytes is not ours to fix (docs/readme/mat.md; the HDF5 side of our
+// inside the child is not seen by libFuzzer (docs/development.md, "Fuzzing"). Inputs whose header says v7.3 are skipped: libmatio hands those to libhdf5,
+// whose parser of damaged bytes is not ours to fix (docs/formats.md, "Bad files"; the HDF5 side of our
 // readers is fuzzed through well-formed files, recording_fuzzer.cpp and uff_fuzzer.cpp). Seeds:
 // tests/fuzz/make_corpus.py (the saves of tests/tools/formats/verasonics_files.py).
 #include <unistd.h>

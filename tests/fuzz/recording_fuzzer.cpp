@@ -6,7 +6,7 @@
 // series, every truth array). Any such file is read or refused with RecordingError, never a crash,
 // a hang or another exception.
 // (Mutating the file's bytes instead fuzzes libhdf5's own parser, which leaks and hangs on damaged
-// object headers and global heaps: see docs/readme/security.md. Not ours to fix.)
+// object headers and global heaps: see docs/development.md, "Fuzzing". Not ours to fix.)
 #include <unistd.h>
 
 #include <hdf5.h>

@@ -1,5 +1,5 @@
-# Fuzz harnesses (libFuzzer) for every parser that takes outside bytes; tests/fuzz/README in
-# docs/readme/harden-sec.md. One harness = one source defining LLVMFuzzerTestOneInput and one line:
+# Fuzz harnesses (libFuzzer) for every parser that takes outside bytes; how to run and add
+# them: docs/development.md, "Fuzzing". One harness = one source defining LLVMFuzzerTestOneInput and one line:
 #   sonopipe_add_fuzzer(<name> <source> <libraries...>)
 # - With -DSONOPIPE_FUZZ=ON (clang; every library instrumented by the top-level option) it builds the
 #   libFuzzer program fuzz_<name>; tests/fuzz/run-fuzzers.sh runs them all.

@@ -7,7 +7,7 @@
 // version, name, complex, sonopipe_*). The file is then read through open_uff (its first frames).
 // Any such file is read or refused with FormatError, never a crash, a hang or another exception.
 // (Mutating the file's bytes instead fuzzes libhdf5's own parser, which crashes, leaks and hangs on
-// damaged metadata: see docs/readme/mat.md. Not ours to fix.)
+// damaged metadata: see docs/development.md, "Fuzzing". Not ours to fix.)
 #include <unistd.h>
 
 #include <hdf5.h>

@@ -1,5 +1,5 @@
 // The short version of `sonopipe-bench soak` (the long one is 1,000,000 frames, see
-// docs/readme/harden-state.md): 20,000 small frames from 4 interleaved streams through a real
+// docs/benchmarks.md, "Soak"): 20,000 small frames from 4 interleaved streams through a real
 // sonopiped's convert stage, every result checked by the bench's checker subscriber (lost,
 // duplicated, reordered, checksum of the recomputed payload). The bench exits 1 on any miss.
 #include "tests/tools/tool_test_support.h"

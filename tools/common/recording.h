@@ -1,6 +1,6 @@
 // sonopipe recordings: HDF5 files written by sonopipe-sim and sonopipe-record, read by
 // sonopipe-replay, the tests and the Python package. Layout (format_version 1), documented in
-// the README:
+// docs/formats.md:
 //
 //   /                       attrs: format = "sonopipe-recording", format_version = 1, created_by,
 //                           plus free-form attributes (simulator parameters, ...)

@@ -20,7 +20,7 @@ std::string result_topic(const std::string& pipeline, const std::string& output)
 // Binds or connects; a failure names the endpoint (throws std::runtime_error).
 void attach(zmq::socket_t& socket, const std::string& endpoint, bool bind);
 
-// CURVE keys of a tool that connects to a daemon with security.curve (docs/readme/security.md):
+// CURVE keys of a tool that connects to a daemon with security.curve (docs/operations.md, "Security"):
 // --curve-server-key (the daemon's public key, 40 characters or its .key file) and
 // --curve-client-key-file (the tool's .key_secret from sonopipe-keygen). Both or neither.
 struct CurveClient {

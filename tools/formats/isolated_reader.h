@@ -1,5 +1,5 @@
 // A reader run in a child process, for parsers that damaged input can crash, hang or exhaust
-// (libmatio 1.5.23 on damaged MAT v5 files: docs/readme/mat.md). The child opens the file and
+// (libmatio 1.5.23 on damaged MAT v5 files: docs/formats.md, "Bad files"). The child opens the file and
 // sends the frames it is asked for over a socket; whatever happens to the child (a signal, the
 // memory or time limit) becomes one FormatError in the caller, "<file>: <what the child was
 // reading>: ...", and the caller's own memory is never touched by the parser.

@@ -1,5 +1,5 @@
 // USTB UFF (v1.0.x, v1.1.x, v1.2.x) and the original PICMUS layout as an AcquisitionReader.
-// What maps onto which header field is documented in docs/readme/uff.md (one table); the
+// What maps onto which header field is documented in docs/formats.md (one table); the
 // channel-data side follows stages/beamform/channel_conventions.h, beamformed data the
 // beamform stage's output axes, and an ensemble of beamformed frames the ARFI set
 // (stages/arfi/arfi_conventions.h).

@@ -1,6 +1,6 @@
 // Verasonics workspace saves (.mat v5 or v7.3) as frames: RcvData{b} as channel_rf frames in
 // the conventions of stages/beamform/channel_conventions.h, IQData{n} as iq and ImgData{n} as rf
-// frames. What is read and what is ignored: docs/readme/verasonics.md.
+// frames. What is read and what is ignored: docs/formats.md, "Verasonics .mat saves".
 #include "tools/formats/verasonics_reader.h"
 
 #include <algorithm>
@@ -795,7 +795,7 @@ bool is_verasonics_mat(const std::string& path) {
 
 std::unique_ptr<AcquisitionReader> open_verasonics(const std::string& path, const ImportOptions& options) {
   if (!mat::is_mat_file(path)) fail(path, "", "not a MAT file (no MATLAB v5/v7.3 header)");
-  // libmatio 1.5.23 can crash, loop or exhaust memory on a damaged file (docs/readme/mat.md):
+  // libmatio 1.5.23 can crash, loop or exhaust memory on a damaged file (docs/formats.md, "Bad files"):
   // it runs in a child process, and whatever happens there ends in a FormatError here.
   return isolation::open_in_child(
       path, options,

@@ -1,5 +1,5 @@
 // How a sonopipe result becomes OpenIGTLink images: which images one result gives, and where each
-// pixel lies in Slicer's RAS space (millimetres). The conventions live here once; docs/readme/igtl.md
+// pixel lies in Slicer's RAS space (millimetres). The conventions live here once; docs/integrations.md
 // states them for users and tests/tools/igtl_test.cpp checks them against an independent reference.
 //
 // Images of one result (ResultHeader axes, C order, last axis fastest):

@@ -1,4 +1,4 @@
-// When each frame of a replay is due. The contract (README, "Replay semantics"):
+// When each frame of a replay is due. The contract (docs/tools.md, sonopipe-replay):
 // - original (default): frame i is due (t_i - t_0) / speed after the start, t = acquisition_time_ns
 //   of the recording in acquisition-time order over all streams;
 // - fixed rate: frame i is due i / rate_hz after the start, recorded times ignored;

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   app.add_option("--config", config_path, "YAML configuration of sonopiped (its pipelines, backend, slots)")
       ->required();
-  app.add_option("inputs", inputs, "recordings to process (sonopipe HDF5; UFF/.mat once tools/formats reads them)")
+  app.add_option("inputs", inputs, "recordings to process: sonopipe HDF5, USTB UFF or Verasonics .mat (detected from the contents)")
       ->required();
   app.add_option("--out", out_dir, "folder for <input stem>.h5 result recordings and summary.csv (created)")
       ->required();

@@ -146,7 +146,7 @@ def scenario(name, seed):
                     Apod=apod[None, :], Delay=plane_wave_delays(x_m, a, apod, wavelength)[None, :])
                for a in np.linspace(-0.1, 0.1, TIMED_WAVES)]
         # Only fields the reader uses: libmatio's v7.3 reading time grows with the square of the
-        # struct elements (see the README), and this file has many receives.
+        # struct elements (docs/formats.md, "Known limits"), and this file has many receives.
         receives = [dict(startSample=float((k - 1) * stride + 1), endSample=float((k - 1) * stride + samples),
                          framenum=float(f), mode=0.0, startDepth=2.0, decimSampleRate=4 * f_mhz)
                     for f in range(1, frames + 1) for k in range(1, TIMED_WAVES + 1)]

@@ -1,4 +1,4 @@
-"""CURVE keys for a client of a daemon with ``security.curve`` (docs/readme/security.md).
+"""CURVE keys for a client of a daemon with ``security.curve`` (docs/operations.md, "Security").
 
 Every client takes the same two options, as the C++ tools' flags do:
   curve_server_key       the daemon's public key: 40 characters of Z85, or the path of its .key file
