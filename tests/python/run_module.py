@@ -1,7 +1,7 @@
 """Runs the test cases of one module as `python -m unittest -v <module>` does, for CTest: exits 1
-when any failed, 77 (the python_* entries' SKIP_RETURN_CODE) when every case was skipped, so the
-entry reads "Skipped" and not "Passed", and 0 otherwise. A skip of some cases only is listed at
-the end of the output; the entry counts as passed."""
+when any failed or none ran, 77 (the python_* entries' SKIP_RETURN_CODE) when every case was
+skipped, so the entry reads "Skipped" and not "Passed", and 0 otherwise. A skip of some cases
+only is listed at the end of the output; the entry counts as passed."""
 import sys
 import unittest
 
@@ -12,6 +12,9 @@ def main(module):
     suite = unittest.defaultTestLoader.loadTestsFromName(module)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     if not result.wasSuccessful():
+        return 1
+    if result.testsRun == 0 and not result.skipped:
+        print(f"{module}: no test case ran", file=sys.stderr)
         return 1
     # A skip in setUpClass or setUpModule stands for a whole class and is not counted in testsRun.
     skipped_cases = sum(1 for test, _ in result.skipped if isinstance(test, unittest.TestCase))
