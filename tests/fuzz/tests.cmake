@@ -6,7 +6,22 @@
 # - In every build it also builds fuzz_<name>_replay (the same harness with replay_main.cpp) and a
 #   CTest test that runs it over the seed corpus tests/fuzz/corpus/<name>/ and every input that once
 #   crashed, tests/fuzz/regressions/<name>/: what the fuzzer found stays fixed in the normal suite.
+# - In a normal build with clang++ present (CI), CTest's fuzz_harnesses_build builds every harness
+#   in a separate clang tree (build/fuzz-build, tests/fuzz/run-fuzzers.sh --build-only) and
+#   fuzz_harnesses_<name>_30s runs one harness for 30 s there. They are no RUN_SERIAL: the build
+#   starts first (COST) and overlaps the other tests, and the harnesses share the cores with them.
 set(SONOPIPE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+if(NOT SONOPIPE_FUZZ)
+  find_program(SONOPIPE_FUZZ_CLANG NAMES clang++-14 clang++)
+endif()
+if(SONOPIPE_FUZZ_CLANG)
+  set(sonopipe_fuzz_env "SONOPIPE_FUZZ_BUILD_DIR=${PROJECT_BINARY_DIR}/fuzz-build;SONOPIPE_FUZZ_CXX=${SONOPIPE_FUZZ_CLANG}")
+  add_test(NAME fuzz_harnesses_build COMMAND bash ${SONOPIPE_FUZZ_DIR}/run-fuzzers.sh --build-only)
+  # The limit covers a cold clang build on a busy 2-core runner; COST: the longest entry, so -j
+  # starts it first.
+  set_tests_properties(fuzz_harnesses_build PROPERTIES TIMEOUT 1800 COST 10000 LABELS fuzz
+                       FIXTURES_SETUP sonopipe_fuzz_tree ENVIRONMENT "${sonopipe_fuzz_env}")
+endif()
 
 function(sonopipe_add_fuzzer name source)
   set(libraries ${ARGN})
@@ -25,6 +40,11 @@ function(sonopipe_add_fuzzer name source)
     set_target_properties(fuzz_${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fuzz)
     set_property(GLOBAL APPEND PROPERTY SONOPIPE_FUZZERS fuzz_${name})
   endif()
+  if(SONOPIPE_FUZZ_CLANG)
+    add_test(NAME fuzz_harnesses_${name}_30s COMMAND bash ${SONOPIPE_FUZZ_DIR}/run-fuzzers.sh --no-build 30 ${name})
+    set_tests_properties(fuzz_harnesses_${name}_30s PROPERTIES TIMEOUT 300 COST 30 LABELS fuzz
+                         FIXTURES_REQUIRED sonopipe_fuzz_tree ENVIRONMENT "${sonopipe_fuzz_env}")
+  endif()
 endfunction()
 
 sonopipe_add_fuzzer(frame_header frame_header_fuzzer.cpp sonopipe_daemon)
@@ -37,14 +57,4 @@ sonopipe_add_fuzzer(uff uff_fuzzer.cpp sonopipe_formats)
 if(SONOPIPE_FUZZ)
   get_property(fuzzers GLOBAL PROPERTY SONOPIPE_FUZZERS)
   add_custom_target(sonopipe_fuzzers DEPENDS ${fuzzers})
-else()
-  # CI: every harness for a bounded time, in a separate clang build (build/fuzz-build), when clang++
-  # is present. tools/run-tests.sh runs it with the rest of the suite. The limit covers a cold clang
-  # build on a 2-core runner (about 5 min there with a warm ccache).
-  find_program(SONOPIPE_FUZZ_CLANG NAMES clang++-14 clang++)
-  if(SONOPIPE_FUZZ_CLANG)
-    add_test(NAME fuzz_harnesses_30s COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run-fuzzers.sh 30)
-    set_tests_properties(fuzz_harnesses_30s PROPERTIES TIMEOUT 2400 RUN_SERIAL ON LABELS fuzz
-                         ENVIRONMENT "SONOPIPE_FUZZ_BUILD_DIR=${PROJECT_BINARY_DIR}/fuzz-build;SONOPIPE_FUZZ_CXX=${SONOPIPE_FUZZ_CLANG}")
-  endif()
 endif()

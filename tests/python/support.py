@@ -44,6 +44,21 @@ def tool(name):
     return path
 
 
+def wait_until(condition, what, timeout_s=60.0, interval_s=0.05):
+    """Polls `condition()` until it returns a true value and returns that value; fails naming
+    `what` (and the last value) when `timeout_s` passes first. Tests wait for a state this way,
+    never for a fixed time: the bound only keeps a broken run from hanging, and is generous for a
+    loaded two-core machine."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s (last value {value!r})")
+        time.sleep(interval_s)
+
+
 def wait_for_subscription(publisher_socket, subscriber, topic, timeout_s=5.0):
     """Sends probe messages on `topic` from a raw PUB socket until `subscriber` receives one
     (ZeroMQ's slow joiner), then drains the probes. Returns the number of probes sent."""

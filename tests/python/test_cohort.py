@@ -11,12 +11,12 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 import unittest
 
 import numpy as np
 
 from sonopipe.recording import read_recording
+import support
 from support import TemporaryFolder, random_generator, tool
 
 GOOD = ("a", "b", "c", "victim")
@@ -25,12 +25,7 @@ WAIT_S = 180  # generous bounds for a loaded two-core machine; nothing asserts o
 
 
 def wait_until(condition, what):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {WAIT_S} s")
+    return support.wait_until(condition, what, timeout_s=WAIT_S)
 
 
 def process_gone(pid):

@@ -2,13 +2,13 @@
 -> Subscriber, arrays equal to the convert stage's reference (out = float32(scale) * float32(in),
 int16 IQ interleaved on 'iq' -> complex64); sequence gaps reported; conflation keeps the newest;
 Control status counters and stop."""
-import time
 import unittest
 
 import numpy as np
 
 import sonopipe
 from sonopipe.v1 import common_pb2
+import support
 
 from daemon_fixture import IQ_SCALE, RF_SCALE, DaemonFixture, convert_reference
 
@@ -67,15 +67,12 @@ class DaemonRoundTrip(DaemonFixture):
         frames = [self.rng.integers(-1000, 1000, size=(16, 32)).astype(np.int16) for _ in range(40)]
         for frame in frames:
             publisher.send(frame, kind="rf", axes=["line", "sample"])
-        deadline = time.monotonic() + 30
-        while self.control.status().results_published < len(frames) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.3)  # the last result crosses the socket
+        support.wait_until(lambda: self.control.status().results_published >= len(frames), "every result published")
+        rf_queued = lambda: sum(n for topic, n in sub.queued().items() if topic.startswith("result/rf/"))  # noqa: E731
+        support.wait_until(lambda: rf_queued() == len(frames), "every result at the subscriber")
         results = []
-        deadline = time.monotonic() + 1.5  # status heartbeats keep coming: read for a fixed time
-        while time.monotonic() < deadline:
-            result = sub.receive(0.2)
-            if result is not None and result.topic != "status":
+        while (result := sub.receive(0)) is not None:  # what is queued now; heartbeats may follow
+            if result.topic != "status":
                 results.append(result)
         self.assertEqual(len(results), 1, [r.header.input_sequence for r in results])
         self.assertEqual(results[0].header.input_sequence, len(frames) - 1)
@@ -87,12 +84,11 @@ class DaemonRoundTrip(DaemonFixture):
         publisher = self.publisher()
         for _ in range(6):
             publisher.send(np.zeros((2, 8), np.int16), kind="rf", axes=["line", "sample"])
-        deadline = time.monotonic() + 30
-        status = self.control.status()
         # Published and processed are counted one after the other; wait for both.
-        while min(status.results_published, status.frames_processed) < 6 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        def counted_six():
             status = self.control.status()
+            return status if min(status.results_published, status.frames_processed) >= 6 else None
+        status = support.wait_until(counted_six, "6 frames processed and published")
         self.assertEqual((status.frames_received, status.frames_processed, status.results_published), (6, 6, 6))
         self.assertEqual(status.backend, "cpu")
         self.assertEqual(status.frames_rejected, 0)

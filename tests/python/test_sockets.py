@@ -135,7 +135,7 @@ class SubscriberConflates(FakeDaemon):
                 array = random_array(self.rng, "float32", (4, 6))
                 last[topic] = array
                 self.pub.send_multipart(result_message(topic, array, ["depth", "location"], sequence))
-        time.sleep(0.5)  # all of them queued at the subscriber before it reads
+        support.wait_until(lambda: sub.queued() == {t: count for t in topics}, "the whole burst at the subscriber")
         results = list(sub)
         self.assertEqual(sorted(r.topic for r in results), sorted(topics))
         for result in results:
@@ -160,7 +160,7 @@ class SubscriberConflates(FakeDaemon):
         sub = self.subscriber(conflate=True)
         for sequence in [0, 1, 4, 5]:
             self.pub.send_multipart(result_message("result/a/x", np.zeros(2, np.float32), ["x"], sequence))
-        time.sleep(0.3)
+        support.wait_until(lambda: sub.queued() == {"result/a/x": 4}, "the 4 messages at the subscriber")
         (result,) = list(sub)
         self.assertEqual(result.header.input_sequence, 5)
         self.assertEqual(result.skipped, 3)

@@ -136,6 +136,15 @@ class Subscriber:
             if not self._socket.poll(poll_ms, zmq.POLLIN):
                 return None
 
+    def queued(self):
+        """Conflation only: reads what has arrived on the socket into the per-topic buffer,
+        delivering nothing, and returns {topic: messages the buffered one stands for (itself and
+        those it replaced)}. A caller (a test) can wait for a burst to have arrived this way."""
+        if not self.conflate:
+            raise ValueError("queued() needs conflate=True: without conflation every message is delivered")
+        self._drain()
+        return {topic: message.skipped + 1 for topic, message in self._pending.items()}
+
     def __iter__(self):
         while True:
             result = self.receive(self.timeout_s)
@@ -168,6 +177,13 @@ class Subscriber:
     def _take_newest(self):
         """Conflation: drains the socket, keeping the newest message per topic, and hands out the
         topic whose newest message arrived first."""
+        self._drain()
+        if not self._pending:
+            return None
+        return self._pending.pop(next(iter(self._pending)))
+
+    def _drain(self):
+        """Conflation: moves everything queued on the socket into the per-topic buffer."""
         while True:
             message = self._read_one()
             if message is None:
@@ -180,9 +196,6 @@ class Subscriber:
                 skipped = self.stats.per_topic_skipped
                 skipped[message.topic] = skipped.get(message.topic, 0) + 1
             self._pending[message.topic] = message
-        if not self._pending:
-            return None
-        return self._pending.pop(next(iter(self._pending)))
 
     def _accept(self, parts):
         now_ns = time.time_ns()
