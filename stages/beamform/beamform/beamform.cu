@@ -569,7 +569,8 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
             (sqrtf((cx - ex) * (cx - ex) + (cz - ez) * (cz - ez)) * s.inverse_c + delay) * s.sampling_frequency_hz);
         const int start = static_cast<int>(receive_start);
         const int first = start + centre_start - half;  // the window's first sample
-        table[tid] = TileElement{ex, ez, delay * s.sampling_frequency_hz - receive_start, start + centre_start - half};
+        // receive_start holds the window's first sample here (the same for every frame).
+        table[tid] = TileElement{ex, ez, delay * s.sampling_frequency_hz - receive_start, first};
         table_extra[tid] = TileElementExtra{s.demodulation_frequency_hz * delay, first >= 0 && first + span - 1 < samples - 1};
       }
       __syncthreads();
