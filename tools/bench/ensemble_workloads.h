@@ -4,11 +4,11 @@
 // same work. Plain C++ (no sonopipe types), so the driver compiles with nvcc alone.
 //
 // pwi_disk: the shape of mach's own benchmark (its BENCHMARKS.md: PyMUST's rotating-disk Doppler
-// set): IQ, 128 elements (L7-4-like, 0.298 mm pitch) x 334 samples x 32 frames of one 0-degree plane
-// wave each -> 251 x 251 pixels (x -12.5..12.5 mm, z 10..35 mm, 0.1 mm), F-number 1.0, Tukey 0.5,
-// linear interpolation, c = 1480 m/s. The sampling (9.2 MHz from 13.2 us) is chosen so that the 334
-// samples span the image's echo times (13.5 us at 10 mm on axis to 50 us at 35 mm from the edge of
-// the F 1 aperture); the data are random (the work does not depend on them).
+// set PWI_disk.mat): IQ, 128 elements (0.298 mm pitch) x 334 samples x 32 frames of one 0-degree
+// plane wave each -> 251 x 251 pixels (x -12.5..12.5 mm, z 10..35 mm, 0.1 mm), F-number 1.0, Tukey
+// 0.5, linear interpolation; the recording's own acquisition (its `param`): f_c 5 MHz, f_s 6.6667 MHz
+// (4/3 f_c), t0 9.95 us, c 1480 m/s, PRF 10 kHz. The samples are random (the work does not depend on
+// them).
 // fus: a functional-ultrasound ensemble: 200 frames of one plane wave, 128 elements (0.3 mm) x
 // 1024 IQ samples -> 256 x 256 pixels (x -19..19 mm, z 5..45 mm), F-number 1.5, Hann.
 #pragma once
@@ -36,7 +36,7 @@ struct EnsembleWorkload {
   double pixel_z_m(int j) const { return z_min_m + (z_max_m - z_min_m) * j / (depth_pixels - 1); }
 };
 
-inline constexpr EnsembleWorkload kPwiDisk{"pwi_disk", 128, 0.298e-3, 334, 32, 5.208e6, 9.2e6, 13.2e-6, 1480.0, 10e3,
+inline constexpr EnsembleWorkload kPwiDisk{"pwi_disk", 128, 0.298e-3, 334, 32, 5e6, 5e6 * 4 / 3, 9.95e-6, 1480.0, 10e3,
                                            251, 251, -12.5e-3, 12.5e-3, 10e-3, 35e-3, 1.0, 0.5};
 inline constexpr EnsembleWorkload kFus{"fus", 128, 0.3e-3, 1024, 200, 5.208e6, 2 * 5.208e6, 5e-6, 1540.0, 1e3,
                                        256, 256, -19e-3, 19e-3, 5e-3, 45e-3, 1.5, 1.0};
