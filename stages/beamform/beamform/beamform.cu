@@ -556,7 +556,8 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
         constants.origin_samples));
     // local: the transmit's part of (position - 1/2) in window coordinates (entry_at_midpoint()).
     const float local = time_s * s.sampling_frequency_hz - constants.origin_samples - float(centre_start) + float(half) - 0.5f;
-    const float transmit_cycles = s.demodulation_frequency_hz * time_s;  // IQ
+    float transmit_cycles = s.demodulation_frequency_hz * time_s;  // IQ, reduced to [-1/2, 1/2] once: the
+    transmit_cycles -= rintf(transmit_cycles);                      // sum with the receive cycles keeps more bits
     const Sample* transmit_input = reinterpret_cast<const Sample*>(launch.input) +
                                    (frame_first * launch.transmits + t) * static_cast<std::int64_t>(s.elements) * samples;
     for (int chunk = element_begin; chunk < element_end; chunk += kTileChunk) {
