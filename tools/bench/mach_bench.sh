@@ -6,6 +6,7 @@
 #     MACH_DIR   a mach checkout (its src/mach/kernel.cu and src/mach/vendor/ are used)
 #     BUILD_DIR  where the driver is built (default build/mach)
 #     e.g. tools/bench/mach_bench.sh ~/mach -- --repeats 50 --workload fus
+#     MACH_COMMIT=<sha> names the commit when MACH_DIR is an export without .git
 #
 # Nothing of mach enters this tree: the script writes, into BUILD_DIR, the part of kernel.cu before
 # its Python binding (everything up to and including the launch function _beamform_impl, unchanged,
@@ -43,7 +44,7 @@ command -v "$nvcc" >/dev/null || nvcc=/usr/local/cuda/bin/nvcc
 version=$("$nvcc" --version | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1.\2/p')
 major=${version%%.*}; minor=${version#*.}
 arch=${CUDA_ARCH:-90}
-commit=$(git -C "$mach_dir" rev-parse --short HEAD 2>/dev/null || echo "unknown commit")
+commit=${MACH_COMMIT:-$(git -C "$mach_dir" rev-parse --short HEAD 2>/dev/null || echo "unknown commit")}
 echo "mach_bench: mach $commit from $mach_dir, nvcc $version, sm_$arch" >&2
 "$nvcc" -O3 -DNDEBUG --generate-line-info -std=c++17 --expt-relaxed-constexpr -gencode "arch=compute_$arch,code=sm_$arch" \
   -DNVCC_MAJOR="$major" -DNVCC_MINOR="$minor" -DNVCC_VERSION_STR="\"$version\"" \
