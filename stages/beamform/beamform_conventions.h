@@ -19,6 +19,14 @@
 //     aperture half-width h = z / (2 F#) (F# = 0: the whole array, h = infinity); r = |x_e - x| / h;
 //     boxcar 1 for r <= 1; Hann 0.5 (1 + cos(pi r)) for r <= 1; Tukey(alpha) 1 for r <= 1 - alpha,
 //     0.5 (1 + cos(pi (r - 1 + alpha) / alpha)) for 1 - alpha < r <= 1; 0 beyond.
+// IQ output phase: `carrier` (the sum above: the carrier phase restored, a scatterer at depth d_s
+//   seen at depth d has phase 2 pi f_c 2 (d - d_s) / c) or `baseband`: the sum times
+//   exp(-j 2 pi f_dem 2 d / c), d the pixel's depth (linear grid, lines) or radius (sector): the
+//   beamformed line demodulated on its own two-way time t = 2 d / c, as the ARFI chain's IQ is
+//   (stages/arfi/arfi_conventions.h: IQ(t) = analytic(rf)(t) exp(-j 2 pi f_dem t)).
+// Ensembles: every frame of [frame, transmit, element, sample] is beamformed with the same delays
+//   and weights (the geometry is the ensemble's); frame n of the output is the sum over frame n's
+//   transmits. The GPU computes each pixel's delays, weights and phasors once for all frames.
 // Samples outside the recorded line are 0: linear interpolation runs through them (within one
 // sample outside the line the value falls linearly to 0, so a pixel's sum is continuous in its
 // delays); cubic interpolation is the natural spline over the line and 0 outside it.
@@ -88,6 +96,12 @@ template <typename Real>
 SONOPIPE_HD inline Real window_at(Window window, Real tukey_alpha, Real r) {
   // 1 / taper: only Tukey's needs a division (boxcar never reaches the cosine, Hann's is 1).
   return tukey_window(window_taper(window, tukey_alpha), window == Window::tukey ? Real(1) / tukey_alpha : Real(1), r);
+}
+
+// Baseband output: the cycles of exp(-j 2 pi f_dem 2 d / c) at depth (or radius) d, before the sign.
+template <typename Real>
+SONOPIPE_HD inline Real baseband_cycles(Real demodulation_frequency_hz, Real depth_m, Real inverse_c) {
+  return Real(2) * demodulation_frequency_hz * depth_m * inverse_c;
 }
 
 // Receive apodisation weight of an element at lateral distance |dx| for a pixel at depth z.

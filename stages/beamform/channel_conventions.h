@@ -4,7 +4,12 @@
 // UFF conventions so that a UFF file maps onto it field for field.
 //
 // Frame: kind channel_rf (real samples, f_dem = 0) or channel_iq (baseband, f_dem > 0).
-//   Axes, outermost first: [frame...,] transmit, element, sample [, iq=2 for int16 IQ].
+//   Axes, outermost first: [frame,] transmit, element, sample [, iq=2 for int16 IQ].
+//   - `frame`:    optional, an ensemble: consecutive acquisitions of the same transmit sequence, in
+//                 acquisition order (slow time). Its spacing is the frame period 1 / PRF with unit
+//                 "s" (the pulse repetition frequency of the ensemble; UFF's sequence PRF), origin
+//                 the first frame's time; or the frame vector "ensemble_time_s" gives each frame's
+//                 time. The geometry vectors below are the same for every frame.
 //   - `transmit`: one entry per transmit event (plane wave, focused line, diverging wave).
 //   - `element`:  one entry per receive channel, in the order of the element vectors below.
 //   - `sample`:   fast time, unit "s", spacing 1/f_s, origin = time of the first sample (UFF
@@ -39,11 +44,14 @@ inline constexpr std::string_view transmit_source_x_m = "transmit_source_x_m";  
 inline constexpr std::string_view transmit_source_z_m = "transmit_source_z_m";  // per transmit (spherical)
 inline constexpr std::string_view transmit_delay_s = "transmit_delay_s";  // per transmit, optional (0)
 
+inline constexpr std::string_view ensemble_time_s = "ensemble_time_s";  // per frame, optional (s)
+
 // Codes of `transmit_wavefront` (UFF's wavefront enumeration).
 inline constexpr double wavefront_plane = 0.0;
 inline constexpr double wavefront_spherical = 1.0;
 
 // Axis names.
+inline constexpr std::string_view frame_axis = "frame";
 inline constexpr std::string_view transmit_axis = "transmit";
 inline constexpr std::string_view element_axis = "element";
 inline constexpr std::string_view sample_axis = "sample";

@@ -9,6 +9,13 @@
 // load path takes to deliver each linear term's two interpolation inputs (a sample and its slope,
 // C floats each: 16 bytes IQ, 8 RF) at the measured shared-memory gather rate.
 // tools/bench/beamform_torch.py is the PyTorch peer (gather + sum) on the same cases.
+// Ensemble cases (tools/bench/ensemble_workloads.h): pwi_disk_ensemble, mach's benchmark shape
+// (32 frames of one plane wave, [frame, transmit, element, sample] -> [frame, lateral, axial]);
+// pwi_disk_compound, the same samples as 32 compounded transmits of one frame (the tiled kernel);
+// fus_ensemble, 200 frames -> 256 x 256. An ensemble term is (pixel, transmit, element, frame): FP32
+// flops per term 16 IQ (complex lerp 4 FMA + weighted-phasor MAC 4 FMA; the sample position and the
+// phasor are per (pixel, transmit, element), shared by the frames) or 6 RF. tools/bench/mach_bench.sh
+// times mach's kernel on the same pwi_disk data.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +23,7 @@
 #include <cstdio>
 #include <numbers>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +31,7 @@
 #include "stages/beamform/beamform/beamform.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/device_ceilings.h"
+#include "tools/bench/ensemble_workloads.h"
 #include "tools/sim/channel_sim.h"
 
 #ifdef SONOPIPE_WITH_CUDA
@@ -35,6 +44,7 @@ namespace sonopipe::bench {
 namespace {
 
 struct BeamformBenchOptions {
+  std::vector<std::string> cases;  // empty: all
   int repeats = 30;
   bool cpu = false;
   int threads = 0;
@@ -46,7 +56,36 @@ struct Case {
   bool iq;
   bool cubic;
   bool focused;  // 192 focused lines (output lines) instead of 11 plane waves (image)
+  const EnsembleWorkload* workload = nullptr;  // an ensemble workload instead of the PICMUS-sized frame
+  bool compound = false;                       // the workload's frames as compounded transmits of one frame
 };
+
+struct BenchFrame {
+  FrameMeta meta;
+  std::vector<float> data;
+  std::vector<double> element_x_m;
+  std::int64_t frames = 1;
+};
+
+// The workload's geometry from the channel simulator (no scatterers) and its random samples, as an
+// ensemble [frame, transmit = 1, element, sample] or as one frame of `frames` transmits.
+BenchFrame ensemble_frame(const EnsembleWorkload& w, bool compound) {
+  sim::ChannelSimConfig config;
+  config.iq = true;
+  config.elements = w.elements;
+  config.pitch_m = w.pitch_m;
+  config.center_frequency_hz = w.center_frequency_hz;
+  config.sampling_frequency_hz = w.sampling_frequency_hz;
+  config.speed_of_sound_m_per_s = w.speed_of_sound_m_per_s;
+  config.initial_time_s = w.first_sample_s;
+  config.samples = w.samples;
+  config.transmits.assign(compound ? w.frames : 1, sim::ChannelTransmit::plane(0.0));
+  sim::ChannelSimResult geometry = sim::simulate_channel(config);
+  BenchFrame frame{geometry.meta, ensemble_samples(w), geometry.element_x_m, compound ? 1 : w.frames};
+  if (!compound)
+    frame.meta.payload.axes.insert(frame.meta.payload.axes.begin(), Axis{"frame", w.frames, 1.0 / w.prf_hz, "s", 0.0});
+  return frame;
+}
 
 sim::ChannelSimResult channel_frame(const Case& c) {
   sim::ChannelSimConfig config;
@@ -66,6 +105,15 @@ sim::ChannelSimResult channel_frame(const Case& c) {
 
 BeamformParams params_of(const Case& c) {
   BeamformParams p;
+  if (c.workload) {
+    const EnsembleWorkload& w = *c.workload;
+    p.x_min_m = w.x_min_m, p.x_max_m = w.x_max_m, p.z_min_m = w.z_min_m, p.z_max_m = w.z_max_m;
+    p.lateral_pixels = w.lateral_pixels, p.depth_pixels = w.depth_pixels;
+    p.f_number = w.f_number;
+    p.window = w.tukey_alpha == 1.0 ? beamform::Window::hann : beamform::Window::tukey;
+    p.tukey_alpha = w.tukey_alpha;
+    return p;
+  }
   p.x_min_m = -19e-3, p.x_max_m = 19e-3, p.z_min_m = 5e-3, p.z_max_m = 50e-3;
   p.lateral_pixels = 256;
   p.depth_pixels = 1024;
@@ -79,10 +127,10 @@ BeamformParams params_of(const Case& c) {
   return p;
 }
 
-// Triples (pixel, transmit, element) whose receive weight is not zero.
-double count_terms(BeamformStage& stage, const sim::ChannelSimResult& frame, const BeamformParams& p,
-                   std::int64_t lateral, std::int64_t depth) {
-  const std::int64_t transmits = frame.meta.payload.axes[0].size;
+// Triples (pixel, transmit, element) whose receive weight is not zero, times the frames.
+double count_terms(BeamformStage& stage, const BenchFrame& frame, const BeamformParams& p, std::int64_t lateral,
+                   std::int64_t depth) {
+  const std::int64_t transmits = frame.meta.payload.axes[frame.meta.payload.axes.size() - 3].size;
   const std::vector<double>& xe = frame.element_x_m;
   double terms = 0;
   for (std::int64_t i = 0; i < lateral; ++i)
@@ -93,7 +141,7 @@ double count_terms(BeamformStage& stage, const sim::ChannelSimResult& frame, con
       for (double e : xe) inside += beamform::apodisation(p.window, p.tukey_alpha, p.f_number, x - e, z) != 0.0;
       terms += double(inside) * double(p.output == BeamformParams::Output::lines ? 1 : transmits);
     }
-  return terms;
+  return terms * double(frame.frames);
 }
 
 void run_beamform_bench(const BeamformBenchOptions& options) {
@@ -102,19 +150,39 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
   std::printf("%-22s %9s %9s %9s %8s %8s %9s %7s %10s %9s\n", "case", "GPU ms", "frames/s", "Gterms", "GFLOP", "MB",
               "floor ms", "gap x", "gather ms", "CPU ms");
   ThreadPool pool(options.threads);
-  const std::vector<Case> cases = {{"picmus-iq-linear", true, false, false},
-                                   {"picmus-iq-cubic", true, true, false},
-                                   {"picmus-rf-linear", false, false, false},
-                                   {"focused192-rf-linear", false, false, true}};
-  for (const Case& c : cases) {
-    const sim::ChannelSimResult frame = channel_frame(c);
+  const std::vector<Case> all_cases = {{"picmus-iq-linear", true, false, false},
+                                       {"picmus-iq-cubic", true, true, false},
+                                       {"picmus-rf-linear", false, false, false},
+                                       {"focused192-rf-linear", false, false, true},
+                                       {"pwi_disk_ensemble", true, false, false, &kPwiDisk},
+                                       {"pwi_disk_compound", true, false, false, &kPwiDisk, true},
+                                       {"fus_ensemble", true, false, false, &kFus}};
+  for (const std::string& name : options.cases)
+    if (std::none_of(all_cases.begin(), all_cases.end(), [&](const Case& c) { return c.name == name; }))
+      throw std::runtime_error("beamform bench: no case '" + name + "'");
+  for (const Case& c : all_cases) {
+    if (!options.cases.empty() && std::find(options.cases.begin(), options.cases.end(), c.name) == options.cases.end())
+      continue;
+    BenchFrame frame;
+    if (c.workload) {
+      frame = ensemble_frame(*c.workload, c.compound);
+    } else {
+      sim::ChannelSimResult simulated = channel_frame(c);
+      frame.meta = simulated.meta;
+      frame.element_x_m = simulated.element_x_m;
+      const auto* floats = static_cast<const float*>(simulated.data());
+      frame.data.assign(floats, floats + simulated.bytes() / sizeof(float));
+    }
     const BeamformParams p = params_of(c);
     BeamformStage stage(p);
     const TensorSpec& in_spec = frame.meta.payload;
     StagePlan plan = stage.configure(frame.meta, in_spec, Backend::cpu);
     const TensorSpec out_spec = plan.outputs[0].spec;
-    const double terms = count_terms(stage, frame, p, out_spec.axes[0].size, out_spec.axes[1].size);
-    const double gflop = terms * (c.iq ? 20.0 : 10.0) * 1e-9;
+    const std::size_t image_axis = out_spec.axes.size() - 2;
+    const double terms =
+        count_terms(stage, frame, p, out_spec.axes[image_axis].size, out_spec.axes[image_axis + 1].size);
+    const bool ensemble = frame.frames > 1;
+    const double gflop = terms * (ensemble ? (c.iq ? 16.0 : 6.0) : (c.iq ? 20.0 : 10.0)) * 1e-9;
     const double megabytes = double(in_spec.byte_size() + out_spec.byte_size()) * 1e-6;
     const double floor_ms = std::max(gflop / ceilings.fp32_tflops, megabytes * 1e-3 / ceilings.copy_gb_per_s * 1e3);
     const double gather_bytes = terms * 2 * (c.iq ? 2 : 1) * sizeof(float);
@@ -125,7 +193,7 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
     if (options.cpu) {
       std::vector<std::byte> out(out_spec.byte_size()), workspace(plan.workspace_bytes);
       void* outputs[] = {out.data()};
-      const StageIo io{.frame = frame.meta, .input_spec = in_spec, .input = frame.data(), .outputs = outputs,
+      const StageIo io{.frame = frame.meta, .input_spec = in_spec, .input = frame.data.data(), .outputs = outputs,
                        .workspace = workspace.data(), .pool = &pool};
       const auto t0 = std::chrono::steady_clock::now();
       stage.run_cpu(io);
@@ -141,7 +209,7 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
       SONOPIPE_CUDA_CHECK(cudaMalloc(&output, out_spec.byte_size()));
       SONOPIPE_CUDA_CHECK(cudaMalloc(&workspace, plan.workspace_bytes));
       SONOPIPE_CUDA_CHECK(cudaMallocHost(&staging, plan.host_staging_bytes));
-      SONOPIPE_CUDA_CHECK(cudaMemcpy(input, frame.data(), in_spec.byte_size(), cudaMemcpyHostToDevice));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(input, frame.data.data(), in_spec.byte_size(), cudaMemcpyHostToDevice));
       cudaStream_t stream;
       SONOPIPE_CUDA_CHECK(cudaStreamCreate(&stream));
       cudaEvent_t start, stop;
@@ -181,7 +249,11 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
 
 void add_beamform_bench(CLI::App& app) {
   auto options = std::make_shared<BeamformBenchOptions>();
-  CLI::App* command = app.add_subcommand("beamform", "beamform stage: PICMUS-sized plane-wave frame, 192 focused lines");
+  CLI::App* command = app.add_subcommand(
+      "beamform", "beamform stage: PICMUS-sized plane-wave frame, 192 focused lines, ensembles (pwi_disk, fus)");
+  command->add_option("--case", options->cases,
+                      "cases to run (repeatable; default all): picmus-iq-linear, picmus-iq-cubic, picmus-rf-linear, "
+                      "focused192-rf-linear, pwi_disk_ensemble, pwi_disk_compound, fus_ensemble");
   command->add_option("--repeats", options->repeats, "GPU repetitions (median)")->capture_default_str();
   command->add_flag("--cpu", options->cpu, "also time the CPU reference once per case (slow)");
   command->add_option("--threads", options->threads, "CPU threads (0: all)")->capture_default_str();

@@ -190,6 +190,10 @@ ExportReport export_uff(const std::string& recording_path, const std::string& ou
       if (axes.size() != 2 && axes.size() != 3)
         throw std::invalid_argument(where + ": frames " + meta.payload.shape_string() +
                                     ": expected [lateral, axial] or [lateral, ensemble, axial] for beamformed_data");
+      if (axes.front().name == channel::frame_axis)  // [frame, lateral, axial] would be read as [lateral, middle, axial]
+        throw std::invalid_argument(where + ": frames " + meta.payload.shape_string() +
+                                    ": a beamformed ensemble [frame, lateral, axial] is not exported (beamform with "
+                                    "ensemble_axes: arfi gives [location, ensemble, sample], which is)");
       lateral = static_cast<std::size_t>(axes.front().size);
       axial = static_cast<std::size_t>(axes.back().size);
       if (axes.size() == 3) {

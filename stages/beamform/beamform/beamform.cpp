@@ -54,8 +54,9 @@ void copy_vector(const FrameMeta& frame, std::string_view name, std::int64_t siz
 StageInfo BeamformStage::info() {
   return {
       .name = "beamform",
-      .doc = "delay-and-sum of channel data (channel_rf/channel_iq [transmit, element, sample]) onto a linear or "
-             "sector grid, compounded over transmits, or one line per focused transmit",
+      .doc = "delay-and-sum of channel data (channel_rf/channel_iq [frame,] [transmit, element, sample]) onto a "
+             "linear or sector grid, compounded over transmits, or one line per focused transmit; an ensemble's "
+             "frames in one launch",
       .params =
           {
               {.key = "grid", .type = ParamType::choice, .default_value = "linear", .choices = {"linear", "sector"},
@@ -84,6 +85,11 @@ StageInfo BeamformStage::info() {
                .doc = "receive F-number (aperture = depth / F#); 0: the whole array"},
               {.key = "interpolation", .type = ParamType::choice, .default_value = "linear",
                .choices = {"linear", "cubic"}, .doc = "channel-sample interpolation (cubic: natural spline)"},
+              {.key = "ensemble_axes", .type = ParamType::choice, .default_value = "frame_first",
+               .choices = {"frame_first", "arfi"},
+               .doc = "output of an ensemble: [frame, lateral, axial] (Doppler) or [location, ensemble, sample] (ARFI)"},
+              {.key = "iq_phase", .type = ParamType::choice, .default_value = "carrier", .choices = {"carrier", "baseband"},
+               .doc = "IQ output: carrier phase restored, or demodulated at f_dem on the two-way time 2 depth / c (ARFI)"},
           },
       .create = [](const ParamValues& p) { return std::make_unique<BeamformStage>(p); },
   };
@@ -106,6 +112,9 @@ BeamformStage::BeamformStage(const ParamValues& p) {
   params_.tukey_alpha = p.real("tukey_alpha");
   params_.f_number = p.real("f_number");
   params_.cubic = p.text("interpolation") == "cubic";
+  params_.ensemble_axes =
+      p.text("ensemble_axes") == "arfi" ? BeamformParams::EnsembleAxes::arfi : BeamformParams::EnsembleAxes::frame_first;
+  params_.baseband = p.text("iq_phase") == "baseband";
 }
 
 void BeamformStage::read_geometry(const FrameMeta& frame) {
@@ -140,20 +149,28 @@ StagePlan BeamformStage::configure(const FrameMeta& frame, const TensorSpec& inp
   if (input.dtype != DType::float32 && input.dtype != DType::complex64)
     throw StageError("beamform: expected float32 (RF) or complex64 (IQ) samples, got " +
                      std::string(dtype_name(input.dtype)) + " (int16 goes through `convert` first)");
-  if (input.axes.size() != 3 || input.axes[0].name != channel::transmit_axis ||
-      input.axes[1].name != channel::element_axis || input.axes[2].name != channel::sample_axis)
-    throw StageError("beamform: expected axes [transmit, element, sample], got " + input.shape_string());
+  const bool ensemble = input.axes.size() == 4 && input.axes[0].name == channel::frame_axis;
+  const std::size_t first = ensemble ? 1 : 0;  // the transmit axis
+  if (input.axes.size() != first + 3 || input.axes[first].name != channel::transmit_axis ||
+      input.axes[first + 1].name != channel::element_axis || input.axes[first + 2].name != channel::sample_axis)
+    throw StageError("beamform: expected axes [transmit, element, sample] or [frame, transmit, element, sample], got " +
+                     input.shape_string());
+  frames_ = ensemble ? input.axes[0].size : 1;
+  if (frames_ < 1) throw StageError("beamform: the frame axis is empty");
+  if (params_.ensemble_axes == BeamformParams::EnsembleAxes::arfi && !ensemble)
+    throw StageError("beamform: ensemble_axes 'arfi' needs an ensemble [frame, transmit, element, sample], got " +
+                     input.shape_string());
   channels_ = input.dtype == DType::complex64 ? 2 : 1;
   if (channels_ == 2 && frame.demodulation_frequency_hz <= 0)
     throw StageError("beamform: complex64 channel data needs demodulation_frequency_hz > 0");
   if (frame.sampling_frequency_hz <= 0 || frame.speed_of_sound_m_per_s <= 0)
     throw StageError("beamform: the frame needs sampling_frequency_hz and speed_of_sound_m_per_s > 0");
-  transmits_ = input.axes[0].size;
-  elements_ = input.axes[1].size;
-  samples_ = input.axes[2].size;
+  transmits_ = input.axes[first].size;
+  elements_ = input.axes[first + 1].size;
+  samples_ = input.axes[first + 2].size;
   if (samples_ < 2) throw StageError("beamform: the sample axis needs at least 2 samples");
   sampling_frequency_hz_ = frame.sampling_frequency_hz;
-  sample_origin_s_ = input.axes[2].origin;
+  sample_origin_s_ = input.axes[first + 2].origin;
   demodulation_frequency_hz_ = channels_ == 2 ? frame.demodulation_frequency_hz : 0.0;
   inverse_c_ = 1.0 / frame.speed_of_sound_m_per_s;
   read_geometry(frame);  // validates the vectors' names and sizes; values are read again per frame
@@ -184,9 +201,20 @@ StagePlan BeamformStage::configure(const FrameMeta& frame, const TensorSpec& inp
     out.axes.push_back({"angle", lateral_, da, "rad", p.angle_min_deg * kDegree});
   }
   out.axes.push_back({p.grid == BeamformParams::Grid::sector && !lines ? "radius" : "axial", depth_, dz, "m", p.z_min_m});
+  if (ensemble) {
+    Axis frame_axis = input.axes[0];  // keeps its spacing (1 / PRF) and origin
+    if (p.ensemble_axes == BeamformParams::EnsembleAxes::arfi) {  // stages/arfi/arfi_conventions.h
+      out.axes[0].name = "location";
+      out.axes[1].name = "sample";
+      frame_axis.name = "ensemble";
+      out.axes.insert(out.axes.begin() + 1, frame_axis);
+    } else {
+      out.axes.insert(out.axes.begin(), frame_axis);
+    }
+  }
 
   StagePlan plan{.outputs = {{"beamformed", out}}};
-  const std::size_t lines_count = static_cast<std::size_t>(transmits_ * elements_);
+  const std::size_t lines_count = static_cast<std::size_t>(frames_ * transmits_ * elements_);
   const std::size_t real_size = backend == Backend::cuda ? sizeof(float) : sizeof(double);
   const std::size_t spline_bytes =
       p.cubic ? align_up(lines_count * static_cast<std::size_t>(samples_) * (channels_ + 1) * real_size) : 0;
@@ -216,34 +244,66 @@ void BeamformStage::pixel_position(std::int64_t i, std::int64_t j, double& x, do
   }
 }
 
+std::int64_t BeamformStage::frame_stride() const {
+  return params_.ensemble_axes == BeamformParams::EnsembleAxes::arfi ? depth_ : lateral_ * depth_;
+}
+
+std::int64_t BeamformStage::lateral_stride() const {
+  return params_.ensemble_axes == BeamformParams::EnsembleAxes::arfi ? frames_ * depth_ : depth_;
+}
+
+double BeamformStage::baseband_cycles_per_m() const {
+  if (channels_ != 2 || !params_.baseband) return 0.0;
+  return beamform::baseband_cycles(demodulation_frequency_hz_, 1.0, inverse_c_);
+}
+
 namespace {
+
+// Where output pixel (frame, lateral, depth) lies, in pixels: [frame, lateral, axial] or, for the ARFI
+// layout, [location, ensemble, sample].
+struct OutputStrides {
+  std::int64_t frame, lateral;
+};
 
 template <int C>
 void beamform_cpu(const BeamformStage& stage, const beamform::DasSetup<double>& setup, const float* input,
-                  double* spline_m, double* spline_c, std::int64_t transmits, std::int64_t lateral,
-                  std::int64_t depth, bool lines, float* out, ThreadPool& pool) {
+                  double* spline_m, double* spline_c, std::int64_t frames, std::int64_t transmits, std::int64_t lateral,
+                  std::int64_t depth, bool lines, OutputStrides strides, double baseband_cycles_per_m,
+                  double depth_min_m, double depth_step_m, float* out, ThreadPool& pool) {
   using V = spline::Vec<double, C>;
   const std::int64_t elements = setup.elements, samples = setup.samples;
   V* m = reinterpret_cast<V*>(spline_m);
   if (setup.cubic) {
-    pool.parallel_for(static_cast<std::size_t>(transmits * elements), [&](std::size_t begin, std::size_t end) {
+    pool.parallel_for(static_cast<std::size_t>(frames * transmits * elements), [&](std::size_t begin, std::size_t end) {
       for (std::size_t line = begin; line < end; ++line)
         beamform::spline_line<double, C>(input + line * samples * C, samples, m + line * samples,
                                          spline_c + line * samples);
     });
   }
-  pool.parallel_for(static_cast<std::size_t>(lateral * depth), [&](std::size_t begin, std::size_t end) {
-    for (std::size_t pixel = begin; pixel < end; ++pixel) {
-      const std::int64_t i = static_cast<std::int64_t>(pixel) / depth, j = static_cast<std::int64_t>(pixel) % depth;
+  pool.parallel_for(static_cast<std::size_t>(frames * lateral * depth), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t index = begin; index < end; ++index) {
+      const std::int64_t frame = static_cast<std::int64_t>(index) / (lateral * depth);
+      const std::int64_t pixel = static_cast<std::int64_t>(index) - frame * lateral * depth;
+      const std::int64_t i = pixel / depth, j = pixel % depth;
       double x, z;
       stage.pixel_position(i, j, x, z);
       const int t_begin = lines ? static_cast<int>(i) : 0;
       const int t_end = lines ? static_cast<int>(i) + 1 : static_cast<int>(transmits);
-      const V value = beamform::das_pixel<double, C>(setup, x, z, t_begin, t_end, [&](int t, int e) {
-        const std::size_t line = static_cast<std::size_t>(t) * elements + e;
+      const std::size_t frame_lines = static_cast<std::size_t>(frame * transmits * elements);
+      V value = beamform::das_pixel<double, C>(setup, x, z, t_begin, t_end, [&](int t, int e) {
+        const std::size_t line = frame_lines + static_cast<std::size_t>(t) * elements + e;
         return beamform::Line<double, C>{input + line * samples * C, setup.cubic ? m + line * samples : nullptr};
       });
-      for (int c = 0; c < C; ++c) out[pixel * C + c] = static_cast<float>(value.v[c]);
+      if constexpr (C == 2) {
+        if (baseband_cycles_per_m != 0.0) {  // beamform_conventions.h: exp(-j 2 pi f_dem 2 d / c)
+          const double phase = -2 * std::numbers::pi * baseband_cycles_per_m *
+                               (depth_min_m + depth_step_m * static_cast<double>(j));
+          const std::complex<double> v = std::complex<double>(value.v[0], value.v[1]) * std::polar(1.0, phase);
+          value.v[0] = v.real(), value.v[1] = v.imag();
+        }
+      }
+      const std::int64_t at = frame * strides.frame + i * strides.lateral + j;
+      for (int c = 0; c < C; ++c) out[at * C + c] = static_cast<float>(value.v[c]);
     }
   }, 64);
 }
@@ -259,14 +319,18 @@ bool BeamformStage::run_cpu(const StageIo& io) {
       .demodulation_frequency_hz = demodulation_frequency_hz_, .window = params_.window,
       .tukey_alpha = params_.tukey_alpha, .f_number = params_.f_number, .cubic = params_.cubic};
   auto* spline_m = static_cast<double*>(io.workspace);
-  double* spline_c = spline_m ? spline_m + transmits_ * elements_ * samples_ * channels_ : nullptr;
+  double* spline_c = spline_m ? spline_m + frames_ * transmits_ * elements_ * samples_ * channels_ : nullptr;
   const bool lines = params_.output == BeamformParams::Output::lines;
   const auto* input = static_cast<const float*>(io.input);
   auto* out = static_cast<float*>(io.outputs[0]);
+  const OutputStrides strides{frame_stride(), lateral_stride()};
+  const double depth_step_m = (params_.z_max_m - params_.z_min_m) / static_cast<double>(depth_ - 1);
   if (channels_ == 1)
-    beamform_cpu<1>(*this, setup, input, spline_m, spline_c, transmits_, lateral_, depth_, lines, out, *io.pool);
+    beamform_cpu<1>(*this, setup, input, spline_m, spline_c, frames_, transmits_, lateral_, depth_, lines, strides, 0.0,
+                    params_.z_min_m, depth_step_m, out, *io.pool);
   else
-    beamform_cpu<2>(*this, setup, input, spline_m, spline_c, transmits_, lateral_, depth_, lines, out, *io.pool);
+    beamform_cpu<2>(*this, setup, input, spline_m, spline_c, frames_, transmits_, lateral_, depth_, lines, strides,
+                    baseband_cycles_per_m(), params_.z_min_m, depth_step_m, out, *io.pool);
   return true;
 }
 
@@ -290,12 +354,13 @@ bool BeamformStage::run_cuda(const StageIo& io) {
   auto* device_transmits = static_cast<const beamform::Transmit<float>*>(io.workspace);
   const auto* device_floats = reinterpret_cast<const float*>(device_transmits + transmits_);
   float* spline_m = params_.cubic ? reinterpret_cast<float*>(static_cast<std::byte*>(io.workspace) + geometry) : nullptr;
-  float* spline_c = spline_m ? spline_m + transmits_ * elements_ * samples_ * channels_ : nullptr;
+  float* spline_c = spline_m ? spline_m + frames_ * transmits_ * elements_ * samples_ * channels_ : nullptr;
 
   const BeamformParams& p = params_;
   cuda::BeamformLaunch launch{
       .input = static_cast<const float*>(io.input),
       .channels = channels_,
+      .frames = frames_,
       .transmits = transmits_,
       .setup = {.transmits = device_transmits, .element_x_m = device_floats, .element_z_m = device_floats + elements_,
                 .element_delay_s = device_floats + 2 * elements_, .elements = static_cast<int>(elements_),
@@ -317,6 +382,9 @@ bool BeamformStage::run_cuda(const StageIo& io) {
       .depth_min_m = float(p.z_min_m),
       .depth_step_m = float((p.z_max_m - p.z_min_m) / double(depth_ - 1)),
       .output = io.outputs[0],
+      .output_frame_stride = frame_stride(),
+      .output_lateral_stride = lateral_stride(),
+      .baseband_cycles_per_m = float(baseband_cycles_per_m()),
       .elements_ascending = std::is_sorted(element_x_.begin(), element_x_.end()),
       .focused_transmits = std::any_of(transmits_host_.begin(), transmits_host_.end(),
                                        [](const auto& t) { return t.wave == beamform::Wave::focused; }),

@@ -33,32 +33,56 @@ __device__ inline void pixel_position(const BeamformLaunch& launch, std::int64_t
   }
 }
 
-// The pixel's sum with the math shared with the CPU reference (stages/beamform/beamform/das.h).
+// Writes pixel (frame f, lateral i, depth j) at its place in the output layout, brought to baseband
+// first when the launch asks (beamform_conventions.h: times exp(-j 2 pi f_dem 2 d / c)).
 template <int C>
-__device__ inline void das_pixel_to_output(const BeamformLaunch& launch, std::int64_t i, std::int64_t j) {
+__device__ inline void write_pixel(const BeamformLaunch& launch, std::int64_t f, std::int64_t i, std::int64_t j,
+                                   float re, float im) {
+  float* out = static_cast<float*>(launch.output) +
+               (f * launch.output_frame_stride + i * launch.output_lateral_stride + j) * C;
+  if constexpr (C == 2) {
+    if (launch.baseband_cycles_per_m != 0.0f) {
+      float cycles = launch.baseband_cycles_per_m * (launch.depth_min_m + launch.depth_step_m * static_cast<float>(j));
+      cycles -= rintf(cycles);
+      float s, c;
+      sincospif(-2.0f * cycles, &s, &c);
+      const float rotated_re = re * c - im * s;
+      im = re * s + im * c;
+      re = rotated_re;
+    }
+    out[1] = im;
+  }
+  out[0] = re;
+}
+
+// The pixel's sum for frame f with the math shared with the CPU reference (stages/beamform/beamform/das.h).
+template <int C>
+__device__ inline void das_pixel_to_output(const BeamformLaunch& launch, std::int64_t f, std::int64_t i, std::int64_t j) {
   float x, z;
   pixel_position(launch, i, j, x, z);
   int t_begin = 0, t_end = static_cast<int>(launch.transmits);
   if (launch.grid == BeamformLaunch::Grid::lines) t_begin = static_cast<int>(i), t_end = t_begin + 1;
   const std::int64_t elements = launch.setup.elements, samples = launch.setup.samples;
+  const std::int64_t frame_lines = f * launch.transmits * elements;
   const auto* m = reinterpret_cast<const spline::Vec<float, C>*>(launch.spline_m);
   const spline::Vec<float, C> value =
       beamform::das_pixel<float, C>(launch.setup, x, z, t_begin, t_end, [&](int t, int e) {
-        const std::int64_t line = t * elements + e;
+        const std::int64_t line = frame_lines + t * elements + e;
         return beamform::Line<float, C>{launch.input + line * samples * C, m ? m + line * samples : nullptr};
       });
-  float* out = static_cast<float*>(launch.output) + (i * launch.depth + j) * C;
-  for (int c = 0; c < C; ++c) out[c] = value.v[c];
+  write_pixel<C>(launch, f, i, j, value.v[0], C == 2 ? value.v[C - 1] : 0.0f);
 }
 
 // Depth is the fastest output axis: neighbouring threads take neighbouring depths of one lateral
 // position, so their delays (and the channel samples they read) are close together.
 template <int C>
 __global__ void delay_and_sum(BeamformLaunch launch) {
-  const std::int64_t pixel = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (pixel >= launch.lateral * launch.depth) return;
+  const std::int64_t index = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t image = launch.lateral * launch.depth;
+  if (index >= launch.frames * image) return;
+  const std::int64_t f = index / image, pixel = index - f * image;
   const std::int64_t i = pixel / launch.depth;
-  das_pixel_to_output<C>(launch, i, pixel - i * launch.depth);
+  das_pixel_to_output<C>(launch, f, i, pixel - i * launch.depth);
 }
 
 // The tiled kernel. A block takes kTileLateral x kTileDepth pixels. Per element it stages in shared
@@ -186,29 +210,18 @@ __device__ inline float length_from_squared(float squared) {
   return squared > 0.0f ? squared * fast_rsqrt(squared) : 0.0f;
 }
 
-template <int C>
-__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
-    delay_and_sum_tiled(BeamformLaunch launch, TileConstants constants) {
-  using Sample = typename TileTypes<C>::Sample;
-  using Entry = typename TileTypes<C>::Entry;
-  // Row kTilePass of each tile is a spare that the staging lanes with no entry this pass write to.
-  __shared__ Entry tile[2][kTilePass + 1][kTileSamples];
-  __shared__ TileElement table[kTileChunk];
-  __shared__ TileElementExtra table_extra[kTileChunk];
-  __shared__ float block_extent[4][kTileThreads / 32];
+// The block's centre pixel, its extent (x range, deepest z) and its largest distance from the
+// centre pixel, for every thread of a Lateral x Depth block (threadIdx.x along depth).
+struct BlockExtent {
+  float cx, cz, x_min, x_max, z_max, reach;
+};
+template <int Lateral, int Depth>
+__device__ inline BlockExtent block_extent(float x, float z) {
+  constexpr int kWarps = Lateral * Depth / 32;
+  __shared__ float extent[4][kWarps];
   __shared__ float centre[2];
-  __shared__ float centre_transmit[kTilePass];
-
-  const beamform::DasSetup<float>& s = launch.setup;
-  const int tid = threadIdx.y * kTileDepth + threadIdx.x;
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kTileDepth) + threadIdx.x;
-  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kTileLateral) + threadIdx.y;
-  const bool active = j < launch.depth && i < launch.lateral;
-  float x, z;
-  pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
-
-  // The block's extent (x range, deepest z) and its largest distance from the centre pixel.
-  if (threadIdx.x == kTileDepth / 2 && threadIdx.y == kTileLateral / 2) centre[0] = x, centre[1] = z;
+  const int tid = threadIdx.y * Depth + threadIdx.x;
+  if (threadIdx.x == Depth / 2 && threadIdx.y == Lateral / 2) centre[0] = x, centre[1] = z;
   float x_min = x, x_max = x, z_max = z;
   for (int offset = 16; offset > 0; offset >>= 1) {
     x_min = fminf(x_min, __shfl_xor_sync(~0u, x_min, offset));
@@ -220,39 +233,69 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
   float reach = sqrtf((x - cx) * (x - cx) + (z - cz) * (z - cz));
   for (int offset = 16; offset > 0; offset >>= 1) reach = fmaxf(reach, __shfl_xor_sync(~0u, reach, offset));
   if ((tid & 31) == 0) {
-    block_extent[0][tid >> 5] = x_min, block_extent[1][tid >> 5] = x_max;
-    block_extent[2][tid >> 5] = z_max, block_extent[3][tid >> 5] = reach;
+    extent[0][tid >> 5] = x_min, extent[1][tid >> 5] = x_max;
+    extent[2][tid >> 5] = z_max, extent[3][tid >> 5] = reach;
   }
   __syncthreads();
-  for (int w = 0; w < kTileThreads / 32; ++w) {
-    x_min = fminf(x_min, block_extent[0][w]), x_max = fmaxf(x_max, block_extent[1][w]);
-    z_max = fmaxf(z_max, block_extent[2][w]), reach = fmaxf(reach, block_extent[3][w]);
+  for (int w = 0; w < kWarps; ++w) {
+    x_min = fminf(x_min, extent[0][w]), x_max = fmaxf(x_max, extent[1][w]);
+    z_max = fmaxf(z_max, extent[2][w]), reach = fmaxf(reach, extent[3][w]);
   }
+  return {cx, cz, x_min, x_max, z_max, reach};
+}
+
+// Receive aperture of the block: elements [begin, end) with |x_e - x| <= z / (2 F#) for some pixel
+// (by bisection when the elements are sorted; else every element).
+__device__ inline void block_aperture(const BeamformLaunch& launch, const BlockExtent& extent, int& begin, int& end) {
+  const beamform::DasSetup<float>& s = launch.setup;
+  begin = 0, end = s.elements;
+  if (!launch.elements_ascending || !(s.f_number > 0.0f)) return;
+  const float reach_x = extent.z_max / (2.0f * s.f_number) * 1.0001f;  // a hair wider: apodisation decides
+  int a = 0, b = s.elements;
+  while (a < b) {
+    const int m = (a + b) >> 1;
+    if (s.element_x_m[m] < extent.x_min - reach_x) a = m + 1; else b = m;
+  }
+  begin = a;
+  b = s.elements;
+  while (a < b) {
+    const int m = (a + b) >> 1;
+    if (s.element_x_m[m] <= extent.x_max + reach_x) a = m + 1; else b = m;
+  }
+  end = a;
+}
+
+template <int C>
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
+    delay_and_sum_tiled(BeamformLaunch launch, TileConstants constants) {
+  using Sample = typename TileTypes<C>::Sample;
+  using Entry = typename TileTypes<C>::Entry;
+  // Row kTilePass of each tile is a spare that the staging lanes with no entry this pass write to.
+  __shared__ Entry tile[2][kTilePass + 1][kTileSamples];
+  __shared__ TileElement table[kTileChunk];
+  __shared__ TileElementExtra table_extra[kTileChunk];
+  __shared__ float centre_transmit[kTilePass];
+
+  const beamform::DasSetup<float>& s = launch.setup;
+  const int tid = threadIdx.y * kTileDepth + threadIdx.x;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kTileDepth) + threadIdx.x;
+  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kTileLateral) + threadIdx.y;
+  const bool active = j < launch.depth && i < launch.lateral;
+  float x, z;
+  pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
+
+  const BlockExtent extent = block_extent<kTileLateral, kTileDepth>(x, z);
+  const float cx = extent.cx, cz = extent.cz;
   // Staged samples: centre position - half ... + half + 1.
-  const float half_span = tile_half_span(reach, s.inverse_c, s.sampling_frequency_hz);
+  const float half_span = tile_half_span(extent.reach, s.inverse_c, s.sampling_frequency_hz);
   if (!(2.0f * half_span + 2.0f <= float(kTileSamples))) {
-    if (active) das_pixel_to_output<C>(launch, i, j);
+    if (active) das_pixel_to_output<C>(launch, 0, i, j);
     return;  // uniform over the block: no barrier follows for anyone
   }
   const int half = static_cast<int>(half_span);
 
-  // Receive aperture of the block: elements with |x_e - x| <= z / (2 F#) for some pixel.
-  int element_begin = 0, element_end = s.elements;
-  if (launch.elements_ascending && s.f_number > 0.0f) {
-    const float reach_x = z_max / (2.0f * s.f_number) * 1.0001f;  // a hair wider: apodisation decides
-    int a = 0, b = s.elements;
-    while (a < b) {
-      const int m = (a + b) >> 1;
-      if (s.element_x_m[m] < x_min - reach_x) a = m + 1; else b = m;
-    }
-    element_begin = a;
-    b = s.elements;
-    while (a < b) {
-      const int m = (a + b) >> 1;
-      if (s.element_x_m[m] <= x_max + reach_x) a = m + 1; else b = m;
-    }
-    element_end = a;
-  }
+  int element_begin, element_end;
+  block_aperture(launch, extent, element_begin, element_end);
 
   const int samples = constants.samples;  // run() checks that line and sample indices fit an int
   // apodisation() with the pixel's 1 / h computed once (no division per element); a pixel at z <= 0
@@ -423,41 +466,245 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
     }
   }
   if (!active) return;
-  float* out = static_cast<float*>(launch.output) + (i * launch.depth + j) * C;
-  out[0] = sum_re;
-  if constexpr (C == 2) out[1] = sum_im;
+  write_pixel<C>(launch, 0, i, j, sum_re, sum_im);
 }
+// The ensemble kernel: the tiled kernel's staging, with the frames of an ensemble as the rows of a
+// tile. A block takes kEnsembleLateral x kEnsembleDepth pixels and kEnsembleFrames frames
+// (blockIdx.z). Per transmit and element it stages, for each of its frames, the samples around the
+// block centre's position (the same window for every frame: the frames share the geometry), then
+// every pixel computes its delay, apodisation and phasor ONCE and sums that element into all of its
+// frames: per frame one shared-memory read at an immediate offset, the interpolation (2 FMA per
+// channel) and the weighted phasor's multiply-add (4 FMA for IQ, 1 for RF), the frames' sums in
+// registers. Global reads of a staging slot are consecutive samples of one line across a warp
+// (coalesced, in the input's own [frame, transmit, element, sample] order); lateral neighbours share
+// the staged window, so each sample crosses from L2 once per block. Blocks are square-ish (16 x 16
+// pixels) so that the window of a block, bounded by its largest distance from its centre (see the
+// tiled kernel), stays inside kTileSamples on coarser grids than 8 x 32 blocks allow.
+constexpr int kEnsembleThreads = kEnsembleLateral * kEnsembleDepth;
+constexpr int kEnsembleLoads = (kEnsembleFrames * kTileSamples + kEnsembleThreads - 1) / kEnsembleThreads;
+static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's row of the block's table");
+
+template <int C>
+__global__ void __launch_bounds__(kEnsembleThreads, 2)
+    delay_and_sum_ensemble(BeamformLaunch launch, TileConstants constants) {
+  using Sample = typename TileTypes<C>::Sample;
+  using Entry = typename TileTypes<C>::Entry;
+  // Row kEnsembleFrames of each tile is a spare that the staging lanes with no entry write to.
+  __shared__ Entry tile[2][kEnsembleFrames + 1][kTileSamples];
+  __shared__ TileElement table[kTileChunk];
+  __shared__ TileElementExtra table_extra[kTileChunk];
+
+  const beamform::DasSetup<float>& s = launch.setup;
+  const int tid = threadIdx.y * kEnsembleDepth + threadIdx.x;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kEnsembleDepth) + threadIdx.x;
+  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + threadIdx.y;
+  const std::int64_t frame_first = blockIdx.z * static_cast<std::int64_t>(kEnsembleFrames);
+  const int count = static_cast<int>(min(static_cast<std::int64_t>(kEnsembleFrames), launch.frames - frame_first));
+  const bool active = j < launch.depth && i < launch.lateral;
+  float x, z;
+  pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
+
+  const BlockExtent extent = block_extent<kEnsembleLateral, kEnsembleDepth>(x, z);
+  const float cx = extent.cx, cz = extent.cz;
+  const float half_span = tile_half_span(extent.reach, s.inverse_c, s.sampling_frequency_hz);
+  if (!(2.0f * half_span + 2.0f <= float(kTileSamples))) {
+    if (active)
+      for (int k = 0; k < count; ++k) das_pixel_to_output<C>(launch, frame_first + k, i, j);
+    return;  // uniform over the block: no barrier follows for anyone
+  }
+  const int half = static_cast<int>(half_span);
+  const int span = 2 * half + 2;  // staged entries per frame: centre position - half ... + half + 1
+
+  int element_begin, element_end;
+  block_aperture(launch, extent, element_begin, element_end);
+
+  const int samples = constants.samples;  // run() checks that line and sample indices fit an int
+  const bool contributes = active && (s.f_number <= 0.0f || z > 0.0f);
+  const float inverse_half_width = s.f_number > 0.0f && z > 0.0f ? 2.0f * s.f_number / z : 0.0f;
+  float sum_re[kEnsembleFrames], sum_im[kEnsembleFrames];
+#pragma unroll
+  for (int k = 0; k < kEnsembleFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
+  (void)sum_im;
+  // Rows of frames this block lacks hold zeros (they are summed like the others and not written).
+  for (int slot = tid; slot < 2 * (kEnsembleFrames + 1) * kTileSamples; slot += kEnsembleThreads) {
+    const int row = slot / kTileSamples % (kEnsembleFrames + 1);
+    if (row >= count) (&tile[0][0][0])[slot] = Entry{};
+  }
+  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0]));
+  const unsigned biased_tiles = tiles - constants.magic_bias;
+  const int frame_samples = static_cast<int>(launch.transmits) * s.elements * samples;  // one frame's samples
+  const int staged = count * span;
+  // Staging slots: entry index tid + r kEnsembleThreads, row = frame, q = entry within the window.
+  int warp_slots = 0, slot_q[kEnsembleLoads], slot_frame[kEnsembleLoads];
+  unsigned slot_entry[kEnsembleLoads];
+#pragma unroll
+  for (int r = 0; r < kEnsembleLoads; ++r) {
+    const int index = tid + r * kEnsembleThreads, used = min(index, staged - 1);
+    if ((index & ~31) < staged) warp_slots = r + 1;
+    const int row = used / span;
+    slot_q[r] = used - row * span;
+    slot_frame[r] = row * frame_samples;
+    slot_entry[r] = tiles + (index < staged ? row * kTileSamples + slot_q[r] : kEnsembleFrames * kTileSamples + (tid & 31)) *
+                                static_cast<unsigned>(sizeof(Entry));
+  }
+
+  for (int t = 0; t < static_cast<int>(launch.transmits); ++t) {
+    const beamform::Transmit<float>& transmit = s.transmits[t];
+    const float time_s = beamform::transmit_time_s(transmit, x, z, s.inverse_c) + transmit.delay_s;
+    const int centre_start = static_cast<int>(floorf(
+        (beamform::transmit_time_s(transmit, cx, cz, s.inverse_c) + transmit.delay_s) * s.sampling_frequency_hz -
+        constants.origin_samples));
+    // local: the transmit's part of (position - 1/2) in window coordinates (entry_at_midpoint()).
+    const float local = time_s * s.sampling_frequency_hz - constants.origin_samples - float(centre_start) + float(half) - 0.5f;
+    float transmit_cycles = s.demodulation_frequency_hz * time_s;  // IQ, reduced to [-1/2, 1/2] once: the
+    transmit_cycles -= rintf(transmit_cycles);                      // sum with the receive cycles keeps more bits
+    const Sample* transmit_input = reinterpret_cast<const Sample*>(launch.input) +
+                                   (frame_first * launch.transmits + t) * static_cast<std::int64_t>(s.elements) * samples;
+    for (int chunk = element_begin; chunk < element_end; chunk += kTileChunk) {
+      const int chunk_end = min(chunk + kTileChunk, element_end);
+      __syncthreads();  // everyone is done with the previous chunk's table and tiles
+      if (tid < chunk_end - chunk) {
+        const int e = chunk + tid;
+        const float ex = s.element_x_m[e], ez = s.element_z_m[e], delay = s.element_delay_s[e];
+        const float receive_start = floorf(
+            (sqrtf((cx - ex) * (cx - ex) + (cz - ez) * (cz - ez)) * s.inverse_c + delay) * s.sampling_frequency_hz);
+        const int start = static_cast<int>(receive_start);
+        const int first = start + centre_start - half;  // the window's first sample
+        // receive_start holds the window's first sample here (the same for every frame).
+        table[tid] = TileElement{ex, ez, delay * s.sampling_frequency_hz - receive_start, first};
+        table_extra[tid] = TileElementExtra{s.demodulation_frequency_hz * delay, first >= 0 && first + span - 1 < samples - 1};
+      }
+      __syncthreads();
+
+      Sample first_sample[kEnsembleLoads], next_sample[kEnsembleLoads];
+      // Loads element e's window of every frame; a window reaching outside [0, samples - 2] (same
+      // for the whole block) takes the checked path, which reads zero for a sample outside the line.
+      auto prefetch = [&](int e) {
+        const int window = table[e - chunk].receive_start;  // first sample of the window
+        const Sample* line = transmit_input + e * samples;
+        if (table_extra[e - chunk].inside) {
+#pragma unroll
+          for (int r = 0; r < kEnsembleLoads; ++r) {
+            if (r >= warp_slots) break;
+            const Sample* value = line + (slot_frame[r] + window + slot_q[r]);
+            first_sample[r] = __ldg(value), next_sample[r] = __ldg(value + 1);
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < kEnsembleLoads; ++r) {
+            if (r >= warp_slots) break;
+            const int sample = window + slot_q[r];
+            const int first_read = min(max(sample, 0), samples - 1), next_read = min(max(sample + 1, 0), samples - 1);
+            const Sample* frame_line = line + slot_frame[r];
+            const Sample a = __ldg(frame_line + first_read), b = __ldg(frame_line + next_read);
+            first_sample[r] = first_read == sample ? a : Sample{};
+            next_sample[r] = next_read == sample + 1 ? b : Sample{};
+          }
+        }
+      };
+      auto element_step = [&](int e, auto buffer) {
+        constexpr int kTileBytes = (kEnsembleFrames + 1) * kTileSamples * sizeof(Entry);
+        constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
+#pragma unroll
+        for (int r = 0; r < kEnsembleLoads; ++r) {
+          if (r < warp_slots) {
+            if constexpr (C == 2) {
+              const float slope_re = next_sample[r].x - first_sample[r].x;
+              const float slope_im = next_sample[r].y - first_sample[r].y;
+              store_shared<kBufferOffset>(slot_entry[r], make_float4(fmaf(0.5f, slope_re, first_sample[r].x),
+                                                                     fmaf(0.5f, slope_im, first_sample[r].y), slope_re,
+                                                                     slope_im));
+            } else {
+              const float slope = next_sample[r] - first_sample[r];
+              store_shared<kBufferOffset>(slot_entry[r], make_float2(fmaf(0.5f, slope, first_sample[r]), slope));
+            }
+          }
+        }
+        __syncthreads();  // this tile is complete; the other was last read before the previous barrier
+        if (e + 1 < chunk_end) prefetch(e + 1);
+        const TileElement element = table[e - chunk];
+        const float dx = x - element.x_m, dz = z - element.z_m;
+        const float weight =
+            beamform::tukey_window(constants.taper, constants.inverse_taper, fabsf(dx) * inverse_half_width);
+        if (!contributes || weight == 0.0f) return;
+        const float range_m = length_from_squared(fmaf(dx, dx, dz * dz));
+        const float position_minus_half = local + fmaf(range_m, constants.samples_per_m, element.receive_offset);
+        const float rounded = position_minus_half + kMagic;  // entry_at_midpoint(), the address kept for every frame
+        const float offset = position_minus_half - (rounded - kMagic);
+        const unsigned address = biased_tiles + __float_as_uint(rounded) * static_cast<unsigned>(sizeof(Entry));
+        float weight_re = weight, weight_im = 0.0f;  // IQ: weight exp(j 2 pi f_dem (t_tx + t_rx))
+        (void)weight_im;
+        if constexpr (C == 2) {
+          float re, im;
+          phasor_of_cycles(transmit_cycles + fmaf(range_m, constants.cycles_per_m, table_extra[e - chunk].phase), re, im);
+          weight_re = re * weight, weight_im = im * weight;
+        }
+        auto term = [&](auto k) {
+          constexpr int kRow = decltype(k)::value;
+          const Entry entry = load_shared<kBufferOffset + kRow * kTileSamples * int(sizeof(Entry))>(
+              address, static_cast<Entry*>(nullptr));
+          if constexpr (C == 2) {
+            const float re = fmaf(offset, entry.z, entry.x), im = fmaf(offset, entry.w, entry.y);
+            sum_re[kRow] = fmaf(re, weight_re, fmaf(-im, weight_im, sum_re[kRow]));
+            sum_im[kRow] = fmaf(re, weight_im, fmaf(im, weight_re, sum_im[kRow]));
+          } else {
+            sum_re[kRow] = fmaf(fmaf(offset, entry.y, entry.x), weight_re, sum_re[kRow]);
+          }
+        };
+        for_each_index(std::make_integer_sequence<int, kEnsembleFrames>{}, term);
+      };
+      prefetch(chunk);
+      for (int e = chunk; e < chunk_end; e += 2) {
+        element_step(e, std::integral_constant<int, 0>{});
+        if (e + 1 < chunk_end) element_step(e + 1, std::integral_constant<int, 1>{});
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int k = 0; k < kEnsembleFrames; ++k)
+    if (k < count) write_pixel<C>(launch, frame_first + k, i, j, sum_re[k], sum_im[k]);
+}
+
 template <int C>
 void run(const BeamformLaunch& launch, cudaStream_t stream) {
   constexpr std::int64_t kIntLimit = 0x7fffffff;
-  const bool tiled = !launch.setup.cubic && launch.grid != BeamformLaunch::Grid::lines && !launch.focused_transmits &&
-                     launch.setup.samples < kIntLimit && launch.transmits * launch.setup.elements < kIntLimit &&
-                     kTilePass * launch.setup.elements * launch.setup.samples < kIntLimit;
-  if (tiled) {
+  const beamform::DasSetup<float>& s = launch.setup;
+  const bool staged = !s.cubic && launch.grid != BeamformLaunch::Grid::lines && !launch.focused_transmits &&
+                      s.samples < kIntLimit && launch.transmits * s.elements < kIntLimit;
+  const float taper = beamform::window_taper(s.window, s.tukey_alpha);
+  const TileConstants constants{s.inverse_c * s.sampling_frequency_hz,
+                                s.inverse_c * s.demodulation_frequency_hz,
+                                s.sample_origin_s * s.sampling_frequency_hz,
+                                static_cast<int>(s.samples),
+                                taper,
+                                taper > 0.0f ? 1.0f / taper : 0.0f,
+                                kMagicBits * static_cast<unsigned>(sizeof(typename TileTypes<C>::Entry))};
+  if (staged && launch.frames > 1 && kEnsembleFrames * launch.transmits * s.elements * s.samples < kIntLimit &&
+      (launch.frames + kEnsembleFrames - 1) / kEnsembleFrames <= 65535) {
+    const dim3 blocks(static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth),
+                      static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral),
+                      static_cast<unsigned>((launch.frames + kEnsembleFrames - 1) / kEnsembleFrames));
+    delay_and_sum_ensemble<C><<<blocks, dim3(kEnsembleDepth, kEnsembleLateral), 0, stream>>>(launch, constants);
+    SONOPIPE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (staged && launch.frames == 1 && kTilePass * s.elements * s.samples < kIntLimit) {
     const dim3 blocks(static_cast<unsigned>((launch.depth + kTileDepth - 1) / kTileDepth),
                       static_cast<unsigned>((launch.lateral + kTileLateral - 1) / kTileLateral));
-    const beamform::DasSetup<float>& s = launch.setup;
-    const float taper = beamform::window_taper(s.window, s.tukey_alpha);
-    const TileConstants constants{s.inverse_c * s.sampling_frequency_hz,
-                                  s.inverse_c * s.demodulation_frequency_hz,
-                                  s.sample_origin_s * s.sampling_frequency_hz,
-                                  static_cast<int>(s.samples),
-                                  taper,
-                                  taper > 0.0f ? 1.0f / taper : 0.0f,
-                                  kMagicBits * static_cast<unsigned>(sizeof(typename TileTypes<C>::Entry))};
     delay_and_sum_tiled<C><<<blocks, dim3(kTileDepth, kTileLateral), 0, stream>>>(launch, constants);
     SONOPIPE_CUDA_CHECK_LAUNCH();
     return;
   }
   constexpr int kThreads = 256;
-  if (launch.setup.cubic) {
-    const std::int64_t lines = launch.transmits * launch.setup.elements;
+  if (s.cubic) {
+    const std::int64_t lines = launch.frames * launch.transmits * s.elements;
     spline_lines<C><<<static_cast<unsigned>((lines + 127) / 128), 128, 0, stream>>>(
-        launch.input, lines, launch.setup.samples, launch.spline_m, launch.spline_c);
+        launch.input, lines, s.samples, launch.spline_m, launch.spline_c);
     SONOPIPE_CUDA_CHECK_LAUNCH();
   }
-  const std::int64_t pixels = launch.lateral * launch.depth;
-  delay_and_sum<C><<<static_cast<unsigned>((pixels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(launch);
+  const std::int64_t outputs = launch.frames * launch.lateral * launch.depth;
+  delay_and_sum<C><<<static_cast<unsigned>((outputs + kThreads - 1) / kThreads), kThreads, 0, stream>>>(launch);
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 
