@@ -495,3 +495,81 @@ class RenderedPanels(unittest.TestCase):
             self.assert_values(panel, group.outputs[name].array)
             self.assertEqual(panel["colour"]["label"], f"{name} (ml/100g/min)")
             self.assertEqual(panel["aspect"], "equal")
+
+    def test_doppler_power_over_the_bmode_and_velocity_over_exactly_plus_minus_nyquist(self):
+        group, view = self.rendered(synthetic.write_doppler_results)
+        self.assertEqual(view["chain"], "doppler")
+        bmode_panel, power_panel, velocity_panel = view["panels"]
+        # B-mode of the mean frame: log-compressed |mean IQ| over 50 dB, its maximum at 0 dB.
+        self.assertEqual(bmode_panel["title"], "B-mode of the mean frame (16 frames)")
+        self.assertEqual((bmode_panel["colour"]["low"], bmode_panel["colour"]["high"]), (-50.0, 0.0))
+        ensemble = group.outputs["beamform_beamformed"].array  # [frame, lateral, axial]
+        magnitude = np.abs(ensemble.mean(axis=0)).T  # [axial, lateral]
+        expected_db = np.clip(20 * np.log10(magnitude / magnitude.max()), -50.0, 0.0)
+        self.assert_values(bmode_panel, expected_db)
+        # Velocity: cm/s, limits exactly +-v_N of the header's attribute, RdBu (+ = away = blue).
+        nyquist_cm_s = float(group.outputs["velocity"].header.attributes["nyquist_velocity_m_per_s"]) * 100
+        self.assertEqual(nyquist_cm_s, synthetic.NYQUIST_M_PER_S * 100)
+        colour = velocity_panel["colour"]
+        self.assertEqual((colour["low"], colour["high"], colour["map"]), (-nyquist_cm_s, nyquist_cm_s, "RdBu"))
+        power_db = group.outputs["power_db"].array.T.astype(np.float64)
+        relative = power_db - power_db.max()
+        gated = relative >= -20.0  # sonopipe.view.doppler.POWER_DYNAMIC_RANGE_DB
+        velocity = group.outputs["velocity"].array.T * 100.0
+        self.assert_values(velocity_panel, np.where(gated, velocity, np.nan))
+        self.assertTrue(np.isfinite(decoded(velocity_panel)).any())
+        self.assertTrue(np.isnan(decoded(velocity_panel)).any())  # the tissue: the B-mode shows through
+        # Power Doppler: dB re the largest power over [-20, 0], transparent below.
+        self.assertEqual((power_panel["colour"]["low"], power_panel["colour"]["high"]), (-20.0, 0.0))
+        self.assert_values(power_panel, np.where(gated, relative, np.nan))
+        # Both overlays carry the B-mode as their underlay, on the same grid.
+        for panel in (power_panel, velocity_panel):
+            underlay = panel["underlay"]
+            self.assertEqual(underlay["colour"]["map"], "gray")
+            codes = np.frombuffer(base64.b64decode(underlay["pixels"]), np.uint8)
+            np.testing.assert_array_equal(codes, np.frombuffer(base64.b64decode(bmode_panel["pixels"]), np.uint8))
+
+    def test_doppler_without_a_beamformed_output_draws_power_and_velocity_without_underlay(self):
+        _, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, with_bmode=False))
+        self.assertEqual([p["title"].split(",")[0] for p in view["panels"]], ["power Doppler", "velocity"])
+        self.assertTrue(all("underlay" not in p for p in view["panels"]))
+
+    def test_doppler_without_the_nyquist_attribute_is_refused_with_a_message(self):
+        path = self.folder.file("results.h5")
+        results = synthetic.doppler_results(rng=self.rng)
+        for header, _ in results:
+            if "nyquist_velocity_m_per_s" in header.attributes:
+                del header.attributes["nyquist_velocity_m_per_s"]
+        sonopipe.write_recording(path, results=results)
+        groups, context = groups_of(path)
+        with self.assertRaisesRegex(ValueError, "nyquist_velocity_m_per_s"):
+            render.render_group(groups[-1], context)
+
+    def test_a_beamformed_image_gets_a_bmode_panel_and_a_correlation_of_one_is_drawn_in_the_map(self):
+        group, view = self.rendered(lambda path, rng: sonopipe.write_recording(
+            path, results=synthetic.beamform_strain_results(rng=rng)))
+        self.assertEqual(view["chain"], "strain")
+        bmode_panel, strain_panel, correlation_panel = view["panels"]
+        self.assertTrue(bmode_panel["title"].startswith("B-mode"), bmode_panel["title"])
+        rf = group.outputs["bmode_beamformed"].array.T  # [axial, lateral]
+        from sonopipe.view import bmode
+        expected = bmode.log_compress(bmode.envelope(rf, axis=0))
+        # 600 axial samples -> block means of 2 (render.MAX_PIXELS_PER_AXIS)
+        expected = expected.reshape(300, 2, -1).mean(axis=1)
+        self.assert_values(bmode_panel, expected)
+        self.assertLess(np.nanmin(decoded(bmode_panel)), -30.0)  # speckle spans tens of dB
+        # 1.0 everywhere: the top of the map (0.9 .. 1), not the bottom code of an empty range.
+        colour = correlation_panel["colour"]
+        self.assertEqual((colour["low"], colour["high"]), (0.9, 1.0))
+        codes = np.frombuffer(base64.b64decode(correlation_panel["pixels"]), np.uint8)
+        self.assertTrue(np.all(codes == render.LEVELS), np.unique(codes))
+
+    def test_a_constant_image_gets_a_colour_range_around_its_value(self):
+        for value in (0.0, 1.0, -3.5):
+            panel = render.image_panel(np.full((4, 5), value), np.arange(5.0), "x (mm)", np.arange(4.0), "y (mm)",
+                                       "constant", "value", "viridis", (value, value))
+            low, high = panel["colour"]["low"], panel["colour"]["high"]
+            self.assertLess(low, value)
+            self.assertGreater(high, value)
+            codes = np.frombuffer(base64.b64decode(panel["pixels"]), np.uint8)
+            self.assertTrue(np.all(codes == render.LEVELS // 2), (value, np.unique(codes)))  # mid-map
