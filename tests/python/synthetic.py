@@ -217,7 +217,7 @@ def doppler_fields(lateral=64, axial=80, frames=16, rng=None):
     profile = np.clip(1 - (distance / radius) ** 2, 0, 1)
     direction = np.where(x < 0, 1.0, -1.0)  # left half away, right half towards
     velocity = np.where(lumen, 0.9 * NYQUIST_M_PER_S * profile * direction, np.nan).astype(np.float32)
-    power = np.where(lumen, 1e3, 1.0) * (1 + 0.1 * rng.random((lateral, axial)))
+    power = np.where(lumen, 1e3 * (0.1 + profile), 1.0) * (1 + 0.1 * rng.random((lateral, axial)))
     speckle = (rng.standard_normal((lateral, axial)) + 1j * rng.standard_normal((lateral, axial)))
     ensemble = (speckle[None] + 0.05 * (rng.standard_normal((frames, lateral, axial))
                                         + 1j * rng.standard_normal((frames, lateral, axial)))).astype(np.complex64)

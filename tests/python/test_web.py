@@ -353,6 +353,108 @@ class WebViewerWithTheDaemon(unittest.TestCase):
         self.assertRegex(output, r"sonopipe-web: \d+ result sets from \d+ messages")
 
 
+class WebViewerWithPublishedResults(unittest.TestCase):
+    """The page on result messages published as the daemon does ([topic][ResultHeader][payload] on
+    a PUB socket): the Doppler chain (config/doppler.yaml's outputs, synthetic.doppler_results) and
+    the channel-strain chain (config/beamform_strain.yaml's, with a correlation of 1.0 everywhere).
+    Screenshots kept with SONOPIPE_WEB_SCREENSHOTS."""
+
+    @staticmethod
+    def wait_until_drawn(page, sequence):
+        """The views once the Doppler pipeline's result set `sequence` is shown."""
+        return page.wait_for("(() => { const v = window.sonopipeViewer.state().views; "
+                             f"return v.doppler && v.doppler.input_sequence === {sequence} && v; }})()",
+                             START_TIMEOUT_S, f"Doppler result set #{sequence} drawn")
+
+    def test_doppler_over_bmode_and_the_beamformed_strain_chain_in_the_browser(self):
+        import zmq
+        rng = support.random_generator(self)
+        browser.chromium_path()
+        folder = support.TemporaryFolder(self)
+        endpoint = folder.endpoint("publish")
+        context = zmq.Context()
+        self.addCleanup(context.term)
+        socket = context.socket(zmq.PUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        self.addCleanup(socket.close)
+        socket.bind(endpoint)
+        web = WebProcess(self, "--endpoint", endpoint)
+        page = browser.Browser(web.url)
+        self.addCleanup(page.close)
+        page.wait_for("window.sonopipeViewer !== undefined", START_TIMEOUT_S, "the page's script")
+        published = 0
+        deadline = time.monotonic() + START_TIMEOUT_S
+        expression = ("(() => { const v = window.sonopipeViewer.state().views; "
+                      "return v.doppler !== undefined && v.channel_strain !== undefined && v; })()")
+        views, rounds_after = None, 0
+        # Until both views are shown, then two rounds more: the viewer learns a pipeline's outputs
+        # from what arrives (sonopipe.view.sources.Grouper), so its first result set may be cut short.
+        while not views or rounds_after < 2:
+            if time.monotonic() > deadline:
+                self.fail(f"no Doppler and strain views after {published} result sets:\n{web.stop()[1]}")
+            for header, array in (synthetic.doppler_results(published, rng)
+                                  + synthetic.beamform_strain_results(published + 1, rng)):
+                socket.send_multipart([f"result/{header.pipeline}/{header.output}".encode(), header.SerializeToString(),
+                                       np.ascontiguousarray(array).tobytes()])
+            published += 1
+            time.sleep(0.5)  # the intake's idle flush (0.2 s) completes the result sets
+            rounds_after += bool(views)
+            views = views or page.evaluate(expression)
+        views = self.wait_until_drawn(page, published - 1)
+        self.assertEqual(page.evaluate("window.sonopipeViewer.state().errors"), [])
+        self.assertEqual(views["doppler"]["chain"], "doppler")
+        self.assertEqual([t.split(" (")[0].split(",")[0] for t in views["doppler"]["panels"]],
+                         ["B-mode of the mean frame", "power Doppler over B-mode", "velocity"])
+        self.assertEqual(views["channel_strain"]["chain"], "strain")
+        self.assertEqual([t.split(",")[0] for t in views["channel_strain"]["panels"]],
+                         ["B-mode", "strain (axial)", "peak correlation"])
+        png, pixels = page.screenshot()
+        WebViewerWithTheDaemon.keep_screenshot(self, "doppler_and_channel_strain.png", png)
+        boxes = {(pipeline, title.split(",")[0].split(" (")[0]): box
+                 for pipeline, title, box in WebViewerWithTheDaemon.canvases(page)}
+        crop = WebViewerWithTheDaemon.crop
+
+        def image_part(box):
+            # The image inside the panel's frame (plot.js MARGIN: left 62, right 92, top 30,
+            # bottom 46), without axes and colour bar; equal-aspect images are centred in it.
+            left, top, width, height = box
+            return crop(pixels, (left + 62, top + 30, width - 62 - 92, height - 30 - 46))
+
+        def is_grey(part):
+            return np.abs(part - part.mean(axis=2, keepdims=True)).max(axis=2) < 4
+
+        def is_dark(part):
+            return np.all(np.abs(part - PANEL_BACKGROUND) <= 8, axis=2)
+
+        bmode = image_part(boxes[("doppler", "B-mode of the mean frame")])
+        grey = is_grey(bmode) & ~is_dark(bmode)
+        self.assertGreater(grey.mean(), 0.5, "the Doppler B-mode is not a grey image")
+        self.assertGreater(bmode[grey].std(), 20.0, "the Doppler B-mode has no speckle contrast")
+        for title in ("power Doppler over B-mode", "velocity"):
+            part = image_part(boxes[("doppler", title)])
+            coloured = ~is_grey(part)
+            # The tube (about 30 % of the image) in colour, the tissue around it the grey B-mode.
+            self.assertGreater(coloured.mean(), 0.1, f"'{title}' shows no colour over the B-mode")
+            self.assertGreater((is_grey(part) & ~is_dark(part)).mean(), 0.3, f"'{title}' shows no B-mode around the flow")
+        velocity = image_part(boxes[("doppler", "velocity")])
+        red = (velocity[..., 0] > velocity[..., 2] + 60)
+        blue = (velocity[..., 2] > velocity[..., 0] + 60)
+        # Synthetic flow: the left half away from the probe (+, blue), the right half towards (-, red).
+        middle = velocity.shape[1] // 2
+        self.assertGreater(blue[:, :middle].sum(), 10 * max(1, blue[:, middle:].sum()), "flow away is not blue on the left")
+        self.assertGreater(red[:, middle:].sum(), 10 * max(1, red[:, :middle].sum()), "flow towards is not red on the right")
+        strain_bmode = image_part(boxes[("channel_strain", "B-mode")])
+        self.assertGreater(strain_bmode[is_grey(strain_bmode) & ~is_dark(strain_bmode)].std(), 20.0,
+                           "the beamformed image's B-mode is missing or flat")
+        correlation = image_part(boxes[("channel_strain", "peak correlation")])
+        drawn = correlation[~is_dark(correlation)]
+        # 1.0 everywhere: magma's top (light yellow, mean of the channels > 180), not black.
+        self.assertGreater(drawn.mean(), 150.0, "a correlation of 1.0 everywhere is drawn dark")
+        page.close()
+        returncode, output = web.stop()
+        self.assertEqual(returncode, 0, output)
+
+
 class WebServerAlone(unittest.TestCase):
     def test_binds_loopback_and_serves_the_page_with_no_outside_resources(self):
         web = WebProcess(self, "--endpoint", support.TemporaryFolder(self).endpoint("no-daemon"))
@@ -369,7 +471,7 @@ class WebServerAlone(unittest.TestCase):
             self.assertEqual(status, 200, reference)
             self.assertNotRegex(body.decode(), r"(?:src|href)\s*=\s*[\"']?https?://", reference)  # no CDN
         tables = json.loads(web.get("/colormaps.json")[2])
-        for name in ("inferno", "RdBu_r", "gray", "viridis", "viridis_r", "magma", "jet"):
+        for name in ("inferno", "RdBu_r", "RdBu", "gray", "viridis", "viridis_r", "magma", "jet", "hot"):
             self.assertEqual(len(tables[name]), 255, name)  # codes 0..254 (render.LEVELS); 255 = no value
         self.assertEqual(tables["gray"][0], [0, 0, 0])
         self.assertEqual(tables["gray"][-1], [255, 255, 255])
