@@ -8,6 +8,8 @@
 #include "stages/strain/strain.h"
 #include "stages/arfi/upsample.h"
 #include "stages/beamform/beamform.h"
+#include "stages/doppler/clutter_filter/clutter_filter.h"
+#include "stages/doppler/doppler/doppler.h"
 
 namespace sonopipe {
 
@@ -23,6 +25,8 @@ const StageRegistry& builtin_stages() {
     r.add(NccTrackStage::info());
     r.add(StrainStage::info());
     r.add(BeamformStage::info());
+    r.add(ClutterFilterStage::info());
+    r.add(DopplerStage::info());
     return r;
   }();
   return registry;
