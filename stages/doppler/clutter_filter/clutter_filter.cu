@@ -197,10 +197,20 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const bool svd = params.method == ClutterFilterParams::Method::svd;
   const bool similarity = svd && params.rank_choice == ClutterFilterParams::RankChoice::similarity;
   m.lwork = 0;
-  if (svd)
-    check_solver(cusolverDnCheevj_bufferSize(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, nullptr, n,
-                                             nullptr, &m.lwork, m.syevj),
-                 "cusolverDnCheevj_bufferSize");
+  if (svd) {
+    // The size query takes the matrix and eigenvalue pointers: scratch ones (configure may allocate).
+    void* matrix = nullptr;
+    void* values = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrix, static_cast<std::size_t>(n) * n * sizeof(float2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * sizeof(float)));
+    const cusolverStatus_t status =
+        cusolverDnCheevj_bufferSize(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                    static_cast<const cuComplex*>(matrix), n, static_cast<const float*>(values),
+                                    &m.lwork, m.syevj);
+    cudaFree(matrix);
+    cudaFree(values);
+    check_solver(status, "cusolverDnCheevj_bufferSize");
+  }
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t offset = at;
