@@ -5,7 +5,9 @@
 // The figures are stated in docs/doppler.md.
 #include <cmath>
 #include <complex>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "stages/beamform/beamform.h"
@@ -165,4 +167,17 @@ TEST_CASE("rotating disk (PyMUST, real Verasonics data): the velocity field is a
   CHECK(fit.left_mean < -0.15);  // opposite signs on either side of the centre
   CHECK(fit.right_mean > 0.15);
   CHECK(fit.peak_m_per_s < nyquist);  // no aliasing inside the fitted region
+  // docs/doppler.md's figure: SONOPIPE_DOPPLER_FIGURES=<folder> writes the images as float32
+  // [lateral, axial] (docs/doppler_disk.py draws them).
+  if (const char* folder = std::getenv("SONOPIPE_DOPPLER_FIGURES")) {
+    auto write = [&](const char* name, const std::vector<float>& values) {
+      std::ofstream(std::string(folder) + "/" + name, std::ios::binary)
+          .write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+    };
+    write("disk_velocity.f32", images.velocity);
+    write("disk_power_db.f32", images.power_db);
+    std::ofstream(std::string(folder) + "/disk_fit.txt")
+        << fit.omega_rad_per_s << " " << fit.x0_m << " " << fit.residual_rms_m_per_s << " " << fit.disk_x_m << " "
+        << fit.disk_z_m << " " << fit.disk_radius_m << "\n";
+  }
 }
