@@ -112,6 +112,9 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
   s.frames = e.frames;
   s.lateral = e.lateral;
   s.axial = e.axial;
+  if (const auto* times = frame.vector(doppler::kEnsembleTimeVector); times && static_cast<std::int64_t>(times->size()) != s.frames)
+    fail("vector '" + std::string(doppler::kEnsembleTimeVector) + "' has " + std::to_string(times->size()) +
+         " values, expected one per frame (" + std::to_string(s.frames) + ")");
   const bool svd = params_.method == ClutterFilterParams::Method::svd;
   if (svd) {
     s.tissue_rank = params_.tissue_rank;
@@ -143,8 +146,8 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
   }
   for (double& v : inverse_cover_lateral_) v = 1 / v;
   for (double& v : inverse_cover_axial_) v = 1 / v;
-  projector_ = svd ? std::vector<double>{} : polynomial_projector(doppler::frame_times_s(frame, input),
-                                                                  params_.polynomial_order);
+  projector_times_.clear();
+  if (!svd) polynomial_for(frame, input);
   last_ranks_.assign(blocks_.size(), 0);
   const std::size_t block_elements = static_cast<std::size_t>(blocks_.front().pixels() * s.frames);
   block_in_.assign(s.blocked ? block_elements : 0, {});
@@ -255,14 +258,22 @@ std::vector<double> ClutterFilterStage::polynomial_projector(const std::vector<d
   return std::vector<double>(q.data(), q.data() + n * n);
 }
 
+const double* ClutterFilterStage::polynomial_for(const FrameMeta& frame, const TensorSpec& input) {
+  const std::vector<double>* times = frame.vector(doppler::kEnsembleTimeVector);
+  if (projector_times_.empty() || (times && *times != projector_times_)) {
+    projector_times_ = doppler::frame_times_s(frame, input);
+    projector_ = polynomial_projector(projector_times_, params_.polynomial_order);
+  }
+  return projector_.data();
+}
+
 bool ClutterFilterStage::run_cpu(const StageIo& io) {
   const ClutterFilterShape& s = shape_;
   const auto* in = static_cast<const std::complex<float>*>(io.input);
   auto* out = static_cast<std::complex<float>*>(io.outputs[0]);
   const std::int64_t pixels = s.pixels(), frames = s.frames;
   if (params_.method == ClutterFilterParams::Method::polynomial) {
-    projector_ = polynomial_projector(doppler::frame_times_s(io.frame, io.input_spec), params_.polynomial_order);
-    const double* q = projector_.data();
+    const double* q = polynomial_for(io.frame, io.input_spec);
     io.pool->parallel_for(static_cast<std::size_t>(pixels), [&](std::size_t begin, std::size_t end) {
       for (std::size_t p = begin; p < end; ++p)
         for (std::int64_t n = 0; n < frames; ++n) {  // y[n] = sum_j x[j] Q[j, n]
@@ -300,10 +311,7 @@ bool ClutterFilterStage::run_cpu(const StageIo& io) {
 #ifdef SONOPIPE_WITH_CUDA
 bool ClutterFilterStage::run_cuda(const StageIo& io) {
   const double* projector = nullptr;
-  if (params_.method == ClutterFilterParams::Method::polynomial) {
-    projector_ = polynomial_projector(doppler::frame_times_s(io.frame, io.input_spec), params_.polynomial_order);
-    projector = projector_.data();
-  }
+  if (params_.method == ClutterFilterParams::Method::polynomial) projector = polynomial_for(io.frame, io.input_spec);
   gpu_->run(static_cast<const float2*>(io.input), static_cast<float2*>(io.outputs[0]), io.workspace, io.host_staging,
             projector, io.stream);
   return true;

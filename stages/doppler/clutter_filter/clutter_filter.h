@@ -69,11 +69,14 @@ class ClutterFilterStage : public Stage {
   static std::vector<double> polynomial_projector(const std::vector<double>& times_s, std::int64_t order);
 
  private:
+  // The polynomial projector of this frame's times, recomputed only when they change.
+  const double* polynomial_for(const FrameMeta& frame, const TensorSpec& input);
+
   ClutterFilterParams params_;
   ClutterFilterShape shape_;
   std::vector<ClutterBlock> blocks_;
   std::vector<double> inverse_cover_lateral_, inverse_cover_axial_;  // 1 / blocks covering each row/column
-  std::vector<double> projector_;                                    // polynomial, refreshed per frame
+  std::vector<double> projector_, projector_times_;                  // polynomial, and the times it is for
   std::vector<std::int64_t> last_ranks_;
   std::vector<std::complex<float>> block_in_, block_out_;           // CPU block buffers (sized at configure)
   std::unique_ptr<cuda::ClutterFilterGpu> gpu_;                    // CUDA plan (null on the CPU)

@@ -78,6 +78,7 @@ StagePlan DopplerStage::configure(const FrameMeta& frame, const TensorSpec& inpu
   velocity.unit = "m/s";
   power_db.unit = "dB";
   StagePlan plan{.outputs = {{"velocity", velocity}, {"power", power}, {"power_db", power_db}}};
+  plan.workspace_bytes = static_cast<std::size_t>(s.pixels()) * sizeof(std::complex<double>);  // CPU: R1 per pixel
   if (backend == Backend::cuda) {
 #ifdef SONOPIPE_WITH_CUDA
     plan.workspace_bytes = cuda::doppler_workspace_bytes(s);
@@ -89,9 +90,8 @@ StagePlan DopplerStage::configure(const FrameMeta& frame, const TensorSpec& inpu
 }
 
 void DopplerStage::estimate(const std::complex<float>* ensemble, const DopplerShape& s, float* velocity, float* power,
-                            float* power_db) {
+                            float* power_db, std::complex<double>* r1) {
   const std::int64_t pixels = s.pixels();
-  std::vector<std::complex<double>> r1(static_cast<std::size_t>(pixels));
   double max_power = 0;
   for (std::int64_t p = 0; p < pixels; ++p) {
     double energy = 0;
@@ -133,7 +133,8 @@ void DopplerStage::check_frame_period(const StageIo& io) const {
 bool DopplerStage::run_cpu(const StageIo& io) {
   check_frame_period(io);
   estimate(static_cast<const std::complex<float>*>(io.input), shape_, static_cast<float*>(io.outputs[0]),
-           static_cast<float*>(io.outputs[1]), static_cast<float*>(io.outputs[2]));
+           static_cast<float*>(io.outputs[1]), static_cast<float*>(io.outputs[2]),
+           static_cast<std::complex<double>*>(io.workspace));
   return true;
 }
 

@@ -28,9 +28,10 @@ class DopplerStage : public Stage {
 
   const DopplerShape& shape() const { return shape_; }
 
-  // The CPU reference (double): velocity, power and power_db of a whole ensemble.
+  // The CPU reference (double): velocity, power and power_db of a whole ensemble; r1: scratch of
+  // shape.pixels() values (the CPU plan's workspace).
   static void estimate(const std::complex<float>* ensemble, const DopplerShape& shape, float* velocity, float* power,
-                       float* power_db);
+                       float* power_db, std::complex<double>* r1);
 
  private:
   void check_frame_period(const StageIo& io) const;  // throws StageError when the PRF changed

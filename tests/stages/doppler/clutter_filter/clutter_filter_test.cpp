@@ -253,6 +253,9 @@ TEST_CASE("clutter_filter: refuses ranks that leave nothing and inputs that are 
   FrameMeta rf = frame;
   rf.payload.dtype = DType::float32;
   CHECK_THROWS_WITH(fine.configure(rf, rf.payload, Backend::cpu), Catch::Contains("complex64"));
+  FrameMeta short_times = frame;
+  short_times.vectors[doppler::kEnsembleTimeVector] = {0.0, 1e-4};
+  CHECK_THROWS_WITH(fine.configure(short_times, short_times.payload, Backend::cpu), Catch::Contains("one per frame"));
   FrameMeta flat = frame;
   flat.payload.axes.pop_back();
   CHECK_THROWS_WITH(fine.configure(flat, flat.payload, Backend::cpu), Catch::Contains("[frame, lateral, axial]"));
