@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/stage.h"
+#include "sdk/stage.h"
 
 namespace sonopipe::doppler {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "stages/doppler/clutter_filter/clutter_filter.h"
 #include "stages/doppler/doppler/doppler.h"
 #include "stages/doppler/doppler_conventions.h"
@@ -24,7 +24,7 @@
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 #endif
 
 namespace sonopipe::bench {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <numbers>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "tools/common/recording.h"
 #include "tools/sim/commands.h"
 #include "tools/sim/flow_sim.h"

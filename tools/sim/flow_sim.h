@@ -22,7 +22,7 @@
 #include <limits>
 #include <vector>
 
-#include "pipeline/frame.h"
+#include "sdk/frame.h"
 #include "tools/sim/channel_sim.h"
 
 namespace sonopipe {

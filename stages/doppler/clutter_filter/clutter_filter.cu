@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 
 namespace sonopipe::cuda {
 namespace {

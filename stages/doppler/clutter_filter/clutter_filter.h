@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "pipeline/registry.h"
+#include "sdk/registry.h"
 #include "stages/doppler/clutter_filter/clutter_filter_params.h"
 
 namespace sonopipe {

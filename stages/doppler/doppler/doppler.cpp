@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "stages/doppler/slow_time.h"
 

@@ -1,6 +1,6 @@
 #include "stages/doppler/doppler/doppler.cuh"
 
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 #include "stages/doppler/doppler_conventions.h"
 
 namespace sonopipe::cuda {

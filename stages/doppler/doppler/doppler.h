@@ -11,7 +11,7 @@
 #include <complex>
 #include <vector>
 
-#include "pipeline/registry.h"
+#include "sdk/registry.h"
 #include "stages/doppler/doppler/doppler_params.h"
 
 namespace sonopipe {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <vector>
 
-#include "stages/beamform/beamform.h"
+#include "stages/beamform/beamform/beamform.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "tests/stages/doppler/flow_chain.h"
 #include "tests/support/test_support.h"

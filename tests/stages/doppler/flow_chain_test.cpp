@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "stages/beamform/beamform.h"
+#include "stages/beamform/beamform/beamform.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "tests/support/test_support.h"
 
