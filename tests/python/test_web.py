@@ -1,7 +1,8 @@
 """sonopipe-web, the live browser viewer, in a real browser: headless Chromium (Debian's chromium,
 driven through the DevTools protocol, browser.py) shows the page while the real daemon runs
-config/demo.yaml (ARFI, strain, perfusion) on replays of simulated acquisitions. Checked: the images
-arrive and change (pixel statistics of the page's screenshots), the status numbers shown are those
+config/demo.yaml (ARFI, strain, perfusion; its Doppler pipeline idle) on replays of simulated
+acquisitions, and on Doppler and channel-strain result sets published as the daemon does. Checked:
+the images arrive and change (pixel statistics of the page's screenshots), the status numbers shown are those
 `sonopipe-ctl status` gives, a browser that never acknowledges holds back neither the daemon nor the
 other browser (its missed versions are counted), and conflation is counted as documented."""
 import asyncio
@@ -313,7 +314,7 @@ class WebViewerWithTheDaemon(unittest.TestCase):
             for key in ("latencyMsP50", "latencyMsP99"):  # shown as sonopipe-ctl status prints them, %.3f
                 expected[f"{name}.{key}"] = f"{float(pipeline.get(key, 0.0)):.3f}"
             expected[f"{name}.queue"] = f"{count(pipeline, 'queueDepth')}/{count(pipeline, 'queueCapacity')}"
-        self.assertEqual(sorted(p["name"] for p in status["pipelines"]), ["arfi", "perfusion", "strain2d"])
+        self.assertEqual(sorted(p["name"] for p in status["pipelines"]), ["arfi", "doppler", "perfusion", "strain2d"])
         shown_expression = """(() => { const shown = {};
             for (const node of document.querySelectorAll('#daemon [data-field]'))
               shown['daemon.' + node.dataset.field] = node.textContent;
