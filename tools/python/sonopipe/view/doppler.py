@@ -24,7 +24,7 @@ import numpy as np
 from sonopipe.view import bmode, panels, units
 
 NYQUIST_ATTRIBUTE = "nyquist_velocity_m_per_s"  # stages/doppler/doppler_conventions.h kNyquistAttribute
-POWER_DYNAMIC_RANGE_DB = 20.0
+POWER_DYNAMIC_RANGE_DB = 15.0
 BMODE_DYNAMIC_RANGE_DB = 50.0
 POWER_MAP, VELOCITY_MAP = "hot", "RdBu"
 
