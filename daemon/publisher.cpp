@@ -48,6 +48,8 @@ v1::ResultHeader result_header(const PublishedResult& result) {
   header.set_backend(std::string(backend_name(result.backend)));
   // The frame's free-form attributes (probe, sequence, slice layout) travel with its results.
   for (const auto& [key, value] : result.frame.attributes) (*header.mutable_attributes())[key] = value;
+  // What the stage states about this output (e.g. nyquist_velocity_m_per_s) overrides a frame attribute of that name.
+  for (const auto& [key, value] : result.spec.attributes) (*header.mutable_attributes())[key] = value;
   return header;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ struct TensorSpec {
   DType dtype = DType::float32;
   std::vector<Axis> axes;
   std::string unit;        // unit of the values ("um", "1", "ml/100g/min"); empty = raw
+  // Facts a stage states about its output at configure (the doppler stage's Nyquist velocity); the
+  // publisher adds them to the result header's attributes, after the frame's.
+  std::map<std::string, std::string> attributes;
 
   std::int64_t element_count() const;
   std::size_t byte_size() const;

@@ -10,6 +10,8 @@
 #include "stages/strain/strain/strain.h"
 #include "stages/arfi/upsample/upsample.h"
 #include "stages/beamform/beamform/beamform.h"
+#include "stages/doppler/clutter_filter/clutter_filter.h"
+#include "stages/doppler/doppler/doppler.h"
 
 namespace sonopipe {
 
@@ -25,6 +27,8 @@ const StageRegistry& builtin_stages() {
     r.add(NccTrackStage::info());
     r.add(StrainStage::info());
     r.add(BeamformStage::info());
+    r.add(ClutterFilterStage::info());
+    r.add(DopplerStage::info());
     return r;
   }();
   return registry;

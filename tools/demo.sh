@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command (1), the main job: build, start sonopiped with config/demo.yaml, replay simulated
-# ARFI, strain and perfusion acquisitions through it, record the results, render pictures with
+# ARFI, strain, perfusion and flow-phantom (ultrafast Doppler) acquisitions through it, record the results, render pictures with
 # sonopipe-view, print a summary per chain (frames, error vs ground truth, time) and stop cleanly.
 # While the daemon runs, the live browser viewer sonopipe-web serves its results; its address is
 # printed (open it during the replay). Idempotent; uses the CUDA backend when a GPU is present, the
@@ -36,6 +36,10 @@ echo "== 1/5 simulating acquisitions into $out"
 "$sim" strain --out "$out/strain.h5" --dims 2 --frames 4 --type int16 --stream-id 2 --seed 12 > "$out/sim-strain.log"
 "$sim" perfusion --output "$out/perfusion" --recording "$out/perfusion.h5" --shape 48,48,1 --samples 64 \
   --cnr 50 --phantom territories --seed 13 > "$out/sim-perfusion.log"
+# One ensemble of 32 channel-IQ frames of the flow phantom (a tube at 30 degrees, 0.3 m/s on its axis;
+# about 3 s of CPU).
+"$sim" flow --out "$out/flow.h5" --channel --ensembles 1 --frames 32 --snr-db 20 --stream-id 4 --seed 14 \
+  > "$out/sim-flow.log"
 
 echo "== 2/5 starting sonopiped --config config/demo.yaml"
 "$bin/daemon/sonopiped" --config "$config" > "$out/sonopiped.log" 2>&1 &
@@ -59,7 +63,7 @@ recorder=$!
 for _ in $(seq 200); do [ -f "$out/record.ready" ] && break; sleep 0.1; done
 
 echo "== 3/5 replaying (lossless)"
-for acquisition in arfi strain perfusion; do
+for acquisition in arfi strain perfusion flow; do
   "$replay" "$out/$acquisition.h5" --lossless --max | tail -n 3 | sed "s/^/   $acquisition: /"
 done
 
@@ -87,6 +91,6 @@ echo "== 5/5 rendering pictures"
 "$view" --recording "$out/results.h5" --frames "$out/arfi.h5" --frames "$out/strain.h5" --png "$out/png" > "$out/view.log" 2>&1 \
   || { cat "$out/view.log"; exit 1; }
 "$python" "$root/tools/demo_summary.py" --results "$out/results.h5" --arfi "$out/arfi.h5" \
-  --strain "$out/strain.h5" --perfusion "$out/perfusion.h5" --status "$out/status.json" \
+  --strain "$out/strain.h5" --perfusion "$out/perfusion.h5" --doppler "$out/flow.h5" --status "$out/status.json" \
   --seconds "$(( $(date +%s) - started ))"
 echo "pictures: $out/png ($(ls "$out/png" | wc -l) files); logs and recordings: $out"

@@ -198,3 +198,70 @@ def write_dce_batches(path, rng=None, time_points=64, dt_s=1.5, cnr=100.0):
                                         vectors={"time_s": time_s, "arterial_input": arterial, "portal_input": portal})
     sonopipe.write_recording(path, frames=[(header, curves)])
     return maps, tumour
+
+
+NYQUIST_M_PER_S = 0.385  # c PRF / (4 f_c) at 1540 m/s, 5 kHz, 5 MHz
+
+
+def doppler_fields(lateral=64, axial=80, frames=16, rng=None):
+    """The doppler stage's outputs of a tube across the image (docs/doppler.md's flow phantom, in
+    short): velocity [lateral, axial] m/s, parabolic across the tube, the upper half flowing away
+    (+) and the lower half towards the probe (-) by construction, NaN outside the tube (no
+    estimate); power 30 dB above the tissue's in the tube; and the beamformed IQ ensemble
+    [frame, lateral, axial] of stationary speckle (the mean frame is the tissue). Pixels 0.2 mm."""
+    rng = rng or np.random.default_rng(6)
+    x, z = np.meshgrid(np.arange(lateral) - lateral / 2, np.arange(axial) - axial / 2, indexing="ij")
+    radius = axial * 0.15
+    distance = np.abs(z - 0.3 * x)  # a tube at a slant, axis through the centre
+    lumen = distance < radius
+    profile = np.clip(1 - (distance / radius) ** 2, 0, 1)
+    direction = np.where(x < 0, 1.0, -1.0)  # left half away, right half towards
+    velocity = np.where(lumen, 0.9 * NYQUIST_M_PER_S * profile * direction, np.nan).astype(np.float32)
+    power = np.where(lumen, 1e3 * (0.1 + profile), 1.0) * (1 + 0.1 * rng.random((lateral, axial)))
+    speckle = (rng.standard_normal((lateral, axial)) + 1j * rng.standard_normal((lateral, axial)))
+    ensemble = (speckle[None] + 0.05 * (rng.standard_normal((frames, lateral, axial))
+                                        + 1j * rng.standard_normal((frames, lateral, axial)))).astype(np.complex64)
+    return velocity, power.astype(np.float32), ensemble, lumen
+
+
+def doppler_results(sequence=0, rng=None, stream_id=3, pipeline="doppler", with_bmode=True):
+    """[(ResultHeader, array)] as config/doppler.yaml publishes them (beamform with publish: true
+    for the B-mode)."""
+    velocity, power, ensemble, _ = doppler_fields(rng=rng)
+    grid = [("lateral", 0.2e-3, "m", -6.4e-3), ("axial", 0.2e-3, "m", 10e-3)]
+    attributes = {"nyquist_velocity_m_per_s": repr(NYQUIST_M_PER_S)}
+    power_db = (10 * np.log10(power)).astype(np.float32)
+    results = [(result_header(pipeline, name, array, grid, sequence, unit, stream_id=stream_id, attributes=attributes),
+                array) for name, array, unit in (("velocity", velocity, "m/s"), ("power", power, ""),
+                                                  ("power_db", power_db, "dB"))]
+    if with_bmode:
+        axes = [("frame", 2e-4, "s")] + grid
+        results.insert(0, (result_header(pipeline, "beamform_beamformed", ensemble, axes, sequence, "",
+                                         stream_id=stream_id), ensemble))
+    return results
+
+
+def write_doppler_results(path, rng=None, sequences=1, with_bmode=True):
+    rng = rng or np.random.default_rng(6)
+    results = [r for sequence in range(sequences) for r in doppler_results(sequence, rng, with_bmode=with_bmode)]
+    sonopipe.write_recording(path, results=results)
+    return doppler_fields(rng=np.random.default_rng(0))
+
+
+def beamform_strain_results(sequence=1, rng=None, stream_id=4, constant_correlation=True):
+    """As config/beamform_strain.yaml publishes: the beamformed RF image `bmode_beamformed`
+    [lateral, axial] (m), strain and ncc_track's correlation, here 1.0 everywhere (identical
+    frames: what a constant image looks like)."""
+    rng = rng or np.random.default_rng(7)
+    lateral, axial = 41, 600
+    rf = speckle_rf(rng, axial, lateral).T.astype(np.float32)  # [lateral, axial]
+    image_axes = [("lateral", 0.2e-3, "m", -4e-3), ("axial", 18.5e-6, "m", 15e-3)]
+    strain, _ = strain_field(30, 20)
+    grid = [("axial", 20 * 18.5e-6, "m", 15.4e-3), ("lateral", 0.2e-3, "m", -2e-3)]
+    correlation = np.ones_like(strain) if constant_correlation else np.clip(0.95 + 0.01 * rng.standard_normal(
+        strain.shape), 0, 1).astype(np.float32)
+    header = lambda name, array, axes, unit: result_header("channel_strain", name, array, axes, sequence, unit,  # noqa: E731
+                                                           stream_id=stream_id, attributes={"lag": 1})
+    return [(header("bmode_beamformed", rf, image_axes, ""), rf),
+            (header("ncc_track_correlation", correlation, grid, "1"), correlation),
+            (header("strain", strain, grid, "1"), strain)]

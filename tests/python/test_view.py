@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 
 import sonopipe  # noqa: E402
-from sonopipe.view import arfi, perfusion, strain  # noqa: E402
+from sonopipe.view import arfi, doppler, perfusion, strain  # noqa: E402
 from sonopipe.view.cli import Context, parse_arguments  # noqa: E402
 from sonopipe.view.sources import Grouper, RecordingSource  # noqa: E402
 import support  # noqa: E402
@@ -85,6 +85,16 @@ class ViewWritesPngs(unittest.TestCase):
             images = os.listdir(out)
             self.assertEqual(len(images), 1, images)
             check_png(self, os.path.join(out, images[0]), size)
+
+    def test_doppler_recording_gives_a_non_blank_image_in_the_doppler_view(self):
+        path = self.folder.file("doppler.h5")
+        synthetic.write_doppler_results(path, rng=self.rng)
+        out = self.folder.file("png_doppler")
+        completed = run_view("--recording", path, "--png", out, "--dpi", str(DPI))
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        self.assertIn("(DopplerView view)", completed.stdout)
+        self.assertEqual(os.listdir(out), ["doppler_000000.png"])
+        check_png(self, os.path.join(out, "doppler_000000.png"), doppler.DopplerView.figure_size)
 
     def test_a_file_that_is_not_a_recording_fails_with_one_line(self):
         path = self.folder.file("empty.h5")
@@ -166,6 +176,32 @@ class ViewDrawsTheFields(unittest.TestCase):
         t_left, t_right, _, _ = images[depth_time].get_extent()
         self.assertAlmostEqual(t_left, -0.05, places=6)       # tracks every 0.1 ms from 0 ms
         self.assertAlmostEqual(t_right, 3.95, places=6)
+
+    def test_doppler_overlays_on_the_bmode_and_velocity_spans_exactly_plus_minus_nyquist(self):
+        path = self.folder.file("doppler.h5")
+        synthetic.write_doppler_results(path, rng=self.rng)
+        (group,), context = groups_of(path)
+        fig = plt.figure()
+        doppler.DopplerView(context.options).draw(fig, group, context)
+        axes = {ax.get_title(): ax for ax in fig.axes if ax.images}
+        self.assertEqual([t.split(",")[0].split(" (")[0] for t in axes],
+                         ["B-mode of the mean frame", "power Doppler over B-mode", "velocity"])
+        velocity_axes = next(ax for title, ax in axes.items() if title.startswith("velocity"))
+        underlay, overlay = velocity_axes.images  # the B-mode first, the velocity over it
+        self.assertEqual(underlay.get_cmap().name, "gray")
+        self.assertEqual(overlay.get_cmap().name, "RdBu")
+        nyquist_cm_s = synthetic.NYQUIST_M_PER_S * 100
+        self.assertEqual(overlay.get_clim(), (-nyquist_cm_s, nyquist_cm_s))
+        power_db = group.outputs["power_db"].array.T.astype(np.float64)
+        gated = power_db - power_db.max() >= -doppler.POWER_DYNAMIC_RANGE_DB
+        expected = np.where(gated, group.outputs["velocity"].array.T * 100.0, np.nan)
+        # float32 drawing of float32 m/s times 100: a few ulp
+        np.testing.assert_allclose(np.ma.filled(overlay.get_array().astype(np.float64), np.nan), expected,
+                                   rtol=1e-6, atol=1e-5)
+        left, right, bottom, top = overlay.get_extent()
+        self.assertAlmostEqual(left, -6.4 - 0.1, places=6)  # origin -6.4 mm, 0.2 mm pixels, edges
+        self.assertAlmostEqual(top, 10.0 - 0.1, places=6)
+        self.assertEqual(underlay.get_extent(), overlay.get_extent())
 
     def test_arfi_with_nan_windows_draws_and_still_finds_the_push(self):
         path = self.folder.file("arfi.h5")

@@ -1,7 +1,8 @@
 """sonopipe-web, the live browser viewer, in a real browser: headless Chromium (Debian's chromium,
 driven through the DevTools protocol, browser.py) shows the page while the real daemon runs
-config/demo.yaml (ARFI, strain, perfusion) on replays of simulated acquisitions. Checked: the images
-arrive and change (pixel statistics of the page's screenshots), the status numbers shown are those
+config/demo.yaml (ARFI, strain, perfusion; its Doppler pipeline idle) on replays of simulated
+acquisitions, and on Doppler and channel-strain result sets published as the daemon does. Checked:
+the images arrive and change (pixel statistics of the page's screenshots), the status numbers shown are those
 `sonopipe-ctl status` gives, a browser that never acknowledges holds back neither the daemon nor the
 other browser (its missed versions are counted), and conflation is counted as documented."""
 import asyncio
@@ -313,7 +314,7 @@ class WebViewerWithTheDaemon(unittest.TestCase):
             for key in ("latencyMsP50", "latencyMsP99"):  # shown as sonopipe-ctl status prints them, %.3f
                 expected[f"{name}.{key}"] = f"{float(pipeline.get(key, 0.0)):.3f}"
             expected[f"{name}.queue"] = f"{count(pipeline, 'queueDepth')}/{count(pipeline, 'queueCapacity')}"
-        self.assertEqual(sorted(p["name"] for p in status["pipelines"]), ["arfi", "perfusion", "strain2d"])
+        self.assertEqual(sorted(p["name"] for p in status["pipelines"]), ["arfi", "doppler", "perfusion", "strain2d"])
         shown_expression = """(() => { const shown = {};
             for (const node of document.querySelectorAll('#daemon [data-field]'))
               shown['daemon.' + node.dataset.field] = node.textContent;
@@ -353,6 +354,108 @@ class WebViewerWithTheDaemon(unittest.TestCase):
         self.assertRegex(output, r"sonopipe-web: \d+ result sets from \d+ messages")
 
 
+class WebViewerWithPublishedResults(unittest.TestCase):
+    """The page on result messages published as the daemon does ([topic][ResultHeader][payload] on
+    a PUB socket): the Doppler chain (config/doppler.yaml's outputs, synthetic.doppler_results) and
+    the channel-strain chain (config/beamform_strain.yaml's, with a correlation of 1.0 everywhere).
+    Screenshots kept with SONOPIPE_WEB_SCREENSHOTS."""
+
+    @staticmethod
+    def wait_until_drawn(page, sequence):
+        """The views once the Doppler pipeline's result set `sequence` is shown."""
+        return page.wait_for("(() => { const v = window.sonopipeViewer.state().views; "
+                             f"return v.doppler && v.doppler.input_sequence === {sequence} && v; }})()",
+                             START_TIMEOUT_S, f"Doppler result set #{sequence} drawn")
+
+    def test_doppler_over_bmode_and_the_beamformed_strain_chain_in_the_browser(self):
+        import zmq
+        rng = support.random_generator(self)
+        browser.chromium_path()
+        folder = support.TemporaryFolder(self)
+        endpoint = folder.endpoint("publish")
+        context = zmq.Context()
+        self.addCleanup(context.term)
+        socket = context.socket(zmq.PUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        self.addCleanup(socket.close)
+        socket.bind(endpoint)
+        web = WebProcess(self, "--endpoint", endpoint)
+        page = browser.Browser(web.url)
+        self.addCleanup(page.close)
+        page.wait_for("window.sonopipeViewer !== undefined", START_TIMEOUT_S, "the page's script")
+        published = 0
+        deadline = time.monotonic() + START_TIMEOUT_S
+        expression = ("(() => { const v = window.sonopipeViewer.state().views; "
+                      "return v.doppler !== undefined && v.channel_strain !== undefined && v; })()")
+        views, rounds_after = None, 0
+        # Until both views are shown, then two rounds more: the viewer learns a pipeline's outputs
+        # from what arrives (sonopipe.view.sources.Grouper), so its first result set may be cut short.
+        while not views or rounds_after < 2:
+            if time.monotonic() > deadline:
+                self.fail(f"no Doppler and strain views after {published} result sets:\n{web.stop()[1]}")
+            for header, array in (synthetic.doppler_results(published, rng)
+                                  + synthetic.beamform_strain_results(published + 1, rng)):
+                socket.send_multipart([f"result/{header.pipeline}/{header.output}".encode(), header.SerializeToString(),
+                                       np.ascontiguousarray(array).tobytes()])
+            published += 1
+            time.sleep(0.5)  # the intake's idle flush (0.2 s) completes the result sets
+            rounds_after += bool(views)
+            views = views or page.evaluate(expression)
+        views = self.wait_until_drawn(page, published - 1)
+        self.assertEqual(page.evaluate("window.sonopipeViewer.state().errors"), [])
+        self.assertEqual(views["doppler"]["chain"], "doppler")
+        self.assertEqual([t.split(" (")[0].split(",")[0] for t in views["doppler"]["panels"]],
+                         ["B-mode of the mean frame", "power Doppler over B-mode", "velocity"])
+        self.assertEqual(views["channel_strain"]["chain"], "strain")
+        self.assertEqual([t.split(",")[0] for t in views["channel_strain"]["panels"]],
+                         ["B-mode", "strain (axial)", "peak correlation"])
+        png, pixels = page.screenshot()
+        WebViewerWithTheDaemon.keep_screenshot(self, "doppler_and_channel_strain.png", png)
+        boxes = {(pipeline, title.split(",")[0].split(" (")[0]): box
+                 for pipeline, title, box in WebViewerWithTheDaemon.canvases(page)}
+        crop = WebViewerWithTheDaemon.crop
+
+        def image_part(box):
+            # The image inside the panel's frame (plot.js MARGIN: left 62, right 92, top 30,
+            # bottom 46), without axes and colour bar; equal-aspect images are centred in it.
+            left, top, width, height = box
+            return crop(pixels, (left + 62, top + 30, width - 62 - 92, height - 30 - 46))
+
+        def is_grey(part):
+            return np.abs(part - part.mean(axis=2, keepdims=True)).max(axis=2) < 4
+
+        def is_dark(part):
+            return np.all(np.abs(part - PANEL_BACKGROUND) <= 8, axis=2)
+
+        bmode = image_part(boxes[("doppler", "B-mode of the mean frame")])
+        grey = is_grey(bmode) & ~is_dark(bmode)
+        self.assertGreater(grey.mean(), 0.5, "the Doppler B-mode is not a grey image")
+        self.assertGreater(bmode[grey].std(), 20.0, "the Doppler B-mode has no speckle contrast")
+        for title in ("power Doppler over B-mode", "velocity"):
+            part = image_part(boxes[("doppler", title)])
+            coloured = ~is_grey(part)
+            # The tube (about 30 % of the image) in colour, the tissue around it the grey B-mode.
+            self.assertGreater(coloured.mean(), 0.1, f"'{title}' shows no colour over the B-mode")
+            self.assertGreater((is_grey(part) & ~is_dark(part)).mean(), 0.3, f"'{title}' shows no B-mode around the flow")
+        velocity = image_part(boxes[("doppler", "velocity")])
+        red = (velocity[..., 0] > velocity[..., 2] + 60)
+        blue = (velocity[..., 2] > velocity[..., 0] + 60)
+        # Synthetic flow: the left half away from the probe (+, blue), the right half towards (-, red).
+        middle = velocity.shape[1] // 2
+        self.assertGreater(blue[:, :middle].sum(), 10 * max(1, blue[:, middle:].sum()), "flow away is not blue on the left")
+        self.assertGreater(red[:, middle:].sum(), 10 * max(1, red[:, :middle].sum()), "flow towards is not red on the right")
+        strain_bmode = image_part(boxes[("channel_strain", "B-mode")])
+        self.assertGreater(strain_bmode[is_grey(strain_bmode) & ~is_dark(strain_bmode)].std(), 20.0,
+                           "the beamformed image's B-mode is missing or flat")
+        correlation = image_part(boxes[("channel_strain", "peak correlation")])
+        drawn = correlation[~is_dark(correlation)]
+        # 1.0 everywhere: magma's top (light yellow, mean of the channels > 180), not black.
+        self.assertGreater(drawn.mean(), 150.0, "a correlation of 1.0 everywhere is drawn dark")
+        page.close()
+        returncode, output = web.stop()
+        self.assertEqual(returncode, 0, output)
+
+
 class WebServerAlone(unittest.TestCase):
     def test_binds_loopback_and_serves_the_page_with_no_outside_resources(self):
         web = WebProcess(self, "--endpoint", support.TemporaryFolder(self).endpoint("no-daemon"))
@@ -369,7 +472,7 @@ class WebServerAlone(unittest.TestCase):
             self.assertEqual(status, 200, reference)
             self.assertNotRegex(body.decode(), r"(?:src|href)\s*=\s*[\"']?https?://", reference)  # no CDN
         tables = json.loads(web.get("/colormaps.json")[2])
-        for name in ("inferno", "RdBu_r", "gray", "viridis", "viridis_r", "magma", "jet"):
+        for name in ("inferno", "RdBu_r", "RdBu", "gray", "viridis", "viridis_r", "magma", "jet", "hot"):
             self.assertEqual(len(tables[name]), 255, name)  # codes 0..254 (render.LEVELS); 255 = no value
         self.assertEqual(tables["gray"][0], [0, 0, 0])
         self.assertEqual(tables["gray"][-1], [255, 255, 255])
@@ -495,3 +598,81 @@ class RenderedPanels(unittest.TestCase):
             self.assert_values(panel, group.outputs[name].array)
             self.assertEqual(panel["colour"]["label"], f"{name} (ml/100g/min)")
             self.assertEqual(panel["aspect"], "equal")
+
+    def test_doppler_power_over_the_bmode_and_velocity_over_exactly_plus_minus_nyquist(self):
+        group, view = self.rendered(synthetic.write_doppler_results)
+        self.assertEqual(view["chain"], "doppler")
+        bmode_panel, power_panel, velocity_panel = view["panels"]
+        # B-mode of the mean frame: log-compressed |mean IQ| over 50 dB, its maximum at 0 dB.
+        self.assertEqual(bmode_panel["title"], "B-mode of the mean frame (16 frames)")
+        self.assertEqual((bmode_panel["colour"]["low"], bmode_panel["colour"]["high"]), (-50.0, 0.0))
+        ensemble = group.outputs["beamform_beamformed"].array  # [frame, lateral, axial]
+        magnitude = np.abs(ensemble.mean(axis=0)).T  # [axial, lateral]
+        expected_db = np.clip(20 * np.log10(magnitude / magnitude.max()), -50.0, 0.0)
+        self.assert_values(bmode_panel, expected_db)
+        # Velocity: cm/s, limits exactly +-v_N of the header's attribute, RdBu (+ = away = blue).
+        nyquist_cm_s = float(group.outputs["velocity"].header.attributes["nyquist_velocity_m_per_s"]) * 100
+        self.assertEqual(nyquist_cm_s, synthetic.NYQUIST_M_PER_S * 100)
+        colour = velocity_panel["colour"]
+        self.assertEqual((colour["low"], colour["high"], colour["map"]), (-nyquist_cm_s, nyquist_cm_s, "RdBu"))
+        power_db = group.outputs["power_db"].array.T.astype(np.float64)
+        relative = power_db - power_db.max()
+        gated = relative >= -15.0  # sonopipe.view.doppler.POWER_DYNAMIC_RANGE_DB
+        velocity = group.outputs["velocity"].array.T * 100.0
+        self.assert_values(velocity_panel, np.where(gated, velocity, np.nan))
+        self.assertTrue(np.isfinite(decoded(velocity_panel)).any())
+        self.assertTrue(np.isnan(decoded(velocity_panel)).any())  # the tissue: the B-mode shows through
+        # Power Doppler: dB re the largest power over [-15, 0], transparent below.
+        self.assertEqual((power_panel["colour"]["low"], power_panel["colour"]["high"]), (-15.0, 0.0))
+        self.assert_values(power_panel, np.where(gated, relative, np.nan))
+        # Both overlays carry the B-mode as their underlay, on the same grid.
+        for panel in (power_panel, velocity_panel):
+            underlay = panel["underlay"]
+            self.assertEqual(underlay["colour"]["map"], "gray")
+            codes = np.frombuffer(base64.b64decode(underlay["pixels"]), np.uint8)
+            np.testing.assert_array_equal(codes, np.frombuffer(base64.b64decode(bmode_panel["pixels"]), np.uint8))
+
+    def test_doppler_without_a_beamformed_output_draws_power_and_velocity_without_underlay(self):
+        _, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, with_bmode=False))
+        self.assertEqual([p["title"].split(",")[0] for p in view["panels"]], ["power Doppler", "velocity"])
+        self.assertTrue(all("underlay" not in p for p in view["panels"]))
+
+    def test_doppler_without_the_nyquist_attribute_is_refused_with_a_message(self):
+        path = self.folder.file("results.h5")
+        results = synthetic.doppler_results(rng=self.rng)
+        for header, _ in results:
+            if "nyquist_velocity_m_per_s" in header.attributes:
+                del header.attributes["nyquist_velocity_m_per_s"]
+        sonopipe.write_recording(path, results=results)
+        groups, context = groups_of(path)
+        with self.assertRaisesRegex(ValueError, "nyquist_velocity_m_per_s"):
+            render.render_group(groups[-1], context)
+
+    def test_a_beamformed_image_gets_a_bmode_panel_and_a_correlation_of_one_is_drawn_in_the_map(self):
+        group, view = self.rendered(lambda path, rng: sonopipe.write_recording(
+            path, results=synthetic.beamform_strain_results(rng=rng)))
+        self.assertEqual(view["chain"], "strain")
+        bmode_panel, strain_panel, correlation_panel = view["panels"]
+        self.assertTrue(bmode_panel["title"].startswith("B-mode"), bmode_panel["title"])
+        rf = group.outputs["bmode_beamformed"].array.T  # [axial, lateral]
+        from sonopipe.view import bmode
+        expected = bmode.log_compress(bmode.envelope(rf, axis=0))
+        # 600 axial samples -> block means of 2 (render.MAX_PIXELS_PER_AXIS)
+        expected = expected.reshape(300, 2, -1).mean(axis=1)
+        self.assert_values(bmode_panel, expected)
+        self.assertLess(np.nanmin(decoded(bmode_panel)), -30.0)  # speckle spans tens of dB
+        # 1.0 everywhere: the top of the map (0.9 .. 1), not the bottom code of an empty range.
+        colour = correlation_panel["colour"]
+        self.assertEqual((colour["low"], colour["high"]), (0.9, 1.0))
+        codes = np.frombuffer(base64.b64decode(correlation_panel["pixels"]), np.uint8)
+        self.assertTrue(np.all(codes == render.LEVELS), np.unique(codes))
+
+    def test_a_constant_image_gets_a_colour_range_around_its_value(self):
+        for value in (0.0, 1.0, -3.5):
+            panel = render.image_panel(np.full((4, 5), value), np.arange(5.0), "x (mm)", np.arange(4.0), "y (mm)",
+                                       "constant", "value", "viridis", (value, value))
+            low, high = panel["colour"]["low"], panel["colour"]["high"]
+            self.assertLess(low, value)
+            self.assertGreater(high, value)
+            codes = np.frombuffer(base64.b64decode(panel["pixels"]), np.uint8)
+            self.assertTrue(np.all(codes == render.LEVELS // 2), (value, np.unique(codes)))  # mid-map

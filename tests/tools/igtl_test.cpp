@@ -22,8 +22,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <random>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include "sdk/thread_pool.h"
 #include "tests/daemon/daemon_harness.h"
@@ -547,4 +549,126 @@ TEST_CASE("sonopipe-igtl counts and logs malformed or unshowable results by reas
   // Each rejection has its one-line warning naming the topic.
   for (const char* topic : {"result/p/garbage", "result/p/elsewhere", "p/four", "p/complex", "p/short"})
     CHECK(report.find(topic) != std::string::npos);
+}
+
+TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and velocity's uint8 variant over "
+          "exactly +-Nyquist with 0 for no estimate",
+          "[tools][igtl]") {
+  test::TempPath endpoint("igtl-publisher", ""), ready("igtl-ready", ".txt"), bridge_log("igtl-bridge", ".log");
+  zmq::context_t context(1);
+  zmq::socket_t publisher(context, zmq::socket_type::pub);
+  publisher.set(zmq::sockopt::sndhwm, 0);
+  publisher.bind(endpoint.ipc());
+  tools::ChildProcess bridge({test::tool("igtl"), "--results", endpoint.ipc(), "--port", "0", "--ready-file", ready.path,
+                              "--topic", "doppler/", "--status-interval", "0.2"},
+                             bridge_log.path);
+  REQUIRE(test::wait_for_file(ready.path, seconds(20)));
+  int port = 0;
+  std::string word;
+  std::ifstream(ready.path) >> word >> port;
+  REQUIRE(port > 0);
+  const std::uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 random(seed);
+
+  // The doppler stage's outputs (docs/doppler.md): float32 [lateral, axial], metres, v_N in every header.
+  constexpr std::uint64_t kLateral = 6, kAxial = 8;
+  const double nyquist = std::uniform_real_distribution<double>(0.1, 1.0)(random);
+  v1::Axis lateral, axial;
+  lateral.set_name("lateral");
+  lateral.set_size(kLateral);
+  lateral.set_spacing(2e-4);
+  lateral.set_unit("m");
+  lateral.set_origin(-5e-4);
+  axial.set_name("axial");
+  axial.set_size(kAxial);
+  axial.set_spacing(1e-4);
+  axial.set_unit("m");
+  axial.set_origin(0.01);
+  auto header = [&](const std::string& output, const std::string& unit) {
+    v1::ResultHeader h;
+    h.set_schema_version(wire::kSchemaVersion);
+    h.set_pipeline("doppler");
+    h.set_output(output);
+    h.set_element_type(v1::ELEMENT_TYPE_FLOAT32);
+    h.set_unit(unit);
+    *h.add_axes() = lateral;
+    *h.add_axes() = axial;
+    (*h.mutable_attributes())["nyquist_velocity_m_per_s"] = std::to_string(nyquist);
+    return h;
+  };
+  // Fresh velocities within [-v_N, v_N), the ends and 0 exactly, one beyond, and NaN (no estimate).
+  std::vector<float> velocity(kLateral * kAxial), power(kLateral * kAxial);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (std::size_t n = 0; n < velocity.size(); ++n) {
+    velocity[n] = static_cast<float>(nyquist) * uniform(random);
+    power[n] = std::exp(8.0f * (uniform(random) + 1.0f));
+  }
+  const float v_n = static_cast<float>(std::stod(header("velocity", "m/s").attributes().at("nyquist_velocity_m_per_s")));
+  velocity[0] = -v_n;
+  velocity[1] = 0.0f;
+  velocity[2] = v_n;
+  velocity[3] = 2 * v_n;  // outside the window: clamped to its end
+  velocity[4] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> power_db(power.size());
+  for (std::size_t n = 0; n < power.size(); ++n) power_db[n] = 10.0f * std::log10(power[n]);
+  auto bytes = [](const std::vector<float>& values) {
+    return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  };
+
+  IgtlClient client(port);
+  std::map<std::string, ImageReceived> images;
+  std::string devices_text;
+  const auto deadline = steady_clock::now() + seconds(30);
+  auto complete = [&] {
+    for (const char* description : {"doppler/velocity float32", "doppler/velocity uint8", "doppler/power float32",
+                                    "doppler/power_db float32", "doppler/power_db uint8"})
+      if (!images.count(device_of(devices_text, description))) return false;
+    return true;
+  };
+  while (!complete() && steady_clock::now() < deadline) {
+    for (const auto& [output, unit, values] :
+         {std::tuple{"velocity", "m/s", &velocity}, {"power", "", &power}, {"power_db", "dB", &power_db}}) {
+      const std::string parts[] = {std::string("result/doppler/") + output, header(output, unit).SerializeAsString(),
+                                   bytes(*values)};
+      for (std::size_t i = 0; i < 3; ++i)
+        publisher.send(zmq::buffer(parts[i]), i + 1 < 3 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    const auto until = steady_clock::now() + milliseconds(300);
+    while (auto message = client.receive(until)) {
+      if (message->device == "sonopipe-devices") devices_text = message->text;
+      if (message->image) images[message->device] = *message->image;
+    }
+  }
+  INFO("devices:\n" << devices_text << tools::read_text_file(bridge_log.path));
+  REQUIRE(complete());
+  CHECK(devices_text.find("doppler/velocity uint8 (window +-Nyquist)") != std::string::npos);
+  CHECK(devices_text.find("doppler/power_db uint8 (window auto)") != std::string::npos);  // not a velocity
+
+  // float32: the published values unchanged (NaN kept), [lateral, axial] -> i = axial fastest.
+  const ImageReceived& velocity_float = images.at(device_of(devices_text, "doppler/velocity float32"));
+  check_geometry(velocity_float, lateral, axial, igtl::ImageMessage::TYPE_FLOAT32);
+  REQUIRE(velocity_float.floats.size() == velocity.size());
+  for (std::size_t n = 0; n < velocity.size(); ++n)
+    CHECK((velocity_float.floats[n] == velocity[n] || (std::isnan(velocity[n]) && std::isnan(velocity_float.floats[n]))));
+  CHECK(images.at(device_of(devices_text, "doppler/power float32")).floats == power);
+  CHECK(images.at(device_of(devices_text, "doppler/power_db float32")).floats == power_db);
+
+  // uint8 velocity, written out again from display_window.h: 0 = no estimate, -v_N -> 1, 0 -> 128, +v_N -> 255.
+  const ImageReceived& velocity_u8 = images.at(device_of(devices_text, "doppler/velocity uint8"));
+  check_geometry(velocity_u8, lateral, axial, igtl::ImageMessage::TYPE_UINT8);
+  REQUIRE(velocity_u8.bytes.size() == velocity.size());
+  CHECK(int(velocity_u8.bytes[0]) == 1);
+  CHECK(int(velocity_u8.bytes[1]) == 128);
+  CHECK(int(velocity_u8.bytes[2]) == 255);
+  CHECK(int(velocity_u8.bytes[3]) == 255);
+  CHECK(int(velocity_u8.bytes[4]) == 0);
+  for (std::size_t n = 5; n < velocity.size(); ++n) {
+    const double scaled = (velocity[n] + nyquist) / (2 * nyquist);
+    // v_N travels as decimal text (std::to_string, 6 decimals): 1e-6 m/s moves a code by far less than 0.5
+    CHECK(std::abs(int(velocity_u8.bytes[n]) - (1 + std::lround(254 * scaled))) <= 1);
+    CHECK(velocity_u8.bytes[n] >= 1);
+  }
+  bridge.send_signal(SIGINT);
+  REQUIRE(bridge.wait(seconds(20)).value_or(-1) == 0);
 }

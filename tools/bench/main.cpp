@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   sonopipe::bench::add_strain_bench(app);
   sonopipe::bench::add_beamform_bench(app);
   sonopipe::bench::add_devices_bench(app);
+  sonopipe::bench::add_doppler_bench(app);
   sonopipe::bench::add_soak_bench(app);
   try {
     app.parse(argc, argv);

@@ -22,8 +22,8 @@ struct FormatError : std::runtime_error {
 };
 [[noreturn]] void fail(const std::string& file, const std::string& object, const std::string& reason);
 
-enum class FileFormat { sonopipe_recording, uff, verasonics_mat, unknown };
-const char* file_format_name(FileFormat format);  // "sonopipe", "uff", "verasonics", "unknown"
+enum class FileFormat { sonopipe_recording, uff, verasonics_mat, must_mat, unknown };
+const char* file_format_name(FileFormat format);  // "sonopipe", "uff", "verasonics", "must", "unknown"
 
 // Looks at the file's contents (HDF5 root attributes, MAT header), never at its extension alone.
 FileFormat detect_format(const std::string& path);

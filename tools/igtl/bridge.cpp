@@ -181,9 +181,12 @@ class Bridge {
       const std::string base = device_for(image.key);
       if (options_.float_images) publish(pack_float_image(base, image), image.key + " float32 " + image.unit);
       if (options_.uint8_images) {
-        const DisplayWindow window = window_for(image.values, fixed_window(image.key));
+        const std::optional<DisplayWindow> fixed = fixed_window(image.key);
+        const bool nyquist = !fixed && image.nyquist_velocity_m_per_s > 0;
+        const DisplayWindow window =
+            nyquist ? nyquist_window(image.nyquist_velocity_m_per_s) : window_for(image.values, fixed);
         publish(pack_uint8_image(device_name(base + kUint8Suffix), image, to_display_uint8(image.values, window)),
-                image.key + " uint8 (window " + (fixed_window(image.key) ? "fixed" : "auto") + ")");
+                image.key + " uint8 (window " + (fixed ? "fixed" : nyquist ? "+-Nyquist" : "auto") + ")");
       }
       ++report_.images_packed;
     }

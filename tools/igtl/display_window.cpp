@@ -26,14 +26,19 @@ DisplayWindow window_for(const std::vector<float>& values, const std::optional<D
   return {percentile(finite, kAutoWindowLowPercentile), percentile(finite, kAutoWindowHighPercentile)};
 }
 
+DisplayWindow nyquist_window(double nyquist_velocity_m_per_s) {
+  return {-nyquist_velocity_m_per_s, nyquist_velocity_m_per_s, true};
+}
+
 std::vector<std::uint8_t> to_display_uint8(const std::vector<float>& values, const DisplayWindow& window) {
   std::vector<std::uint8_t> out(values.size(), 0);
   const double width = window.high - window.low;
   if (!(width > 0)) return out;
+  const double first = window.zero_means_no_value ? 1.0 : 0.0;  // code of the window's low end
   for (std::size_t n = 0; n < values.size(); ++n) {
     if (!std::isfinite(values[n])) continue;
     const double scaled = std::clamp((values[n] - window.low) / width, 0.0, 1.0);
-    out[n] = static_cast<std::uint8_t>(std::lround(255.0 * scaled));
+    out[n] = static_cast<std::uint8_t>(first + std::lround((255.0 - first) * scaled));
   }
   return out;
 }

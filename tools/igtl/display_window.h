@@ -3,6 +3,9 @@
 // with [low, high] either fixed by the user (in the result's unit) or, by default, the 0.5th and
 // 99.5th percentiles of the image's finite values (nearest rank on the sorted values), recomputed
 // for every image so a display needs no level setting. An empty or flat window gives 0 everywhere.
+// Velocity images (Image::nyquist_velocity_m_per_s = v_N > 0) without a fixed window get the Nyquist
+// window, signed: [low, high] = [-v_N, +v_N] and code 0 kept for "no estimate" (NaN):
+//   u8 = 1 + round(254 * clamp((v + v_N) / (2 v_N), 0, 1)),  so -v_N -> 1, 0 m/s -> 128, +v_N -> 255.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +16,11 @@ namespace sonopipe::igtl_bridge {
 
 struct DisplayWindow {
   double low = 0, high = 1;
+  bool zero_means_no_value = false;  // codes 1..255 span the window, 0 only for NaN
 };
+
+// The Nyquist window of a velocity image aliasing at +-v_N (m/s).
+DisplayWindow nyquist_window(double nyquist_velocity_m_per_s);
 
 constexpr double kAutoWindowLowPercentile = 0.5;
 constexpr double kAutoWindowHighPercentile = 99.5;

@@ -75,6 +75,18 @@ void scatter(const void* payload, const std::vector<std::uint64_t>& sizes, const
   }
 }
 
+// v_N of a velocity result (unit m/s, attribute nyquist_velocity_m_per_s a positive number), else 0.
+double nyquist_velocity_m_per_s(const v1::ResultHeader& header) {
+  const auto found = header.attributes().find(kNyquistAttribute);
+  if (header.unit() != kVelocityUnit || found == header.attributes().end()) return 0;
+  try {
+    const double value = std::stod(found->second);
+    return value > 0 && std::isfinite(value) ? value : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 double speed_of_sound(const v1::ResultHeader& header) {
   const auto found = header.attributes().find("speed_of_sound_m_per_s");
   if (found == header.attributes().end()) return kDefaultSpeedOfSound_m_per_s;
@@ -203,6 +215,7 @@ std::vector<Image> images_of_result(const v1::ResultHeader& header, const void* 
       image.key += kPeakSuffix;
     }
     image.unit = header.unit();
+    image.nyquist_velocity_m_per_s = nyquist_velocity_m_per_s(header);
     image.acquisition_time_ns = header.acquisition_time_ns();
     image.input_sequence = header.input_sequence();
     image.values.assign(image.pixel_count(), std::numeric_limits<float>::quiet_NaN());

@@ -23,6 +23,9 @@
 // Position of pixel (i, j, k) = corner + i s_i n_i + j s_j n_j + k s_k n_k, with corner = the sum of
 //   each axis's origin (mm) times its direction. OpenIGTLink carries the image CENTRE, not the
 //   corner: centre = corner + sum_d n_d s_d (size_d - 1) / 2 (as Slicer and PLUS read it).
+// Velocity (the doppler stage, docs/doppler.md): a result in unit "m/s" whose header carries the
+//   attribute nyquist_velocity_m_per_s (v_N > 0) keeps v_N in Image::nyquist_velocity_m_per_s; the
+//   bridge's uint8 variant then spans exactly [-v_N, +v_N] (display_window.h).
 #pragma once
 
 #include <array>
@@ -39,6 +42,8 @@ constexpr double kDefaultSpeedOfSound_m_per_s = 1540.0;
 constexpr char kComponentAxis[] = "component";
 constexpr char kPeakSuffix[] = "peak";
 constexpr const char* kComponentNames[] = {"axial", "lateral", "elevational"};
+constexpr char kNyquistAttribute[] = "nyquist_velocity_m_per_s";  // stages/doppler/doppler_conventions.h
+constexpr char kVelocityUnit[] = "m/s";
 
 using Vector3 = std::array<double, 3>;
 
@@ -51,6 +56,7 @@ struct Image {
   Vector3 corner_mm{0, 0, 0};        // RAS position of pixel (0, 0, 0)
   std::vector<float> values;
   std::string unit;                  // of the values (the result's unit)
+  double nyquist_velocity_m_per_s = 0;  // > 0: a velocity image aliasing at +-this (m/s); 0: none
   std::int64_t acquisition_time_ns = 0;
   std::uint64_t input_sequence = 0;
 

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   sonopipe::sim::add_arfi_command(app);
   sonopipe::sim::add_strain_command(app);
   sonopipe::sim::add_channel_command(app);
+  sonopipe::sim::add_flow_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

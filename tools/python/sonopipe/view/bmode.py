@@ -26,3 +26,38 @@ def log_compress(envelope_values, dynamic_range_db=50.0):
         return np.full(envelope_values.shape, -dynamic_range_db)
     db = 20 * np.log10(np.maximum(envelope_values / peak, 1e-12))
     return np.clip(db, -dynamic_range_db, 0.0)
+
+
+BEAMFORMED_SUFFIXES = ("beamformed", "bmode", "mean")  # output names of beamformed images
+
+
+def is_beamformed(output_name):
+    """An output holding a beamformed image (the beamform stage's "beamformed", with or without a
+    stage prefix; "bmode"/"mean" for a stage that publishes the image itself)."""
+    return output_name.endswith(BEAMFORMED_SUFFIXES)
+
+
+def image_db(array, axes, unit="", dynamic_range_db=50.0):
+    """(dB [depth, lateral], rows Axis, columns Axis, what) of a beamformed image or raw RF frame.
+    A "frame" axis (an ensemble) is reduced to the mean frame: coherent mean of complex IQ, mean
+    magnitude of real data. Complex: |IQ|; real: the envelope along depth; unit "dB": as it is,
+    relative to its maximum. Other axes beyond two at their middle index (panels.plane)."""
+    from sonopipe.view import panels, units  # here: panels and units need no B-mode
+    array = np.asarray(array)
+    axes = list(axes)
+    what = "B-mode"
+    frame = units.find_axis(axes, ("frame",))
+    if frame is not None and len(axes) > 2:
+        what = f"B-mode of the mean frame ({axes[frame].size} frames)"
+        array = array.mean(axis=frame) if np.iscomplexobj(array) else np.abs(array).mean(axis=frame)
+        axes.pop(frame)
+    values, rows, columns = panels.plane(array, axes, units.DEPTH_NAMES, units.LATERAL_NAMES)
+    if unit == "dB":
+        values = np.asarray(values, np.float64)
+        finite = values[np.isfinite(values)]
+        image = np.clip(values - (finite.max() if finite.size else 0.0), -dynamic_range_db, 0.0)
+    elif np.iscomplexobj(values):
+        image = log_compress(np.abs(values), dynamic_range_db)
+    else:
+        image = log_compress(envelope(values, axis=0), dynamic_range_db)
+    return image, rows, columns, what

@@ -4,7 +4,7 @@
     sonopipe-view --endpoint ipc:///tmp/pub --png out/ --every 5   headless, every 5th result set
     sonopipe-view --recording results.h5 --png out/                offline, from sonopipe-record
 
-Each pipeline gets the view of its chain (ARFI, strain, perfusion; detected from its outputs, or
+Each pipeline gets the view of its chain (ARFI, strain, perfusion, Doppler; detected from its outputs, or
 --chain), a status line with the result rate, latencies and counted skips. Live input is
 conflated: when drawing is slower than the daemon, older results are skipped (and counted), the
 daemon is never slowed down.
@@ -18,13 +18,14 @@ import time
 import numpy as np
 
 from sonopipe.recording import read_recording
-from sonopipe.view import arfi, generic, perfusion, strain
+from sonopipe.view import arfi, bmode, doppler, generic, perfusion, strain
 from sonopipe.view.overlay import PipelineMeter
 from sonopipe.view.sources import Grouper, LiveSource, RecordingSource
 
 # Tried in this order by --chain auto; the first whose accepts() holds for a pipeline's outputs wins.
 VIEWS = {
     "perfusion": (perfusion.accepts, perfusion.PerfusionView),
+    "doppler": (doppler.accepts, doppler.DopplerView),
     "strain": (strain.accepts, strain.StrainView),
     "arfi": (arfi.accepts, arfi.ArfiView),
     "generic": (generic.accepts, generic.GenericView),
@@ -77,10 +78,13 @@ class Context:
         self._published_frames = {}  # (stream, input sequence) -> (ResultHeader, array), the last few
 
     def remember(self, group):
-        """Keeps input frames a pipeline publishes itself (a `convert` stage with publish: true, an
-        output name ending in "converted", real values: the RF) for later groups' views."""
+        """Keeps input frames a pipeline publishes itself for later groups' views: a `convert` stage
+        with publish: true (an output name ending in "converted", real values: the RF) or a beamformed
+        image (bmode.is_beamformed: the beamform stage with publish: true, RF or IQ)."""
         for name, result in group.outputs.items():
-            if name.endswith("converted") and result.array is not None and not np.iscomplexobj(result.array):
+            if result.array is None:
+                continue
+            if (name.endswith("converted") and not np.iscomplexobj(result.array)) or bmode.is_beamformed(name):
                 self._published_frames[(group.stream_id, group.input_sequence)] = (result.header, result.array)
         while len(self._published_frames) > 16:
             self._published_frames.pop(next(iter(self._published_frames)))

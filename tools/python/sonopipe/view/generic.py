@@ -1,5 +1,6 @@
 """Fallback view for any other pipeline (e.g. `convert` alone): each output (up to four) as an
-image with depth down when an axis is depth-like. Complex IQ is shown as magnitude in dB, real
+image with depth down when an axis is depth-like. A beamformed image (bmode.is_beamformed) is a
+B-mode (its mean frame when it is an ensemble), other complex IQ is shown as magnitude in dB, real
 data from RF input as a B-mode (envelope along depth, dB), anything else as values; axes beyond
 two at their middle index."""
 import numpy as np
@@ -18,6 +19,11 @@ def display(result):
     y, y_label = panels.axis_coordinates(rows, result.header, values.shape[0])
     x, x_label = panels.axis_coordinates(columns, result.header, values.shape[1])
     depth_down = rows is not None and units.is_named(rows.name, units.DEPTH_NAMES)
+    if bmode.is_beamformed(result.header.output) and depth_down and values.shape[0] > 8:
+        image, rows, columns, what = bmode.image_db(result.array, result.axes, result.header.unit)
+        y, y_label = panels.axis_coordinates(rows, result.header, image.shape[0])
+        x, x_label = panels.axis_coordinates(columns, result.header, image.shape[1])
+        return image, x, x_label, y, y_label, f"{what} (dB)", "gray", (-50.0, 0.0)
     if np.iscomplexobj(values):
         return (bmode.log_compress(np.abs(values)), x, x_label, y, y_label, "magnitude (dB)", "gray", (-50.0, 0.0))
     if result.header.input_kind == frame_pb2.FRAME_KIND_RF and depth_down and values.shape[0] > 8:

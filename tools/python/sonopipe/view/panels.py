@@ -16,9 +16,21 @@ def robust_limits(values, low=2.0, high=98.0, symmetric=False):
         bound = float(np.percentile(np.abs(finite), high)) or 1.0
         return -bound, bound
     lo, hi = float(np.percentile(finite, low)), float(np.percentile(finite, high))
-    if hi <= lo:
-        lo, hi = lo - 0.5, hi + 0.5
-    return lo, hi
+    return sensible_limits(lo, hi)
+
+
+def sensible_limits(low, high):
+    """Colour limits that span something: non-finite limits become (-1, 1); equal (or reversed)
+    limits, e.g. of a constant image, are widened by half the value's magnitude (0.5 at 0) on each
+    side, so the constant shows mid-map with its value on the colour bar instead of one end."""
+    low, high = float(low), float(high)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return -1.0, 1.0
+    if high <= low:
+        middle = (low + high) / 2
+        half = 0.5 * abs(middle) or 0.5
+        return middle - half, middle + half
+    return low, high
 
 
 def image(fig, ax, values, x, x_label, y, y_label, title, colorbar_label, cmap="viridis", limits=None,
@@ -26,7 +38,7 @@ def image(fig, ax, values, x, x_label, y, y_label, title, colorbar_label, cmap="
     """values[row, column] drawn with rows along y (downwards: depth) and columns along x; by
     default true aspect ratio when both axes are in mm (or both in voxels), else filling the axes."""
     values = np.asarray(values, dtype=np.float32)
-    vmin, vmax = limits if limits is not None else robust_limits(values)
+    vmin, vmax = sensible_limits(*(limits if limits is not None else robust_limits(values)))
     x0, x1 = units.extent(x)
     y0, y1 = units.extent(y)
     if aspect is None:

@@ -55,13 +55,24 @@ def bmode_image(header, context, lag):
     if rf is None:
         return None
     frame_header, frame = rf
-    frame_axes = axes_from_proto(frame_header.axes)
-    values, rows, columns = panels.plane(np.asarray(frame, np.float64), frame_axes,
-                                         units.DEPTH_NAMES, units.LATERAL_NAMES)
-    image_db = bmode.log_compress(bmode.envelope(values, axis=0), BMODE_DYNAMIC_RANGE_DB)
-    y, y_label = panels.axis_coordinates(rows, frame_header)
-    x, x_label = panels.axis_coordinates(columns, frame_header, values.shape[1])
+    image_db, rows, columns, _ = bmode.image_db(frame, axes_from_proto(frame_header.axes),
+                                                getattr(frame_header, "unit", ""), BMODE_DYNAMIC_RANGE_DB)
+    y, y_label = panels.axis_coordinates(rows, frame_header, image_db.shape[0])
+    x, x_label = panels.axis_coordinates(columns, frame_header, image_db.shape[1])
     return image_db, x, x_label, y, y_label, title
+
+
+CORRELATION_MIN_SPAN = 0.1  # a correlation map shows at least 0.9 .. 1
+
+
+def correlation_limits(values):
+    """Colour limits of a peak-correlation map: from its smallest finite value (at least 0) to 1,
+    spanning at least CORRELATION_MIN_SPAN, so a map of 1.0 everywhere (identical frames) is drawn
+    at the top of the colour map, not as the bottom end of an empty range."""
+    finite = np.asarray(values, np.float64)
+    finite = finite[np.isfinite(finite)]
+    low = max(0.0, float(finite.min())) if finite.size else 0.0
+    return min(low, 1.0 - CORRELATION_MIN_SPAN), 1.0
 
 
 def strain_display(values, unit):
@@ -105,6 +116,6 @@ class StrainView:
         if correlation is not None:
             values, x, x_label, y, y_label = component_plane(correlation, self.component)
             panels.image(fig, axes.pop(0), values, x, x_label, y, y_label, "peak correlation",
-                         "correlation", cmap="magma", limits=(max(0.0, float(np.nanmin(values))), 1.0))
+                         "correlation", cmap="magma", limits=correlation_limits(values))
         fig.suptitle(f"Strain  {header.pipeline}  input #{header.input_sequence} vs #{header.input_sequence - lag}",
                      fontsize=11)

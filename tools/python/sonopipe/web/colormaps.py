@@ -4,7 +4,7 @@ import numpy as np
 
 from sonopipe.web.render import LEVELS
 
-NAMES = ("inferno", "RdBu_r", "gray", "viridis", "viridis_r", "magma", "jet")
+NAMES = ("inferno", "RdBu_r", "RdBu", "gray", "viridis", "viridis_r", "magma", "jet", "hot")
 
 
 def tables():

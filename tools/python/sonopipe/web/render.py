@@ -2,16 +2,19 @@
 colour bar and units, and line plots, as a JSON-ready dict.
 
 The chain is recognised and its fields computed by sonopipe-view's views (sonopipe.view: arfi,
-strain, perfusion, generic), so both viewers show the same quantities in the same units. Images
-travel as one byte per pixel: 0..254 spread linearly over the colour limits, 255 = no value (NaN);
-the page maps them through the colour map's table (colormaps.py).
+strain, perfusion, doppler, generic), so both viewers show the same quantities in the same units.
+Images travel as one byte per pixel: 0..254 spread linearly over the colour limits, 255 = no value
+(NaN); the page maps them through the colour map's table (colormaps.py). An image panel may carry
+an `underlay` on the same pixel grid (the B-mode under power or colour Doppler): where the image
+has no value, the page shows the underlay's pixel through its own map and limits.
+Every beamformed image of a result set (bmode.is_beamformed) gets a B-mode panel, whatever the chain.
 """
 import base64
 import warnings
 
 import numpy as np
 
-from sonopipe.view import arfi, generic, panels, perfusion, strain, units
+from sonopipe.view import arfi, bmode, doppler, generic, panels, perfusion, strain, units
 
 NO_VALUE = 255    # pixel code of NaN / non-finite values
 LEVELS = 254      # codes 0..LEVELS span the colour limits
@@ -52,15 +55,20 @@ def _axis(values, label):
 
 
 def image_panel(values, x, x_label, y, y_label, title, colour_label, colour_map, limits, aspect=None,
-                markers=()):
+                markers=(), underlay=None):
     """values[row, column]: rows along y (downwards, depth), columns along x. `aspect` "equal" keeps
-    the physical proportions (default when both axes share a length unit, as panels.image does)."""
+    the physical proportions (default when both axes share a length unit, as panels.image does).
+    Limits that span nothing (a constant image) are widened (panels.sensible_limits). `underlay`:
+    (values of the same shape, colour map, limits) shown where `values` has none."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim == 1:
         values = values[:, np.newaxis]
+    if underlay is not None and np.shape(underlay[0]) != values.shape:
+        raise ValueError(f"'{title}': underlay {np.shape(underlay[0])} is not on the image's grid {values.shape}")
+    x_full, y_full = x, y
     values, y = reduce_axis(values, y, 0)
     values, x = reduce_axis(values, x, 1)
-    low, high = (float(limit) for limit in limits)
+    low, high = panels.sensible_limits(*limits)
     if aspect is None:
         unit = units.unit_of(x_label)
         aspect = "equal" if unit == units.unit_of(y_label) and unit in ("mm", "voxel") else "auto"
@@ -69,7 +77,16 @@ def image_panel(values, x, x_label, y, y_label, title, colour_label, colour_map,
             "pixels": base64.b64encode(np.ascontiguousarray(codes).tobytes()).decode("ascii"),
             "x": _axis(x, x_label), "y": _axis(y, y_label), "aspect": aspect,
             "colour": {"map": colour_map, "low": low, "high": high, "label": colour_label},
-            "markers": list(markers)}
+            "markers": list(markers), **({"underlay": _underlay(underlay, x_full, y_full)} if underlay is not None else {})}
+
+
+def _underlay(underlay, x, y):
+    values, colour_map, limits = underlay
+    values, _ = reduce_axis(np.asarray(values, dtype=np.float64), y, 0)
+    values, _ = reduce_axis(values, x, 1)
+    low, high = panels.sensible_limits(*limits)
+    return {"pixels": base64.b64encode(np.ascontiguousarray(quantise(values, low, high)).tobytes()).decode("ascii"),
+            "colour": {"map": colour_map, "low": low, "high": high}}
 
 
 def line_panel(x, x_label, y, y_label, title):
@@ -121,7 +138,7 @@ def strain_panels(group, context):
     if correlation is not None:
         values, x, x_label, y, y_label = strain.component_plane(correlation, 0)
         shown.append(image_panel(values, x, x_label, y, y_label, "peak correlation", "correlation", "magma",
-                                 (max(0.0, float(np.nanmin(values))), 1.0)))
+                                 strain.correlation_limits(values)))
     return shown, f"input #{header.input_sequence} vs #{header.input_sequence - lag}", header
 
 
@@ -139,6 +156,35 @@ def perfusion_panels(group, context):
     return shown, f"batch #{header.input_sequence}", header
 
 
+def bmode_panel(result, title=None):
+    image, x, x_label, y, y_label, what = doppler.bmode_plane(result)
+    return image_panel(image, x, x_label, y, y_label, title or f"{what}, {result.header.output}", "echo (dB)", "gray",
+                       (-doppler.BMODE_DYNAMIC_RANGE_DB, 0.0))
+
+
+def doppler_panels(group, context):
+    """B-mode (when a beamformed output is published), power Doppler over it, colour velocity over
+    it spanning exactly +-Nyquist (the header's attribute); conventions in sonopipe.view.doppler."""
+    fields = doppler.doppler_fields(group)
+    shown = []
+    underlay = doppler.underlay_of(fields)
+    if fields.bmode is not None:
+        image, x, x_label, y, y_label, what = fields.bmode
+        shown.append(image_panel(image, x, x_label, y, y_label, what, "echo (dB)", "gray",
+                                 (-doppler.BMODE_DYNAMIC_RANGE_DB, 0.0)))
+    under = (underlay, "gray", (-doppler.BMODE_DYNAMIC_RANGE_DB, 0.0)) if underlay is not None else None
+    shown.append(image_panel(fields.power_db, fields.x, fields.x_label, fields.y, fields.y_label,
+                             "power Doppler" + (" over B-mode" if under else ""), "power (dB re max)",
+                             doppler.POWER_MAP, (-doppler.POWER_DYNAMIC_RANGE_DB, 0.0), underlay=under))
+    scale, unit = doppler.velocity_scale(fields.nyquist_m_per_s)
+    nyquist = fields.nyquist_m_per_s * scale
+    shown.append(image_panel(fields.velocity * scale, fields.x, fields.x_label, fields.y, fields.y_label,
+                             f"velocity, + = away, ±Nyquist {nyquist:.3g} {unit}", f"velocity ({unit})",
+                             doppler.VELOCITY_MAP, (-nyquist, nyquist), underlay=under))
+    header = fields.header
+    return shown, f"input #{header.input_sequence}, Nyquist {nyquist:.3g} {unit}", header
+
+
 def generic_panels(group, context):
     shown = []
     for result in [r for r in group.outputs.values() if r.array is not None][:4]:
@@ -149,7 +195,8 @@ def generic_panels(group, context):
 
 
 # Tried in this order, as sonopipe-view --chain auto does (sonopipe.view.cli.VIEWS).
-CHAINS = (("perfusion", perfusion.accepts, perfusion_panels), ("strain", strain.accepts, strain_panels),
+CHAINS = (("perfusion", perfusion.accepts, perfusion_panels), ("doppler", doppler.accepts, doppler_panels),
+          ("strain", strain.accepts, strain_panels),
           ("arfi", arfi.accepts, arfi_panels), ("generic", generic.accepts, generic_panels))
 
 
@@ -165,6 +212,9 @@ def render_group(group, context):
         raise ValueError(f"pipeline '{group.pipeline}' input #{group.input_sequence}: no output to draw")
     build = next(function for name, _, function in CHAINS if name == chain)
     shown, caption, header = build(group, context)
+    if chain in ("arfi", "perfusion"):  # their views draw no beamformed image: each gets its B-mode first
+        shown = [bmode_panel(result) for name, result in sorted(group.outputs.items())
+                 if result.array is not None and bmode.is_beamformed(name)] + shown
     timing = header.timing
     latency_ms = (timing.published_ns - timing.received_ns) / 1e6 if timing.received_ns and timing.published_ns else None
     return {"pipeline": group.pipeline, "chain": chain, "caption": caption, "panels": shown,

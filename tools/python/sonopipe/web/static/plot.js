@@ -133,13 +133,20 @@ const Plot = (() => {
     context.restore();
   }
 
-  // The panel's pixels through the colour table, on an offscreen canvas of rows x columns.
-  function picture(panel, table) {
-    const codes = Uint8Array.from(atob(panel.pixels), c => c.charCodeAt(0));
+  // The panel's pixels through the colour table, on an offscreen canvas of rows x columns. Where
+  // a pixel has no value, the panel's underlay (render.py: same grid, own map) shows through.
+  function picture(panel, table, colormaps) {
+    const decode = text => Uint8Array.from(atob(text), c => c.charCodeAt(0));
+    const codes = decode(panel.pixels);
+    const under = panel.underlay ? decode(panel.underlay.pixels) : null;
+    const underTable = panel.underlay ? (colormaps[panel.underlay.colour.map] || colormaps.gray) : null;
     const image = new ImageData(panel.columns, panel.rows);
     const empty = [0x26, 0x2b, 0x33];
     for (let i = 0; i < codes.length; i++) {
-      const [r, g, b] = codes[i] === NO_VALUE ? empty : table[codes[i]];
+      let colour = empty;
+      if (codes[i] !== NO_VALUE) colour = table[codes[i]];
+      else if (under && under[i] !== NO_VALUE) colour = underTable[under[i]];
+      const [r, g, b] = colour;
       image.data[4 * i] = r; image.data[4 * i + 1] = g; image.data[4 * i + 2] = b; image.data[4 * i + 3] = 255;
     }
     const offscreen = document.createElement("canvas");
@@ -164,7 +171,7 @@ const Plot = (() => {
     }
     const table = colormaps[panel.colour.map] || colormaps.gray;
     context.imageSmoothingEnabled = false;
-    context.drawImage(picture(panel, table), box.x, box.y, box.w, box.h);
+    context.drawImage(picture(panel, table, colormaps), box.x, box.y, box.w, box.h);
     const {toX, toY} = axes(context, box, xRange, yRange, panel.x.label, panel.y.label);
     for (const marker of panel.markers || []) {
       context.save();

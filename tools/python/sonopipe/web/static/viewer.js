@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const CHAINS = {arfi: "ARFI", strain: "Strain", perfusion: "Perfusion", generic: "Generic"};
+  const CHAINS = {arfi: "ARFI", strain: "Strain", perfusion: "Perfusion", doppler: "Doppler", generic: "Generic"};
   const state = {colormaps: null, views: {}, statusMessages: 0, cards: {}, status: null, viewer: null, errors: []};
 
   const number = value => Number(value ?? 0);

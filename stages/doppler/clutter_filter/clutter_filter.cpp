@@ -1,0 +1,323 @@
+#include "stages/doppler/clutter_filter/clutter_filter.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sdk/thread_pool.h"
+#include "stages/doppler/doppler_conventions.h"
+#include "stages/doppler/slow_time.h"
+
+#ifdef SONOPIPE_WITH_CUDA
+#include "stages/doppler/clutter_filter/clutter_filter.cuh"
+#endif
+
+namespace sonopipe {
+namespace {
+
+using ComplexMatrix = Eigen::Matrix<std::complex<double>, Eigen::Dynamic, Eigen::Dynamic>;
+using FloatComplexMatrix = Eigen::Matrix<std::complex<float>, Eigen::Dynamic, Eigen::Dynamic>;
+
+constexpr const char* kName = "clutter_filter";
+
+// Starts of the blocks along one axis of `size` pixels (see plan_blocks()).
+std::vector<std::int64_t> block_starts(std::int64_t size, std::int64_t block, double overlap) {
+  if (block <= 0 || block >= size) return {0};
+  const std::int64_t step = std::max<std::int64_t>(1, std::llround(static_cast<double>(block) * (1 - overlap)));
+  std::vector<std::int64_t> starts;
+  for (std::int64_t s = 0; s + block < size; s += step) starts.push_back(s);
+  starts.push_back(size - block);  // the last block is flush with the far edge
+  return starts;
+}
+
+// Eigenvectors of the Gram matrix of a block, in decreasing eigenvalue (singular value) order.
+ComplexMatrix temporal_vectors(const Eigen::Map<const FloatComplexMatrix>& block) {
+  const ComplexMatrix s = block.cast<std::complex<double>>();
+  const ComplexMatrix gram = s.adjoint() * s;  // frames x frames, = V diag(sigma^2) V^H
+  Eigen::SelfAdjointEigenSolver<ComplexMatrix> eigen(gram);
+  return eigen.eigenvectors().rowwise().reverse();  // Eigen sorts ascending
+}
+
+}  // namespace
+
+StageInfo ClutterFilterStage::info() {
+  return {
+      .name = kName,
+      .doc = "SVD (or polynomial) clutter filter of a Doppler ensemble [frame, lateral, axial]",
+      .params =
+          {
+              {.key = "method", .type = ParamType::choice, .default_value = "svd", .choices = {"svd", "polynomial"},
+               .doc = "svd: Casorati SVD (demene2015); polynomial: Legendre regression high-pass"},
+              {.key = "tissue_rank", .type = ParamType::integer, .default_value = "4", .min = 0, .max = 4096,
+               .unit = "components", .doc = "svd: largest singular components removed (rank_choice fixed)"},
+              {.key = "noise_rank", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 4096,
+               .unit = "components", .doc = "svd: smallest singular components removed"},
+              {.key = "rank_choice", .type = ParamType::choice, .default_value = "fixed",
+               .choices = {"fixed", "similarity"},
+               .doc = "svd: tissue rank fixed, or per block from the spatial similarity matrix (baranger2018)"},
+              {.key = "rank_min", .type = ParamType::integer, .default_value = "1", .min = 0, .max = 4096,
+               .unit = "components", .doc = "similarity: smallest tissue rank searched"},
+              {.key = "rank_max", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 4096,
+               .unit = "components", .doc = "similarity: largest tissue rank searched; 0 = frames - noise_rank - 1"},
+              {.key = "polynomial_order", .type = ParamType::integer, .default_value = "2", .min = 0, .max = 64,
+               .doc = "polynomial: Legendre degrees 0..order removed"},
+              {.key = "block_lateral", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 1 << 20,
+               .unit = "pixels", .doc = "svd: spatial block width; 0 = the whole image"},
+              {.key = "block_axial", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 1 << 20,
+               .unit = "pixels", .doc = "svd: spatial block height; 0 = the whole image"},
+              {.key = "block_overlap", .type = ParamType::real, .default_value = "0.5", .min = 0, .max = 0.9,
+               .doc = "svd: fraction of a block shared with its neighbour"},
+          },
+      .create = [](const ParamValues& p) { return std::make_unique<ClutterFilterStage>(p); }};
+}
+
+ClutterFilterStage::ClutterFilterStage(const ParamValues& p) {
+  params_.method = p.text("method") == "polynomial" ? ClutterFilterParams::Method::polynomial
+                                                    : ClutterFilterParams::Method::svd;
+  params_.tissue_rank = p.integer("tissue_rank");
+  params_.noise_rank = p.integer("noise_rank");
+  params_.rank_choice = p.text("rank_choice") == "similarity" ? ClutterFilterParams::RankChoice::similarity
+                                                              : ClutterFilterParams::RankChoice::fixed;
+  params_.rank_min = p.integer("rank_min");
+  params_.rank_max = p.integer("rank_max");
+  params_.polynomial_order = p.integer("polynomial_order");
+  params_.block_lateral = p.integer("block_lateral");
+  params_.block_axial = p.integer("block_axial");
+  params_.block_overlap = p.real("block_overlap");
+}
+
+ClutterFilterStage::ClutterFilterStage(const ClutterFilterParams& params) : params_(params) {}
+
+ClutterFilterStage::~ClutterFilterStage() = default;
+
+std::vector<ClutterBlock> ClutterFilterStage::plan_blocks(const ClutterFilterShape& shape,
+                                                          const ClutterFilterParams& params) {
+  const bool polynomial = params.method == ClutterFilterParams::Method::polynomial;
+  const std::int64_t width = polynomial ? 0 : params.block_lateral, height = polynomial ? 0 : params.block_axial;
+  const auto lateral = block_starts(shape.lateral, width, params.block_overlap);
+  const auto axial = block_starts(shape.axial, height, params.block_overlap);
+  const std::int64_t w = lateral.size() > 1 ? width : shape.lateral, h = axial.size() > 1 ? height : shape.axial;
+  std::vector<ClutterBlock> blocks;
+  for (std::int64_t l : lateral)
+    for (std::int64_t a : axial) blocks.push_back({.lateral_begin = l, .lateral = w, .axial_begin = a, .axial = h});
+  return blocks;
+}
+
+StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {
+  auto fail = [&](const std::string& why) { throw StageError(std::string(kName) + ": " + why); };
+  const doppler::EnsembleShape e = doppler::ensemble_shape(kName, input, 2);
+  ClutterFilterShape s;
+  s.frames = e.frames;
+  s.lateral = e.lateral;
+  s.axial = e.axial;
+  if (const auto* times = frame.vector(doppler::kEnsembleTimeVector); times && static_cast<std::int64_t>(times->size()) != s.frames)
+    fail("vector '" + std::string(doppler::kEnsembleTimeVector) + "' has " + std::to_string(times->size()) +
+         " values, expected one per frame (" + std::to_string(s.frames) + ")");
+  const bool svd = params_.method == ClutterFilterParams::Method::svd;
+  if (svd) {
+    s.tissue_rank = params_.tissue_rank;
+    s.noise_rank = params_.noise_rank;
+    if (params_.rank_choice == ClutterFilterParams::RankChoice::fixed && s.tissue_rank + s.noise_rank >= s.frames)
+      fail("tissue_rank + noise_rank (" + std::to_string(s.tissue_rank + s.noise_rank) +
+           ") must leave at least one of the " + std::to_string(s.frames) + " components");
+    s.rank_min = params_.rank_min;
+    s.rank_max = params_.rank_max > 0 ? params_.rank_max : s.frames - s.noise_rank - 1;
+    if (params_.rank_choice == ClutterFilterParams::RankChoice::similarity &&
+        !(s.rank_min <= s.rank_max && s.rank_max + s.noise_rank < s.frames))
+      fail("rank_min <= rank_max <= frames - noise_rank - 1 is needed (rank_min " + std::to_string(s.rank_min) +
+           ", rank_max " + std::to_string(s.rank_max) + ", " + std::to_string(s.frames) + " frames)");
+  } else if (params_.polynomial_order + 1 >= s.frames) {
+    fail("polynomial_order + 1 (" + std::to_string(params_.polynomial_order + 1) + ") must be below the " +
+         std::to_string(s.frames) + " frames");
+  }
+  blocks_ = plan_blocks(s, params_);
+  s.blocked = blocks_.size() > 1;
+  shape_ = s;
+  // 1 / (number of blocks covering each lateral row and axial column): the blocks form a product grid.
+  inverse_cover_lateral_.assign(static_cast<std::size_t>(s.lateral), 0.0);
+  inverse_cover_axial_.assign(static_cast<std::size_t>(s.axial), 0.0);
+  for (const ClutterBlock& b : blocks_) {
+    if (b.axial_begin == blocks_.front().axial_begin)
+      for (std::int64_t i = 0; i < b.lateral; ++i) inverse_cover_lateral_[b.lateral_begin + i] += 1;
+    if (b.lateral_begin == blocks_.front().lateral_begin)
+      for (std::int64_t j = 0; j < b.axial; ++j) inverse_cover_axial_[b.axial_begin + j] += 1;
+  }
+  for (double& v : inverse_cover_lateral_) v = 1 / v;
+  for (double& v : inverse_cover_axial_) v = 1 / v;
+  projector_times_.clear();
+  if (!svd) polynomial_for(frame, input);
+  last_ranks_.assign(blocks_.size(), 0);
+  const std::size_t block_elements = static_cast<std::size_t>(blocks_.front().pixels() * s.frames);
+  block_in_.assign(s.blocked ? block_elements : 0, {});
+  block_out_.assign(s.blocked ? block_elements : 0, {});
+
+  StagePlan plan{.outputs = {{"filtered", input}}};
+  if (backend == Backend::cuda) {
+#ifdef SONOPIPE_WITH_CUDA
+    if (!gpu_) gpu_ = std::make_unique<cuda::ClutterFilterGpu>();
+    const auto sizes = gpu_->configure(s, params_, blocks_, inverse_cover_lateral_, inverse_cover_axial_);
+    plan.workspace_bytes = sizes.workspace_bytes;
+    plan.host_staging_bytes = sizes.host_staging_bytes;
+#else
+    fail("this binary has no CUDA backend");
+#endif
+  }
+  return plan;
+}
+
+std::vector<double> ClutterFilterStage::similarity_matrix(const std::complex<float>* in, std::int64_t pixels,
+                                                          std::int64_t frames) {
+  const Eigen::Map<const FloatComplexMatrix> block(in, pixels, frames);
+  const ComplexMatrix v = temporal_vectors(block);
+  // baranger2018 sec. II-B: spatial singular vectors u_i = S v_i / sigma_i; the SSM correlates their
+  // moduli (the scale 1 / sigma_i drops out of a correlation).
+  Eigen::MatrixXd modulus = (block.cast<std::complex<double>>() * v).cwiseAbs();
+  modulus.rowwise() -= modulus.colwise().mean();
+  const Eigen::VectorXd norm = modulus.colwise().norm();
+  Eigen::MatrixXd c = modulus.transpose() * modulus;
+  std::vector<double> out(static_cast<std::size_t>(frames * frames));
+  for (std::int64_t i = 0; i < frames; ++i)
+    for (std::int64_t j = 0; j < frames; ++j) {
+      const double denominator = norm(i) * norm(j);
+      out[i * frames + j] = denominator > 0 ? c(i, j) / denominator : (i == j ? 1.0 : 0.0);
+    }
+  return out;
+}
+
+std::int64_t ClutterFilterStage::similarity_rank(const std::vector<double>& ssm, std::int64_t n, std::int64_t rank_min,
+                                                 std::int64_t rank_max) {
+  // d = 2 C - 1; the score of squares [0, k)^2 and [k, m)^2 is the sum of d over them.
+  auto d = [&](std::int64_t i, std::int64_t j) { return 2 * ssm[i * n + j] - 1; };
+  // column_prefix[m * (n + 1) + k] = sum_{i < k} d(i, m)
+  std::vector<double> column_prefix(static_cast<std::size_t>(n * (n + 1)), 0.0);
+  for (std::int64_t m = 0; m < n; ++m)
+    for (std::int64_t k = 0; k < n; ++k) column_prefix[m * (n + 1) + k + 1] = column_prefix[m * (n + 1) + k] + d(k, m);
+  auto square_step = [&](std::int64_t begin, std::int64_t m) {  // square [begin, m)^2 -> [begin, m + 1)^2
+    return 2 * (column_prefix[m * (n + 1) + m] - column_prefix[m * (n + 1) + begin]) + d(m, m);
+  };
+  double tissue = 0, best_score = -std::numeric_limits<double>::infinity();
+  std::int64_t best = rank_min;
+  for (std::int64_t k = 0; k <= rank_max; ++k) {
+    if (k >= rank_min) {
+      double blood = 0, best_blood = -std::numeric_limits<double>::infinity();
+      for (std::int64_t m = k; m < n; ++m) {
+        blood += square_step(k, m);
+        best_blood = std::max(best_blood, blood);
+      }
+      if (tissue + best_blood > best_score) {
+        best_score = tissue + best_blood;
+        best = k;
+      }
+    }
+    if (k < n) tissue += square_step(0, k);
+  }
+  return best;
+}
+
+std::int64_t ClutterFilterStage::filter_block_svd(const std::complex<float>* in, std::int64_t pixels,
+                                                  const ClutterFilterShape& shape,
+                                                  ClutterFilterParams::RankChoice choice, std::complex<float>* out) {
+  const std::int64_t frames = shape.frames;
+  const Eigen::Map<const FloatComplexMatrix> block(in, pixels, frames);
+  const ComplexMatrix v = temporal_vectors(block);
+  std::int64_t tissue_rank = shape.tissue_rank;
+  if (choice == ClutterFilterParams::RankChoice::similarity)
+    tissue_rank = similarity_rank(similarity_matrix(in, pixels, frames), frames, shape.rank_min, shape.rank_max);
+  // Q = I - V_r V_r^H over the removed components: the first tissue_rank and the last noise_rank.
+  ComplexMatrix q = ComplexMatrix::Identity(frames, frames);
+  for (std::int64_t c = 0; c < frames; ++c)
+    if (c < tissue_rank || c >= frames - shape.noise_rank) q.noalias() -= v.col(c) * v.col(c).adjoint();
+  Eigen::Map<FloatComplexMatrix> filtered(out, pixels, frames);
+  filtered = (block.cast<std::complex<double>>() * q).cast<std::complex<float>>();  // S_f = S Q
+  return tissue_rank;
+}
+
+std::vector<double> ClutterFilterStage::polynomial_projector(const std::vector<double>& times_s, std::int64_t order) {
+  const auto n = static_cast<std::int64_t>(times_s.size());
+  const double t0 = times_s.front(), span = times_s.back() - times_s.front();
+  Eigen::MatrixXd basis(n, order + 1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double x = span > 0 ? 2 * (times_s[i] - t0) / span - 1 : 0.0;  // [-1, 1]
+    // Legendre recurrence: (l + 1) P_{l+1} = (2l + 1) x P_l - l P_{l-1}
+    double previous = 1, current = x;
+    basis(i, 0) = 1;
+    if (order >= 1) basis(i, 1) = x;
+    for (std::int64_t l = 1; l < order; ++l) {
+      const double next = ((2 * l + 1) * x * current - l * previous) / (l + 1);
+      previous = current;
+      current = next;
+      basis(i, l + 1) = next;
+    }
+  }
+  // Orthonormal on the sampled times (Householder QR: the same span, exactly orthonormal columns).
+  const Eigen::MatrixXd b = Eigen::HouseholderQR<Eigen::MatrixXd>(basis).householderQ() *
+                            Eigen::MatrixXd::Identity(n, order + 1);
+  const Eigen::MatrixXd q = Eigen::MatrixXd::Identity(n, n) - b * b.transpose();
+  return std::vector<double>(q.data(), q.data() + n * n);
+}
+
+const double* ClutterFilterStage::polynomial_for(const FrameMeta& frame, const TensorSpec& input) {
+  const std::vector<double>* times = frame.vector(doppler::kEnsembleTimeVector);
+  if (projector_times_.empty() || (times && *times != projector_times_)) {
+    projector_times_ = doppler::frame_times_s(frame, input);
+    projector_ = polynomial_projector(projector_times_, params_.polynomial_order);
+  }
+  return projector_.data();
+}
+
+bool ClutterFilterStage::run_cpu(const StageIo& io) {
+  const ClutterFilterShape& s = shape_;
+  const auto* in = static_cast<const std::complex<float>*>(io.input);
+  auto* out = static_cast<std::complex<float>*>(io.outputs[0]);
+  const std::int64_t pixels = s.pixels(), frames = s.frames;
+  if (params_.method == ClutterFilterParams::Method::polynomial) {
+    const double* q = polynomial_for(io.frame, io.input_spec);
+    io.pool->parallel_for(static_cast<std::size_t>(pixels), [&](std::size_t begin, std::size_t end) {
+      for (std::size_t p = begin; p < end; ++p)
+        for (std::int64_t n = 0; n < frames; ++n) {  // y[n] = sum_j x[j] Q[j, n]
+          std::complex<double> sum = 0;
+          for (std::int64_t j = 0; j < frames; ++j) sum += std::complex<double>(in[j * pixels + p]) * q[j + n * frames];
+          out[n * pixels + p] = std::complex<float>(sum);
+        }
+    });
+    return true;
+  }
+  if (!s.blocked) {
+    last_ranks_[0] = filter_block_svd(in, pixels, s, params_.rank_choice, out);
+    return true;
+  }
+  std::fill(out, out + pixels * frames, std::complex<float>{});
+  for (std::size_t index = 0; index < blocks_.size(); ++index) {
+    const ClutterBlock& b = blocks_[index];
+    const std::int64_t block_pixels = b.pixels();
+    for (std::int64_t n = 0; n < frames; ++n)
+      for (std::int64_t i = 0; i < b.lateral; ++i)
+        std::copy_n(in + n * pixels + (b.lateral_begin + i) * s.axial + b.axial_begin, b.axial,
+                    block_in_.data() + n * block_pixels + i * b.axial);
+    last_ranks_[index] = filter_block_svd(block_in_.data(), block_pixels, s, params_.rank_choice, block_out_.data());
+    for (std::int64_t n = 0; n < frames; ++n)
+      for (std::int64_t i = 0; i < b.lateral; ++i)
+        for (std::int64_t j = 0; j < b.axial; ++j) {
+          const std::int64_t lateral = b.lateral_begin + i, axial = b.axial_begin + j;
+          const float weight = static_cast<float>(inverse_cover_lateral_[lateral] * inverse_cover_axial_[axial]);
+          out[n * pixels + lateral * s.axial + axial] += weight * block_out_[n * block_pixels + i * b.axial + j];
+        }
+  }
+  return true;
+}
+
+#ifdef SONOPIPE_WITH_CUDA
+bool ClutterFilterStage::run_cuda(const StageIo& io) {
+  const double* projector = nullptr;
+  if (params_.method == ClutterFilterParams::Method::polynomial) projector = polynomial_for(io.frame, io.input_spec);
+  gpu_->run(static_cast<const float2*>(io.input), static_cast<float2*>(io.outputs[0]), io.workspace, io.host_staging,
+            projector, io.stream);
+  return true;
+}
+#else
+bool ClutterFilterStage::run_cuda(const StageIo& io) { return Stage::run_cuda(io); }
+#endif
+
+}  // namespace sonopipe

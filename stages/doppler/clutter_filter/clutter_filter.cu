@@ -1,0 +1,342 @@
+#include "stages/doppler/clutter_filter/clutter_filter.cuh"
+
+#include <cublas_v2.h>
+#include <cusolverDn.h>
+
+#include <algorithm>
+#include <string>
+
+#include "stages/common/cuda_check.h"
+
+namespace sonopipe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+void check_blas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw CudaError(std::string("clutter_filter: ") + what + " failed: cuBLAS status " + std::to_string(int(status)));
+}
+void check_solver(cusolverStatus_t status, const char* what) {
+  if (status != CUSOLVER_STATUS_SUCCESS)
+    throw CudaError(std::string("clutter_filter: ") + what + " failed: cuSOLVER status " + std::to_string(int(status)));
+}
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Copies one block of the ensemble into a contiguous pixels x frames matrix (column-major).
+__global__ void gather_kernel(const float2* __restrict__ in, ClutterFilterShape s, ClutterBlock b,
+                              float2* __restrict__ block) {
+  const std::int64_t q = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;  // pixel within the block
+  const std::int64_t n = blockIdx.y;
+  if (q >= b.pixels()) return;
+  const std::int64_t i = q / b.axial, j = q % b.axial;
+  block[n * b.pixels() + q] = in[n * s.pixels() + (b.lateral_begin + i) * s.axial + b.axial_begin + j];
+}
+
+// Adds a filtered block into the output with its 1 / cover weight.
+__global__ void scatter_kernel(const float2* __restrict__ block, ClutterFilterShape s, ClutterBlock b,
+                               const float* __restrict__ inverse_cover_lateral,
+                               const float* __restrict__ inverse_cover_axial, float2* __restrict__ out) {
+  const std::int64_t q = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  const std::int64_t n = blockIdx.y;
+  if (q >= b.pixels()) return;
+  const std::int64_t lateral = b.lateral_begin + q / b.axial, axial = b.axial_begin + q % b.axial;
+  const float w = inverse_cover_lateral[lateral] * inverse_cover_axial[axial];
+  const float2 v = block[n * b.pixels() + q];
+  float2& o = out[n * s.pixels() + lateral * s.axial + axial];
+  o.x += w * v.x;
+  o.y += w * v.y;
+}
+
+// |U| column by column, centred on its mean (one thread block per column): the input of the SSM.
+__global__ void __launch_bounds__(kThreads)
+centred_modulus_kernel(const float2* __restrict__ u, std::int64_t pixels, float* __restrict__ modulus) {
+  const std::int64_t column = blockIdx.x;
+  const float2* col = u + column * pixels;
+  float* out = modulus + column * pixels;
+  float sum = 0;
+  for (std::int64_t p = threadIdx.x; p < pixels; p += blockDim.x) {
+    const float m = hypotf(col[p].x, col[p].y);
+    out[p] = m;
+    sum += m;
+  }
+  __shared__ float partial[kThreads / 32];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  __shared__ float mean;
+  if (threadIdx.x == 0) {
+    float total = 0;
+    for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+    mean = total / float(pixels);
+  }
+  __syncthreads();
+  for (std::int64_t p = threadIdx.x; p < pixels; p += blockDim.x) out[p] -= mean;
+}
+
+// baranger2018's SSM from the covariance C = |U|^T |U| (lower triangle, ascending eigen order), and
+// the tissue rank of ClutterFilterStage::similarity_rank() (same algorithm, float): one thread block.
+// prefix: n x (n + 1) floats of workspace.
+__global__ void __launch_bounds__(kThreads)
+similarity_rank_kernel(const float* __restrict__ covariance, int n, int rank_min, int rank_max,
+                       float* __restrict__ prefix, int* __restrict__ rank) {
+  // Component a in decreasing order is eigen column n - 1 - a.
+  auto ssm = [&](int a, int b) {
+    int i = n - 1 - a, j = n - 1 - b;
+    if (i < j) {
+      const int t = i;
+      i = j;
+      j = t;
+    }
+    const float denominator = sqrtf(covariance[i + i * n] * covariance[j + j * n]);
+    return denominator > 0 ? covariance[i + j * n] / denominator : (i == j ? 1.0f : 0.0f);
+  };
+  auto d = [&](int a, int b) { return 2 * ssm(a, b) - 1; };
+  for (int m = threadIdx.x; m < n; m += blockDim.x) {  // prefix[m (n+1) + k] = sum_{a < k} d(a, m)
+    float sum = 0;
+    prefix[m * (n + 1)] = 0;
+    for (int k = 0; k < n; ++k) {
+      sum += d(k, m);
+      prefix[m * (n + 1) + k + 1] = sum;
+    }
+  }
+  __syncthreads();
+  auto square_step = [&](int begin, int m) {
+    return 2 * (prefix[m * (n + 1) + m] - prefix[m * (n + 1) + begin]) + d(m, m);
+  };
+  float best_score = -INFINITY;
+  int best = rank_min;
+  for (int k = rank_min + threadIdx.x; k <= rank_max; k += blockDim.x) {
+    float tissue = 0;
+    for (int m = 0; m < k; ++m) tissue += square_step(0, m);
+    float blood = 0, best_blood = -INFINITY;
+    for (int m = k; m < n; ++m) {
+      blood += square_step(k, m);
+      best_blood = fmaxf(best_blood, blood);
+    }
+    if (tissue + best_blood > best_score) {  // k grows within a thread: ties keep the smaller k
+      best_score = tissue + best_blood;
+      best = k;
+    }
+  }
+  __shared__ float scores[kThreads];
+  __shared__ int ranks[kThreads];
+  scores[threadIdx.x] = best_score;
+  ranks[threadIdx.x] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int t = 1; t < blockDim.x; ++t)
+      if (scores[t] > best_score || (scores[t] == best_score && ranks[t] < best)) {
+        best_score = scores[t];
+        best = ranks[t];
+      }
+    *rank = best;
+  }
+}
+
+// Q = I - V_r V_r^H (column-major n x n); V's columns ascend in eigenvalue, so component a (in
+// decreasing order) is column n - 1 - a; removed: a < tissue rank or a >= n - noise_rank.
+__global__ void projector_kernel(const float2* __restrict__ v, int n, const int* __restrict__ device_rank,
+                                 int fixed_rank, int noise_rank, float2* __restrict__ q) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x, column = blockIdx.y;
+  if (row >= n) return;
+  const int tissue_rank = device_rank ? *device_rank : fixed_rank;
+  float re = row == column ? 1.0f : 0.0f, im = 0;
+  for (int a = 0; a < n; ++a) {
+    if (a >= tissue_rank && a < n - noise_rank) continue;
+    const int c = n - 1 - a;
+    const float2 x = v[row + c * n], y = v[column + c * n];  // x conj(y)
+    re -= x.x * y.x + x.y * y.y;
+    im -= x.y * y.x - x.x * y.y;
+  }
+  q[row + column * n] = make_float2(re, im);
+}
+
+}  // namespace
+
+struct ClutterFilterGpu::Impl {
+  cublasHandle_t blas = nullptr;
+  cusolverDnHandle_t solver = nullptr;
+  syevjInfo_t syevj = nullptr;
+  ClutterFilterShape shape;
+  ClutterFilterParams params;
+  std::vector<ClutterBlock> blocks;
+  int lwork = 0;
+  // Workspace offsets (bytes).
+  std::size_t block_in = 0, block_out = 0, gram = 0, eigenvalues = 0, projector = 0, work = 0, info = 0, rank = 0,
+              spatial = 0, modulus = 0, covariance = 0, prefix = 0, cover = 0, total = 0;
+  // Staging offsets (bytes): cover weights, polynomial Q.
+  std::size_t staged_cover = 0, staged_projector = 0, staging_total = 0;
+  std::vector<float> cover_host;  // 1 / cover of each lateral row, then of each axial column
+
+  ~Impl() {
+    if (syevj) cusolverDnDestroySyevjInfo(syevj);
+    if (solver) cusolverDnDestroy(solver);
+    if (blas) cublasDestroy(blas);
+  }
+};
+
+ClutterFilterGpu::ClutterFilterGpu() : impl_(std::make_unique<Impl>()) {}
+ClutterFilterGpu::~ClutterFilterGpu() = default;
+
+ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& shape, const ClutterFilterParams& params,
+                                                    const std::vector<ClutterBlock>& blocks,
+                                                    const std::vector<double>& inverse_cover_lateral,
+                                                    const std::vector<double>& inverse_cover_axial) {
+  Impl& m = *impl_;
+  if (!m.blas) check_blas(cublasCreate(&m.blas), "cublasCreate");
+  if (!m.solver) check_solver(cusolverDnCreate(&m.solver), "cusolverDnCreate");
+  if (!m.syevj) check_solver(cusolverDnCreateSyevjInfo(&m.syevj), "cusolverDnCreateSyevjInfo");
+  m.shape = shape;
+  m.params = params;
+  m.blocks = blocks;
+  const int n = static_cast<int>(shape.frames);
+  const std::size_t block_pixels = static_cast<std::size_t>(blocks.front().pixels());
+  const std::size_t block_elements = block_pixels * static_cast<std::size_t>(n);
+  const bool svd = params.method == ClutterFilterParams::Method::svd;
+  const bool similarity = svd && params.rank_choice == ClutterFilterParams::RankChoice::similarity;
+  m.lwork = 0;
+  if (svd) {
+    // The size query takes the matrix and eigenvalue pointers: scratch ones (configure may allocate).
+    void* matrix = nullptr;
+    void* values = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrix, static_cast<std::size_t>(n) * n * sizeof(float2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * sizeof(float)));
+    const cusolverStatus_t status =
+        cusolverDnCheevj_bufferSize(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                    static_cast<const cuComplex*>(matrix), n, static_cast<const float*>(values),
+                                    &m.lwork, m.syevj);
+    cudaFree(matrix);
+    cudaFree(values);
+    check_solver(status, "cusolverDnCheevj_bufferSize");
+  }
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t offset = at;
+    at += aligned(bytes);
+    return offset;
+  };
+  const std::size_t nn = static_cast<std::size_t>(n) * n;
+  m.block_in = take(shape.blocked ? block_elements * sizeof(float2) : 0);
+  m.block_out = take(shape.blocked ? block_elements * sizeof(float2) : 0);
+  m.gram = take(nn * sizeof(float2));
+  m.eigenvalues = take(n * sizeof(float));
+  m.projector = take(nn * sizeof(float2));
+  m.work = take(static_cast<std::size_t>(m.lwork) * sizeof(float2));
+  m.info = take(blocks.size() * sizeof(int));
+  m.rank = take(sizeof(int));
+  m.spatial = take(similarity ? block_elements * sizeof(float2) : 0);
+  m.modulus = take(similarity ? block_elements * sizeof(float) : 0);
+  m.covariance = take(similarity ? nn * sizeof(float) : 0);
+  m.prefix = take(similarity ? static_cast<std::size_t>(n) * (n + 1) * sizeof(float) : 0);
+  m.cover = take((shape.lateral + shape.axial) * sizeof(float));
+  m.total = at;
+  m.cover_host.clear();
+  for (double v : inverse_cover_lateral) m.cover_host.push_back(static_cast<float>(v));
+  for (double v : inverse_cover_axial) m.cover_host.push_back(static_cast<float>(v));
+  at = 0;
+  m.staged_cover = take(m.cover_host.size() * sizeof(float));
+  m.staged_projector = take(svd ? 0 : nn * sizeof(float2));
+  m.staging_total = at;
+  return {.workspace_bytes = m.total, .host_staging_bytes = m.staging_total};
+}
+
+void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void* host_staging,
+                           const double* polynomial_projector, cudaStream_t stream) {
+  Impl& m = *impl_;
+  const ClutterFilterShape& s = m.shape;
+  const int n = static_cast<int>(s.frames);
+  auto* base = static_cast<unsigned char*>(workspace);
+  auto* staging = static_cast<unsigned char*>(host_staging);
+  auto device = [&](std::size_t offset) { return base + offset; };
+  auto* q = reinterpret_cast<float2*>(device(m.projector));
+  check_blas(cublasSetStream(m.blas, stream), "cublasSetStream");
+  const cuComplex one = make_cuComplex(1, 0), zero = make_cuComplex(0, 0);
+
+  if (m.params.method == ClutterFilterParams::Method::polynomial) {
+    // Q from the host (it depends on the frame times only): staging -> device, then S_f = S Q.
+    auto* staged = reinterpret_cast<float2*>(staging + m.staged_projector);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n) * n; ++i)
+      staged[i] = make_float2(static_cast<float>(polynomial_projector[i]), 0.0f);
+    SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(q, staged, static_cast<std::size_t>(n) * n * sizeof(float2),
+                                        cudaMemcpyHostToDevice, stream));
+    const int pixels = static_cast<int>(s.pixels());
+    check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, n, n, &one, reinterpret_cast<const cuComplex*>(in),
+                           pixels, reinterpret_cast<const cuComplex*>(q), n, &zero, reinterpret_cast<cuComplex*>(out),
+                           pixels),
+               "cublasCgemm (projection)");
+    return;
+  }
+
+  check_solver(cusolverDnSetStream(m.solver, stream), "cusolverDnSetStream");
+  auto* gram = reinterpret_cast<float2*>(device(m.gram));
+  auto* eigenvalues = reinterpret_cast<float*>(device(m.eigenvalues));
+  auto* work = reinterpret_cast<float2*>(device(m.work));
+  auto* info = reinterpret_cast<int*>(device(m.info));
+  auto* rank = reinterpret_cast<int*>(device(m.rank));
+  auto* cover = reinterpret_cast<float*>(device(m.cover));
+  const bool similarity = m.params.rank_choice == ClutterFilterParams::RankChoice::similarity;
+  if (s.blocked) {
+    auto* staged_cover = reinterpret_cast<float*>(staging + m.staged_cover);
+    std::copy(m.cover_host.begin(), m.cover_host.end(), staged_cover);
+    SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(cover, staged_cover, m.cover_host.size() * sizeof(float),
+                                        cudaMemcpyHostToDevice, stream));
+    SONOPIPE_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(s.pixels() * n) * sizeof(float2), stream));
+  }
+  for (std::size_t index = 0; index < m.blocks.size(); ++index) {
+    const ClutterBlock& b = m.blocks[index];
+    const int pixels = static_cast<int>(b.pixels());
+    const dim3 grid(static_cast<unsigned>((pixels + kThreads - 1) / kThreads), static_cast<unsigned>(n));
+    const float2* a = in;
+    float2* y = out;
+    if (s.blocked) {
+      auto* gathered = reinterpret_cast<float2*>(device(m.block_in));
+      gather_kernel<<<grid, kThreads, 0, stream>>>(in, s, b, gathered);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      a = gathered;
+      y = reinterpret_cast<float2*>(device(m.block_out));
+    }
+    const auto* ac = reinterpret_cast<const cuComplex*>(a);
+    // G = S^H S (lower triangle), then its eigenvectors in place (ascending eigenvalues).
+    check_blas(cublasCherk(m.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C, n, pixels, &one.x, ac, pixels, &zero.x,
+                           reinterpret_cast<cuComplex*>(gram), n),
+               "cublasCherk (Gram)");
+    check_solver(cusolverDnCheevj(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                  reinterpret_cast<cuComplex*>(gram), n, eigenvalues,
+                                  reinterpret_cast<cuComplex*>(work), m.lwork, info + index, m.syevj),
+                 "cusolverDnCheevj");
+    if (similarity) {
+      auto* spatial = reinterpret_cast<cuComplex*>(device(m.spatial));
+      auto* modulus = reinterpret_cast<float*>(device(m.modulus));
+      auto* covariance = reinterpret_cast<float*>(device(m.covariance));
+      // U = S V (the spatial singular vectors times sigma), |U| centred, C = |U|^T |U|.
+      check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, n, n, &one, ac, pixels,
+                             reinterpret_cast<const cuComplex*>(gram), n, &zero, spatial, pixels),
+                 "cublasCgemm (spatial vectors)");
+      centred_modulus_kernel<<<n, kThreads, 0, stream>>>(reinterpret_cast<const float2*>(spatial), pixels, modulus);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      check_blas(cublasSsyrk(m.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, n, pixels, &one.x, modulus, pixels, &zero.x,
+                             covariance, n),
+                 "cublasSsyrk (similarity)");
+      similarity_rank_kernel<<<1, kThreads, 0, stream>>>(covariance, n, static_cast<int>(s.rank_min),
+                                                         static_cast<int>(s.rank_max),
+                                                         reinterpret_cast<float*>(device(m.prefix)), rank);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+    }
+    const dim3 projector_grid(static_cast<unsigned>((n + 63) / 64), static_cast<unsigned>(n));
+    projector_kernel<<<projector_grid, 64, 0, stream>>>(gram, n, similarity ? rank : nullptr,
+                                                        static_cast<int>(s.tissue_rank), static_cast<int>(s.noise_rank), q);
+    SONOPIPE_CUDA_CHECK_LAUNCH();
+    // S_f = S Q
+    check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, n, n, &one, ac, pixels,
+                           reinterpret_cast<const cuComplex*>(q), n, &zero, reinterpret_cast<cuComplex*>(y), pixels),
+               "cublasCgemm (projection)");
+    if (s.blocked) {
+      scatter_kernel<<<grid, kThreads, 0, stream>>>(y, s, b, cover, cover + s.lateral, out);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+    }
+  }
+}
+
+}  // namespace sonopipe::cuda

@@ -1,0 +1,51 @@
+// CUDA half of the `clutter_filter` stage (stages/doppler/clutter_filter/clutter_filter.h): cuBLAS and
+// cuSOLVER handles, the workspace plan and the per-frame work, all on the caller's stream.
+// Per block (pixels P_b x frames N, column-major):
+//   G = S^H S                      cublasCherk (lower)
+//   G = V diag(w) V^H              cusolverDnCheevj, w ascending (its info stays on the device, unread:
+//                                  Jacobi returns orthonormal vectors even past its sweep limit)
+//   [similarity] U = S V, |U| centred per column, C = |U|^T |U| normalised (cublasSsyrk), the
+//                tissue rank fitted on the device (one block of threads)
+//   Q = I - V_r V_r^H              one kernel (V_r: the removed columns, from k on the device)
+//   S_f = S Q                      cublasCgemm
+// Blocks: gathered into the workspace, filtered, added into the output with 1 / cover weights.
+// Polynomial: Q comes from the host (pinned staging) and the projection is the same Cgemm.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "stages/doppler/clutter_filter/clutter_filter_params.h"
+
+namespace sonopipe::cuda {
+
+class ClutterFilterGpu {
+ public:
+  ClutterFilterGpu();
+  ~ClutterFilterGpu();
+  ClutterFilterGpu(const ClutterFilterGpu&) = delete;
+  ClutterFilterGpu& operator=(const ClutterFilterGpu&) = delete;
+
+  struct Sizes {
+    std::size_t workspace_bytes = 0;
+    std::size_t host_staging_bytes = 0;
+  };
+  // Plans the workspace (device) and staging (pinned host) for one run; may allocate and synchronise.
+  Sizes configure(const ClutterFilterShape& shape, const ClutterFilterParams& params,
+                  const std::vector<ClutterBlock>& blocks, const std::vector<double>& inverse_cover_lateral,
+                  const std::vector<double>& inverse_cover_axial);
+
+  // in/out: device complex64 [frame, lateral, axial]. polynomial_projector: host, column-major N x N
+  // (method polynomial only). No host synchronisation.
+  void run(const float2* in, float2* out, void* workspace, void* host_staging, const double* polynomial_projector,
+           cudaStream_t stream);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sonopipe::cuda

@@ -1,0 +1,43 @@
+// Parameters of the `clutter_filter` stage, shared by the CPU reference, the CUDA path and the tests.
+// Conventions (Casorati layout, slow time): stages/doppler/doppler_conventions.h.
+#pragma once
+
+#include <cstdint>
+
+#include "stages/common/host_device.h"
+
+namespace sonopipe {
+
+struct ClutterFilterParams {
+  enum class Method { svd, polynomial };
+  enum class RankChoice { fixed, similarity };
+  Method method = Method::svd;
+  // SVD: components removed from the top (tissue) and from the bottom (noise), largest first.
+  std::int64_t tissue_rank = 4;
+  std::int64_t noise_rank = 0;
+  // similarity: the tissue rank of each block from the spatial similarity matrix (baranger2018),
+  // searched in [rank_min, rank_max] (rank_max 0: frames - noise_rank - 1).
+  RankChoice rank_choice = RankChoice::fixed;
+  std::int64_t rank_min = 1, rank_max = 0;
+  // polynomial: Legendre polynomials of degree 0..polynomial_order in slow time are removed.
+  std::int64_t polynomial_order = 2;
+  // Spatial blocks (0: the whole image), with a fractional overlap in [0, 0.9].
+  std::int64_t block_lateral = 0, block_axial = 0;
+  double block_overlap = 0.5;
+};
+
+// One block of the image: pixels [lateral_begin, +lateral) x [axial_begin, +axial).
+struct ClutterBlock {
+  std::int64_t lateral_begin = 0, lateral = 0, axial_begin = 0, axial = 0;
+  SONOPIPE_HD std::int64_t pixels() const { return lateral * axial; }
+};
+
+// What one run needs besides pointers (resolved at configure).
+struct ClutterFilterShape {
+  std::int64_t frames = 0, lateral = 0, axial = 0;  // ensemble [frame, lateral, axial]
+  SONOPIPE_HD std::int64_t pixels() const { return lateral * axial; }
+  std::int64_t tissue_rank = 0, noise_rank = 0, rank_min = 1, rank_max = 0;  // resolved for `frames`
+  bool blocked = false;  // more than one block: gather, filter, scatter-average
+};
+
+}  // namespace sonopipe
