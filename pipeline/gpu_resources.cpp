@@ -122,6 +122,10 @@ void copy_to_host_async(void* host, const void* device, std::size_t bytes, GpuSt
   if (bytes) SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
 }
 void use_gpu_device(int device_id) { SONOPIPE_CUDA_CHECK(cudaSetDevice(device_id)); }
+void register_host_memory(void* host, std::size_t bytes) {
+  SONOPIPE_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterPortable));
+}
+void unregister_host_memory(void* host) { SONOPIPE_CUDA_CHECK(cudaHostUnregister(host)); }
 
 #else
 
@@ -135,6 +139,8 @@ void GpuEvent::synchronize() const { no_cuda(); }
 double GpuEvent::milliseconds_since(const GpuEvent&) const { no_cuda(); }
 void copy_to_device_async(void*, const void*, std::size_t, GpuStream) { no_cuda(); }
 void copy_to_host_async(void*, const void*, std::size_t, GpuStream) { no_cuda(); }
+void register_host_memory(void*, std::size_t) { no_cuda(); }
+void unregister_host_memory(void*) { no_cuda(); }
 void use_gpu_device(int) { no_cuda(); }
 
 #endif

@@ -107,6 +107,7 @@ std::optional<Message> Consumer::take(std::chrono::steady_clock::time_point dead
         const DescriptorError error = check_descriptor(descriptor, g.slot_bytes, g.header_capacity);
         if (error != DescriptorError::none) {
           ++refused_[static_cast<std::size_t>(error)];
+          refused_total_.fetch_add(1, std::memory_order_relaxed);
           wake |= pool_->free_if_done_locked(*chosen);
           continue;
         }

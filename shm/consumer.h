@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,8 @@ class Consumer {
   std::optional<Message> take(std::chrono::steady_clock::time_point deadline);
   void release(std::uint32_t slot);
   ConsumerCounters counters() const;
+  // Descriptors refused so far (no lock: for a reader that checks after each take()).
+  std::uint64_t refused_total() const { return refused_total_.load(std::memory_order_relaxed); }
   Pool& pool() const { return *pool_; }
 
  private:
@@ -58,6 +61,7 @@ class Consumer {
   std::uint32_t record_ = 0;
   Mode mode_ = Mode::lossless;
   std::array<std::uint64_t, kDescriptorErrorCount> refused_{};  // under the pool lock
+  std::atomic<std::uint64_t> refused_total_{0};
 };
 
 }  // namespace sonopipe::shm

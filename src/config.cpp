@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "pipeline/plugin_loader.h"
+#include "shm/layout.h"
 #include "src/curve/curve_keys.h"
 
 namespace sonopipe {
@@ -366,7 +367,12 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   config.registry = stages;
 
   if (const YAML::Node ingest = root["ingest"]) {
-    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind"});
+    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind", "slots", "permissions"});
+    if (ingest["slots"])
+      config.shm_slots = static_cast<std::uint32_t>(reader.integer(ingest["slots"], "ingest.slots", 1, shm::kMaxSlots));
+    if (ingest["permissions"])
+      config.shm_permissions = reader.choice(ingest["permissions"], "ingest.permissions", {"0600", "0660"}) == "0600"
+                                   ? 0600 : 0660;
     if (ingest["endpoint"]) config.ingest_endpoint = reader.text(ingest["endpoint"], "ingest.endpoint");
     if (ingest["pattern"])
       config.ingest_pattern = reader.choice(ingest["pattern"], "ingest.pattern", {"pull", "sub"}) == "pull"
@@ -415,6 +421,20 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     if (config.security.curve && !config.ingest_bind)
       reader.fail(security, "security.curve", "needs ingest.bind: true (the daemon is the CURVE server of its sockets; "
                                               "a connecting ingest would be the client of someone else's)");
+  }
+
+  if (shm::is_shm_endpoint(config.ingest_endpoint)) {
+    const YAML::Node ingest = root["ingest"];
+    try {
+      (void)shm::object_name(config.ingest_endpoint);
+    } catch (const std::invalid_argument& e) {
+      reader.fail(ingest["endpoint"], "ingest.endpoint", e.what());
+    }
+    if (!config.ingest_bind)
+      reader.fail(ingest["bind"], "ingest.bind", "an shm:// ingest is the daemon's own pool; expected bind: true");
+    if (config.security.curve)
+      reader.fail(root["security"], "security.curve", "does not apply to an shm:// ingest (same host; its protection "
+                                                      "is the pool's permissions); use tcp:// or ipc:// with CURVE");
   }
 
   const YAML::Node pipelines = root["pipelines"];

@@ -1,5 +1,7 @@
 #include "src/daemon.h"
 
+#include "shm/layout.h"
+
 #include <spdlog/spdlog.h>
 
 #include "pipeline/gpu_device.h"
@@ -95,8 +97,13 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
       placement = "cpu";
     spdlog::info("pipeline {}: {} [{}]", pipeline.name, chain, placement);
   }
-  ingest_ = std::make_unique<Ingest>(
-      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_, secure_ingest);
+  if (shm::is_shm_endpoint(config_.ingest_endpoint))
+    shm_ingest_ = std::make_unique<ShmIngest>(
+        config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_,
+        backend_.backend == Backend::cuda);
+  else
+    ingest_ = std::make_unique<Ingest>(
+        context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_, secure_ingest);
   for (std::size_t i = 0; i < config_.pipelines.size(); ++i) {
     has_own_ingest_.push_back(!config_.pipelines[i].ingest_endpoint.empty());
     if (!has_own_ingest_.back()) continue;
@@ -171,7 +178,8 @@ std::uint64_t Daemon::frames_unfinished() const {
 int Daemon::run() {
   std::atomic<bool> stop_ingest{false}, stop_control{false};
   std::vector<std::thread> ingest_threads;
-  ingest_threads.push_back(guarded_thread("ingest", [&] { ingest_->run(stop_ingest); }));
+  if (ingest_) ingest_threads.push_back(guarded_thread("ingest", [&] { ingest_->run(stop_ingest); }));
+  if (shm_ingest_) ingest_threads.push_back(guarded_thread("ingest", [&] { shm_ingest_->run(stop_ingest); }));
   for (auto& own : own_ingests_)
     ingest_threads.push_back(guarded_thread("ingest", [&, reader = own.get()] { reader->run(stop_ingest); }));
   std::thread control_thread = guarded_thread("control", [&] { control_->run(stop_control); });
@@ -256,6 +264,10 @@ v1::Status Daemon::status() const {
     missing = ingest_->missing();
     read_at_stop = ingest_->read_at_stop();
     discarded_at_stop = ingest_->discarded_at_stop();
+  }
+  if (shm_ingest_) {
+    received = shm_ingest_->received();
+    missing = shm_ingest_->missing();
   }
   for (const auto& own : own_ingests_) {
     received += own->received();

@@ -19,6 +19,7 @@
 #include "src/control.h"
 #include "src/curve_gate.h"
 #include "src/ingest.h"
+#include "src/shm_ingest.h"
 #include "src/publisher.h"
 #include "src/reject_log.h"
 
@@ -57,7 +58,8 @@ class Daemon {
   std::unique_ptr<Publisher> publisher_;
   std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
   std::vector<FrameMatch> matches_;  // parallel to executors_
-  std::unique_ptr<Ingest> ingest_;
+  std::unique_ptr<Ingest> ingest_;          // a tcp:// or ipc:// ingest, or
+  std::unique_ptr<ShmIngest> shm_ingest_;  // an shm:// one
   // Pipelines with an ingest socket of their own (pipelines[i].ingest): its reader, and the
   // pipeline it feeds. The shared socket's frames skip these pipelines.
   std::vector<std::unique_ptr<Ingest>> own_ingests_;
