@@ -59,8 +59,13 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   }
   publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark,
                                            secure_publish);
+  if (!config_.publish_shm.endpoint.empty()) shm_publisher_ = std::make_unique<ShmPublisher>(config_);
   ExecutorCallbacks callbacks{
-      .publish = [this](const PublishedResult& result) { publisher_->publish_result(result); },
+      .publish =
+          [this](const PublishedResult& result) {
+            publisher_->publish_result(result);
+            if (shm_publisher_) shm_publisher_->publish_result(result);
+          },
       .stage_error =
           [this](const FrameMeta& frame, const std::string& pipeline, const std::string& why) {
             rejects_.reject(wire::RejectReason::stage_error,

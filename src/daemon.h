@@ -20,6 +20,7 @@
 #include "src/curve_gate.h"
 #include "src/ingest.h"
 #include "src/shm_ingest.h"
+#include "src/shm_publisher.h"
 #include "src/publisher.h"
 #include "src/reject_log.h"
 
@@ -56,6 +57,7 @@ class Daemon {
   RejectLog rejects_;
   std::vector<std::unique_ptr<ThreadPool>> pools_;  // one per pipeline (CPU backend)
   std::unique_ptr<Publisher> publisher_;
+  std::unique_ptr<ShmPublisher> shm_publisher_;  // publish.shm, beside the ZeroMQ publisher
   std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
   std::vector<FrameMatch> matches_;  // parallel to executors_
   std::unique_ptr<Ingest> ingest_;          // a tcp:// or ipc:// ingest, or
