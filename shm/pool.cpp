@@ -92,7 +92,7 @@ std::unique_ptr<Pool> Pool::map(std::string_view endpoint, int fd, bool creator)
     close(fd);
     throw;
   }
-  void* base = mmap(nullptr, copy.geometry.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, copy.geometry.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (base == MAP_FAILED) {
     const std::string message = system_error(std::string(endpoint) + ": mmap");
     close(fd);
@@ -123,7 +123,7 @@ std::unique_ptr<Pool> Pool::create(std::string_view endpoint, const PoolOptions&
         throw ShmError(message + " (is /dev/shm large enough? " + std::to_string(geometry.total_bytes) +
                        " bytes needed)");
       }
-      void* base = mmap(nullptr, geometry.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      void* base = mmap(nullptr, geometry.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
       if (base == MAP_FAILED) {
         const std::string message = system_error(std::string(endpoint) + ": mmap");
         close(fd);
