@@ -167,6 +167,29 @@ SP_API int sp_subscriber_next(sp_subscriber* subscriber, int timeout_ms, sp_resu
 SP_API uint64_t sp_subscriber_skipped(const sp_subscriber* subscriber);
 SP_API int sp_subscriber_close(sp_subscriber* subscriber); /* NULL is ignored */
 
+/* ---------------------------------------------------------------- shm:// messages
+ * The daemon's shared pools at the message level, for bindings that build their own wire headers
+ * (Python's sonopipe package). A message is [header][payload] in one slot: sp_shm_claim gives the
+ * slot's header and payload areas (payload 64-byte aligned), the caller writes them in place and
+ * sp_shm_commit publishes the first header_bytes / payload_bytes of them. sp_shm_delivery waits up
+ * to timeout_ms (0: not at all) for the daemon to take every committed message and tells how many
+ * it took and how many it has not. sp_shm_take hands out the next message, read in place until
+ * sp_shm_release(slot); lossless != 0 holds the producers back until it is taken (lossless pools). */
+typedef struct sp_shm_producer sp_shm_producer;
+typedef struct sp_shm_consumer sp_shm_consumer;
+SP_API int sp_shm_producer_open(const char* endpoint, sp_shm_producer** producer);
+SP_API int sp_shm_claim(sp_shm_producer* producer, int timeout_ms, void** header, uint64_t* header_capacity,
+                        void** payload, uint64_t* payload_capacity);
+SP_API int sp_shm_commit(sp_shm_producer* producer, uint64_t header_bytes, uint64_t payload_bytes);
+SP_API int sp_shm_abandon(sp_shm_producer* producer);
+SP_API int sp_shm_delivery(sp_shm_producer* producer, int timeout_ms, uint64_t* delivered, uint64_t* undelivered);
+SP_API int sp_shm_producer_close(sp_shm_producer* producer); /* NULL is ignored */
+SP_API int sp_shm_consumer_open(const char* endpoint, int lossless, sp_shm_consumer** consumer);
+SP_API int sp_shm_take(sp_shm_consumer* consumer, int timeout_ms, uint32_t* slot, const void** header,
+                       uint64_t* header_bytes, const void** payload, uint64_t* payload_bytes);
+SP_API int sp_shm_release(sp_shm_consumer* consumer, uint32_t slot);
+SP_API int sp_shm_consumer_close(sp_shm_consumer* consumer); /* NULL is ignored */
+
 /* ---------------------------------------------------------------- result (read only) */
 SP_API void sp_result_release(sp_result* result); /* NULL is ignored */
 SP_API const char* sp_result_topic(const sp_result* result);
