@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "shm/consumer.h"
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tests/tools/tool_test_support.h"
 #include "tools/common/recording.h"
 #include "tools/sim/speckle_sim.h"

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <thread>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tools/common/control_client.h"
 #include "tools/common/curve_options.h"
 #include "tools/ctl/status_text.h"

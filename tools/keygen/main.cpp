@@ -8,7 +8,7 @@
 
 #include <iostream>
 
-#include "src/curve/curve_keys.h"
+#include "curve/curve_keys.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-keygen: a CURVE key pair for sonopiped's sockets or one of its clients"};
