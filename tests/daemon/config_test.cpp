@@ -81,7 +81,9 @@ TEST_CASE("the example configs in config/ load", "[config]") {
   CHECK(demo.overflow == OverflowPolicy::block);
   DaemonConfig live = load_config_file(test::source_path("config/live.yaml"), builtin_stages());
   CHECK(live.ingest_pattern == IngestPattern::sub);
-  CHECK_FALSE(live.ingest_bind);
+  CHECK(live.ingest_endpoint == "shm://scanner");  // a same-host scanner (docs/shared-memory.md)
+  CHECK(live.shm_permissions == 0660);
+  CHECK(live.publish_shm.endpoint == "shm://scanner-results");
   CHECK(live.overflow == OverflowPolicy::drop_oldest);
   REQUIRE(live.pipelines[0].stages.size() == 2);
   CHECK(live.pipelines[0].stages[0].name == "raw");
