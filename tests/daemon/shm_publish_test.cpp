@@ -2,6 +2,8 @@
 // [topic '\0' ResultHeader][payload], byte-identical to what the ZeroMQ subscribers get; a
 // lossless pool holds the daemon back until a slow subscriber has read each result.
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -120,6 +122,50 @@ TEST_CASE("shm publish: a lossless pool waits for a slow subscriber and loses no
   }
   sender.join();
   REQUIRE(sequences.size() == kFrames);
+  for (std::uint64_t n = 0; n < kFrames; ++n) CHECK(sequences[n] == n);
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
+  CHECK(status.results_published() == kFrames);
+}
+
+TEST_CASE("shm publish: a lossless subscriber SIGKILLed while reading gives its slots back; the daemon lives and loses nothing", "[daemon][shm]") {
+  ShmName name;
+  test::DaemonHarness daemon(daemon_settings());
+  add_publish_shm(daemon, name, "lossless", 2);
+  daemon.start();
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  if (child == 0) {  // a subscriber that takes one result and dies holding it
+    shm::Consumer stuck(name.endpoint, shm::Mode::lossless);
+    if (write(ready[1], "a", 1) != 1) _exit(2);
+    auto m = stuck.take(std::chrono::steady_clock::now() + 30s);
+    if (write(ready[1], m ? "t" : "x", 1) != 1) _exit(2);
+    pause();
+    _exit(0);
+  }
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  shm::Consumer recorder(name.endpoint, shm::Mode::lossless);
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 8;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto samples = test::random_samples(4 * 20 * 2, rng);
+    daemon.send(test::iq_header(n, 4, 20).SerializeAsString(), samples.data(), samples.size() * 2);
+  }
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  CHECK(byte == 't');
+  // The pool's two slots: one held by the stuck subscriber; the daemon waits for it (lossless).
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+  std::vector<std::uint64_t> sequences;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto r = take_result(recorder);
+    if (!r) break;
+    sequences.push_back(r->header.input_sequence());
+  }
+  REQUIRE(sequences.size() == kFrames);  // nothing the daemon published was lost for the survivor
   for (std::uint64_t n = 0; n < kFrames; ++n) CHECK(sequences[n] == n);
   const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
   CHECK(status.results_published() == kFrames);
