@@ -193,3 +193,34 @@ TEST_CASE("shm ingest: a lossless frame committed while no daemon runs is delive
   CHECK(status.frames_missing() == 0);
   CHECK(producer->wait_delivered(std::chrono::steady_clock::now() + 10s));
 }
+
+TEST_CASE("shm ingest on CUDA: the pool is registered once and frames are copied to the GPU from their slots, byte-exact", "[daemon][shm][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  ShmName name;
+  std::string settings = kConvertPipeline;
+  settings.replace(settings.find("backend: cpu"), 12, "backend: cuda");
+  test::DaemonHarness daemon(settings, ingest_line(name));
+  daemon.start();
+  CHECK(daemon.wait_for_log("registered with CUDA").find("registered with CUDA") != std::string::npos);
+  shm::Producer producer(name.endpoint);
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 50;  // several times the pool: slots come back after their H2D
+  std::vector<std::vector<std::int16_t>> sent;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    sent.push_back(test::random_samples(16 * 256, rng));
+    REQUIRE(send_in_place(producer, test::frame_header_bytes(FrameKind::rf, DType::int16, {{"line", 16}, {"sample", 256}}, n),
+                          sent.back().data(), sent.back().size() * 2));
+  }
+  auto results = daemon.receive_results(kFrames);
+  REQUIRE(results.size() == kFrames);
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    INFO("frame " << n);
+    CHECK(results[n].header.backend() == "cuda");
+    const std::vector<float> values = test::floats(results[n].payload);
+    REQUIRE(values.size() == sent[n].size());
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) mismatches += values[i] != static_cast<float>(sent[n][i]);  // scale 1: exact
+    CHECK(mismatches == 0);
+  }
+  CHECK(producer.wait_delivered(std::chrono::steady_clock::now() + 10s));
+}
