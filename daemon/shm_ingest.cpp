@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "runtime/gpu_resources.h"
 #include "shm/consumer.h"
@@ -20,19 +21,12 @@ std::int64_t wall_ns() {
 
 }  // namespace
 
+// The last frame to let go of it may do so in a CUDA host function (runtime/gpu_resources.h,
+// release_after), where no CUDA call is allowed: its destructor makes none.
 struct ShmIngest::Source {
   std::shared_ptr<shm::Pool> pool;
   std::unique_ptr<shm::Consumer> consumer;
   bool registered = false;
-  ~Source() {
-    if (registered) {
-      try {
-        unregister_host_memory(pool->mapping());
-      } catch (const std::exception& e) {
-        spdlog::warn("ingest: {}: CUDA unregistration failed: {}", pool->endpoint(), e.what());
-      }
-    }
-  }
 };
 
 std::uint32_t ShmIngest::pool_slots(const DaemonConfig& config) {
@@ -68,7 +62,24 @@ ShmIngest::ShmIngest(const DaemonConfig& config, FrameAdmission::Dispatch dispat
                source_->registered ? ", registered with CUDA" : "");
 }
 
-ShmIngest::~ShmIngest() = default;
+ShmIngest::~ShmIngest() {
+  if (!source_->registered) return;
+  // Frames still in flight hold the source; the registration goes only once none does (the
+  // daemon drains its executors first; a bounded wait covers anything else).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (source_.use_count() > 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (source_.use_count() > 1) {
+    spdlog::warn("ingest: {}: frames still in flight at exit; the pool stays registered with CUDA",
+                 source_->pool->endpoint());
+    return;
+  }
+  try {
+    unregister_host_memory(source_->pool->mapping());
+  } catch (const std::exception& e) {
+    spdlog::warn("ingest: {}: CUDA unregistration failed: {}", source_->pool->endpoint(), e.what());
+  }
+}
 
 bool ShmIngest::registered_with_cuda() const { return source_->registered; }
 
