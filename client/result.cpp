@@ -106,7 +106,11 @@ const double* sp_result_vector_values(const sp_result* result, const char* name)
   return vector ? vector->values().data() : nullptr;
 }
 
-const void* sp_result_data(const sp_result* result) { return result ? result->payload.data() : nullptr; }
-uint64_t sp_result_bytes(const sp_result* result) { return result ? result->payload.size() : 0; }
+const void* sp_result_data(const sp_result* result) {
+  return result ? (result->shm ? result->data : result->payload.data()) : nullptr;
+}
+uint64_t sp_result_bytes(const sp_result* result) {
+  return result ? (result->shm ? result->bytes : result->payload.size()) : 0;
+}
 
 }  // extern "C"

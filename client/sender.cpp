@@ -1,6 +1,7 @@
 // sp_sender_* and sp_send: frames out to sonopiped's ingest socket as [FrameHeader][payload].
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -51,6 +52,17 @@ std::unique_ptr<sp_sender> new_sender(bool lossless) {
 
 void connect(sp_sender& sender, const char* endpoint) {
   if (sender.connected) throw ClientError(SP_ERROR_STATE, "the sender is already connected");
+  if (sonopipe::shm::is_shm_endpoint(endpoint)) {
+    if (sender.curve)
+      throw ClientError(SP_ERROR_STATE, "CURVE does not apply to shm:// (same host; the pool's permissions protect it)");
+    try {
+      sender.shm = std::make_unique<sonopipe::shm::Producer>(endpoint);
+    } catch (const std::exception& e) {  // ShmError, or a bad name
+      throw ClientError(SP_ERROR_SOCKET, e.what());
+    }
+    sender.connected = true;
+    return;
+  }
   if (sender.curve) sonopipe::client::apply_curve(sender.socket, *sender.curve);
   try {
     sender.socket.connect(endpoint);
@@ -58,6 +70,56 @@ void connect(sp_sender& sender, const char* endpoint) {
     throw ClientError(SP_ERROR_SOCKET, "cannot connect to '" + std::string(endpoint) + "': " + e.what());
   }
   sender.connected = true;
+}
+
+std::chrono::steady_clock::time_point deadline_after(int timeout_ms) {
+  if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+// The header bytes of `frame` for a payload of `bytes`, checked as the daemon's ingest checks them.
+std::string checked_header(const sp_sender& sender, const sp_frame& frame, std::size_t bytes,
+                           sonopipe::v1::FrameHeader& header) {
+  header = outgoing_header(sender, frame);
+  std::string header_bytes = header.SerializeAsString();
+  // The daemon's own ingest check (src/frame_admission.cpp): header rules and limits, then shape x
+  // element size against the payload. The sender does not know the daemon's max_frame_bytes.
+  sonopipe::wire::decode_frame(header_bytes.data(), header_bytes.size(), bytes, std::numeric_limits<std::size_t>::max());
+  return header_bytes;
+}
+
+// A slot of the daemon's pool, or SP_ERROR_TIMEOUT.
+sonopipe::shm::Producer::Claim claim_slot(sp_sender& sender) {
+  std::optional<sonopipe::shm::Producer::Claim> claim;
+  try {
+    claim = sender.shm->claim(deadline_after(sender.send_timeout_ms));
+  } catch (const sonopipe::shm::ShmError& e) {
+    throw ClientError(SP_ERROR_SOCKET, e.what());
+  }
+  if (!claim)
+    throw ClientError(SP_ERROR_TIMEOUT, "no slot of " + sender.shm->pool().endpoint() + " came free within " +
+                                            std::to_string(sender.send_timeout_ms) +
+                                            " ms (the daemon does not keep up, or is gone); nothing was sent");
+  return *claim;
+}
+
+// Writes the header into a claimed slot and commits it.
+void commit_slot(sp_sender& sender, const sonopipe::shm::Producer::Claim& claim, const std::string& header_bytes,
+                 std::size_t payload_bytes) {
+  if (header_bytes.size() > claim.header.size() || payload_bytes > claim.payload.size()) {
+    sender.shm->abandon(claim);
+    throw ClientError(SP_ERROR_SIZE_MISMATCH, "the frame (" + std::to_string(payload_bytes) +
+                                                  " payload bytes) does not fit a slot of " +
+                                                  sender.shm->pool().endpoint() + " (" +
+                                                  std::to_string(claim.payload.size()) + ")");
+  }
+  std::memcpy(claim.header.data(), header_bytes.data(), header_bytes.size());
+  sender.shm->commit(claim, header_bytes.size(), payload_bytes);
+}
+
+void count_sent(sp_sender& sender, const sonopipe::v1::FrameHeader& header) {
+  sender.next_sequence[header.stream_id()] = header.sequence() + 1;
+  ++sender.frames_sent;
 }
 
 }  // namespace
@@ -90,6 +152,7 @@ int sp_sender_set_send_timeout(sp_sender* sender, int timeout_ms) {
     if (timeout_ms < -1) throw ClientError(SP_ERROR_ARGUMENT, "timeout_ms " + std::to_string(timeout_ms) + " < -1");
     std::lock_guard lock(sender->mutex);
     sender->socket.set(zmq::sockopt::sndtimeo, timeout_ms);
+    sender->send_timeout_ms = timeout_ms;
   });
 }
 
@@ -132,7 +195,88 @@ uint64_t sp_sender_frames_sent(const sp_sender* sender) {
 int sp_sender_close(sp_sender* sender) {
   return guarded(__func__, [&] {
     // The socket's linger (SP_DEFAULT_CLOSE_LINGER_MS) bounds how long queued frames are delivered.
-    delete sender;
+    std::unique_ptr<sp_sender> closing(sender);
+    if (!closing || !closing->shm || closing->shm->mode() != sonopipe::shm::Mode::lossless) return;
+    // shm: the same bound for the daemon to take what is in the pool; what it did not is reported.
+    closing->shm->wait_delivered(deadline_after(SP_DEFAULT_CLOSE_LINGER_MS));
+    const std::uint64_t undelivered = closing->shm->counters().undelivered();
+    if (undelivered > 0)
+      throw ClientError(SP_ERROR_TIMEOUT, std::to_string(undelivered) + " frame(s) not delivered: the daemon did not "
+                                          "take them (they stay in the pool for the next daemon on this name)");
+  });
+}
+
+int sp_sender_delivery(const sp_sender* sender, uint64_t* delivered, uint64_t* undelivered) {
+  return guarded(__func__, [&] {
+    require(sender, "sender");
+    require(delivered, "delivered");
+    require(undelivered, "undelivered");
+    std::lock_guard lock(sender->mutex);
+    if (!sender->shm)
+      throw ClientError(SP_ERROR_STATE, "delivery is acknowledged on shm:// endpoints only");
+    const sonopipe::shm::ProducerCounters counters = sender->shm->counters();
+    *delivered = counters.delivered;
+    *undelivered = counters.undelivered();
+  });
+}
+
+int sp_frame_buffer(sp_sender* sender, const sp_frame* frame, void** data) {
+  return guarded(__func__, [&] {
+    require(sender, "sender");
+    require(frame, "frame");
+    require(data, "data");
+    *data = nullptr;
+    std::lock_guard lock(sender->mutex);
+    if (!sender->connected) throw ClientError(SP_ERROR_STATE, "the sender is not connected (sp_sender_connect)");
+    if (sender->buffer_open) throw ClientError(SP_ERROR_STATE, "a buffer is open already (sp_send_buffer it first)");
+    const std::size_t bytes = frame->meta.payload.byte_size();
+    if (sender->shm) {
+      const auto claim = claim_slot(*sender);
+      if (bytes > claim.payload.size()) {
+        sender->shm->abandon(claim);
+        throw ClientError(SP_ERROR_SIZE_MISMATCH, "the frame (" + std::to_string(bytes) +
+                                                      " payload bytes) does not fit a slot of " +
+                                                      sender->shm->pool().endpoint() + " (" +
+                                                      std::to_string(claim.payload.size()) + ")");
+      }
+      sender->claim = claim;
+      *data = claim.payload.data();
+    } else {
+      sender->buffer.resize(bytes);
+      *data = sender->buffer.data();
+    }
+    sender->buffer_open = true;
+    sender->buffer_bytes = bytes;
+  });
+}
+
+int sp_send_buffer(sp_sender* sender, const sp_frame* frame) {
+  return guarded(__func__, [&] {
+    require(sender, "sender");
+    require(frame, "frame");
+    std::lock_guard lock(sender->mutex);
+    if (!sender->buffer_open) throw ClientError(SP_ERROR_STATE, "no buffer is open (sp_frame_buffer)");
+    sonopipe::v1::FrameHeader header;
+    std::string header_bytes;
+    try {
+      header_bytes = checked_header(*sender, *frame, sender->buffer_bytes, header);
+    } catch (...) {
+      if (sender->shm && sender->claim) sender->shm->abandon(*sender->claim);
+      sender->claim.reset();
+      sender->buffer_open = false;
+      throw;
+    }
+    sender->buffer_open = false;
+    if (sender->shm) {
+      const auto claim = *sender->claim;
+      sender->claim.reset();
+      commit_slot(*sender, claim, header_bytes, sender->buffer_bytes);
+    } else {
+      if (!sender->socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore))
+        throw ClientError(SP_ERROR_TIMEOUT, "no daemon took the frame within the send timeout; nothing was sent");
+      sender->socket.send(zmq::const_buffer(sender->buffer.data(), sender->buffer_bytes), zmq::send_flags::none);
+    }
+    count_sent(*sender, header);
   });
 }
 
@@ -143,12 +287,16 @@ int sp_send(sp_sender* sender, const sp_frame* frame, const void* data, size_t b
     if (bytes > 0) require(data, "data");
     std::lock_guard lock(sender->mutex);
     if (!sender->connected) throw ClientError(SP_ERROR_STATE, "the sender is not connected (sp_sender_connect)");
-    const sonopipe::v1::FrameHeader header = outgoing_header(*sender, *frame);
-    const std::string header_bytes = header.SerializeAsString();
-    // The daemon's own ingest check (daemon/ingest.cpp): header rules and limits, then shape x element
-    // size against the payload. The sender does not know the daemon's max_frame_bytes.
-    sonopipe::wire::decode_frame(header_bytes.data(), header_bytes.size(), bytes,
-                                 std::numeric_limits<std::size_t>::max());
+    if (sender->buffer_open) throw ClientError(SP_ERROR_STATE, "a buffer is open (sp_send_buffer it first)");
+    sonopipe::v1::FrameHeader header;
+    const std::string header_bytes = checked_header(*sender, *frame, bytes, header);
+    if (sender->shm) {
+      const auto claim = claim_slot(*sender);
+      if (bytes <= claim.payload.size() && bytes > 0) std::memcpy(claim.payload.data(), data, bytes);
+      commit_slot(*sender, claim, header_bytes, bytes);
+      count_sent(*sender, header);
+      return;
+    }
     if (!sender->socket.send(zmq::buffer(header_bytes), zmq::send_flags::sndmore))
       throw ClientError(SP_ERROR_TIMEOUT, "no daemon took the frame within the send timeout (" +
                                               std::to_string(sender->socket.get(zmq::sockopt::sndtimeo)) +
@@ -156,8 +304,7 @@ int sp_send(sp_sender* sender, const sp_frame* frame, const void* data, size_t b
     // ZeroMQ checks the queue at a message's first part only: the payload part cannot time out.
     if (!sender->socket.send(zmq::const_buffer(data, bytes), zmq::send_flags::none))
       throw ClientError(SP_ERROR_INTERNAL, "the payload part was refused after the header part");
-    sender->next_sequence[header.stream_id()] = header.sequence() + 1;
-    ++sender->frames_sent;
+    count_sent(*sender, header);
   });
 }
 

@@ -72,6 +72,14 @@ SP_API uint32_t sp_schema_version(void);
  * lossless == 0: PUB, for `ingest: {pattern: sub}` (live data): sp_send never waits; a frame that
  *   no subscriber can take is dropped by ZeroMQ (the daemon counts the gap in sequence numbers).
  *
+ * shm://<name> (same host, docs/shared-memory.md): the daemon's shared pool (its ingest endpoint);
+ *   the pool's mode (set by the daemon's ingest pattern) decides, not `lossless`. A lossless pool
+ *   makes sp_send wait for a free slot up to the send timeout (SP_ERROR_TIMEOUT, nothing sent);
+ *   sp_sender_delivery tells how many frames the daemon took (the acknowledgement), and
+ *   sp_sender_close waits for them up to SP_DEFAULT_CLOSE_LINGER_MS and returns SP_ERROR_TIMEOUT
+ *   naming the frames the daemon did not take. sp_frame_buffer writes the payload in place.
+ *   A missing pool is SP_ERROR_SOCKET with a message naming the fix.
+ *
  * sp_sender_open = sp_sender_create + sp_sender_connect. Use create/connect to set CURVE keys or the
  * send timeout first. */
 SP_API int sp_sender_open(const char* endpoint, int lossless, sp_sender** sender);
@@ -94,6 +102,16 @@ SP_API int sp_sender_close(sp_sender* sender);
  * [FrameHeader][payload]. The payload is copied: `data` may be reused when this returns. Nothing is
  * sent when it fails. */
 SP_API int sp_send(sp_sender* sender, const sp_frame* frame, const void* data, size_t bytes);
+
+/* Zero copy: *data = where to write the payload of `frame` (sp_frame_payload_bytes bytes) — on
+ * shm://, a slot of the daemon's shared pool, written once and read there by the daemon and the GPU
+ * copy; on ZeroMQ, a buffer of the sender. Then sp_send_buffer(sender, frame) numbers, checks and
+ * sends it (the frame's description may not change size in between). One buffer at a time per
+ * sender; on shm:// it waits for a free slot like sp_send. */
+SP_API int sp_frame_buffer(sp_sender* sender, const sp_frame* frame, void** data);
+SP_API int sp_send_buffer(sp_sender* sender, const sp_frame* frame);
+/* shm:// only: frames the daemon took (delivered) and committed frames it has not taken yet. */
+SP_API int sp_sender_delivery(const sp_sender* sender, uint64_t* delivered, uint64_t* undelivered);
 
 /* ---------------------------------------------------------------- frame description
  * A new frame: kind "iq", element type "float32", no axes, stream 0, automatic sequence numbers,
@@ -132,7 +150,11 @@ SP_API int sp_frame_payload_bytes(const sp_frame* frame, uint64_t* bytes);
  * SUB on the daemon's publish endpoint. topic_prefix selects results by topic
  * "result/<pipeline>/<output>"; NULL or "" means every result ("result/"). Status heartbeats are
  * skipped. ZeroMQ's slow joiner: results published before the subscription reached the daemon are
- * not received. */
+ * not received.
+ * shm://<name>: the daemon's publish.shm pool: results are read in place (sp_result_data points
+ * into the pool; the slot is held until sp_result_release, so release promptly). A live pool
+ * overwrites what a slow subscriber did not read; results before the subscriber opened are not
+ * seen. */
 SP_API int sp_subscriber_open(const char* endpoint, const char* topic_prefix, sp_subscriber** subscriber);
 SP_API int sp_subscriber_create(sp_subscriber** subscriber);
 SP_API int sp_subscriber_set_curve(sp_subscriber* subscriber, const char* server_public_key,
@@ -144,6 +166,29 @@ SP_API int sp_subscriber_connect(sp_subscriber* subscriber, const char* endpoint
 SP_API int sp_subscriber_next(sp_subscriber* subscriber, int timeout_ms, sp_result** result);
 SP_API uint64_t sp_subscriber_skipped(const sp_subscriber* subscriber);
 SP_API int sp_subscriber_close(sp_subscriber* subscriber); /* NULL is ignored */
+
+/* ---------------------------------------------------------------- shm:// messages
+ * The daemon's shared pools at the message level, for bindings that build their own wire headers
+ * (Python's sonopipe package). A message is [header][payload] in one slot: sp_shm_claim gives the
+ * slot's header and payload areas (payload 64-byte aligned), the caller writes them in place and
+ * sp_shm_commit publishes the first header_bytes / payload_bytes of them. sp_shm_delivery waits up
+ * to timeout_ms (0: not at all) for the daemon to take every committed message and tells how many
+ * it took and how many it has not. sp_shm_take hands out the next message, read in place until
+ * sp_shm_release(slot); lossless != 0 holds the producers back until it is taken (lossless pools). */
+typedef struct sp_shm_producer sp_shm_producer;
+typedef struct sp_shm_consumer sp_shm_consumer;
+SP_API int sp_shm_producer_open(const char* endpoint, sp_shm_producer** producer);
+SP_API int sp_shm_claim(sp_shm_producer* producer, int timeout_ms, void** header, uint64_t* header_capacity,
+                        void** payload, uint64_t* payload_capacity);
+SP_API int sp_shm_commit(sp_shm_producer* producer, uint64_t header_bytes, uint64_t payload_bytes);
+SP_API int sp_shm_abandon(sp_shm_producer* producer);
+SP_API int sp_shm_delivery(sp_shm_producer* producer, int timeout_ms, uint64_t* delivered, uint64_t* undelivered);
+SP_API int sp_shm_producer_close(sp_shm_producer* producer); /* NULL is ignored */
+SP_API int sp_shm_consumer_open(const char* endpoint, int lossless, sp_shm_consumer** consumer);
+SP_API int sp_shm_take(sp_shm_consumer* consumer, int timeout_ms, uint32_t* slot, const void** header,
+                       uint64_t* header_bytes, const void** payload, uint64_t* payload_bytes);
+SP_API int sp_shm_release(sp_shm_consumer* consumer, uint32_t slot);
+SP_API int sp_shm_consumer_close(sp_shm_consumer* consumer); /* NULL is ignored */
 
 /* ---------------------------------------------------------------- result (read only) */
 SP_API void sp_result_release(sp_result* result); /* NULL is ignored */

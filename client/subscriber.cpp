@@ -1,5 +1,6 @@
 // sp_subscriber_*: results from sonopiped's publish socket, [topic][ResultHeader][payload].
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,18 @@ std::unique_ptr<sp_subscriber> new_subscriber() {
 
 void connect(sp_subscriber& subscriber, const char* endpoint, const char* topic_prefix) {
   if (subscriber.connected) throw ClientError(SP_ERROR_STATE, "the subscriber is already connected");
+  if (sonopipe::shm::is_shm_endpoint(endpoint)) {
+    if (subscriber.curve)
+      throw ClientError(SP_ERROR_STATE, "CURVE does not apply to shm:// (same host; the pool's permissions protect it)");
+    try {
+      subscriber.shm = std::make_shared<sonopipe::shm::Consumer>(endpoint, sonopipe::shm::Mode::live);
+    } catch (const std::exception& e) {
+      throw ClientError(SP_ERROR_SOCKET, e.what());
+    }
+    subscriber.topic_prefix = topic_prefix && *topic_prefix ? topic_prefix : kResultTopicPrefix;
+    subscriber.connected = true;
+    return;
+  }
   if (subscriber.curve) sonopipe::client::apply_curve(subscriber.socket, *subscriber.curve);
   const std::string prefix = topic_prefix && *topic_prefix ? topic_prefix : kResultTopicPrefix;
   subscriber.socket.set(zmq::sockopt::subscribe, prefix);
@@ -52,6 +65,43 @@ std::unique_ptr<sp_result> result_of(std::vector<zmq::message_t>& parts) {
   }
   result->payload = std::move(parts[2]);
   return result;
+}
+
+// The next result of an shm:// subscriber: [topic '\0' ResultHeader][payload] read in place.
+// Results of other topics are passed over; malformed ones are counted as skipped.
+std::unique_ptr<sp_result> next_shm_result(sp_subscriber& subscriber, int timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = timeout_ms < 0 ? Clock::time_point::max() : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto message = subscriber.shm->take(deadline);
+    if (!message) throw ClientError(SP_ERROR_TIMEOUT, "no result within " + std::to_string(timeout_ms) + " ms");
+    auto result = std::make_unique<sp_result>();
+    result->shm = subscriber.shm;  // from here on, the slot goes back with the result
+    result->slot = message->slot;
+    const char* header = reinterpret_cast<const char*>(message->header);
+    const std::size_t topic_length = strnlen(header, message->header_bytes);
+    if (topic_length == message->header_bytes) {
+      ++subscriber.skipped;
+      continue;
+    }
+    result->topic.assign(header, topic_length);
+    if (result->topic.rfind(subscriber.topic_prefix, 0) != 0) continue;
+    const bool parsed = result->header.ParseFromArray(header + topic_length + 1,
+                                                      static_cast<int>(message->header_bytes - topic_length - 1));
+    bool sized = false;
+    try {
+      sized = parsed && result->header.schema_version() == sonopipe::wire::kSchemaVersion &&
+              sonopipe::wire::tensor_spec_from_result(result->header).byte_size() == message->payload_bytes;
+    } catch (const sonopipe::wire::WireError&) {
+    }
+    if (!sized) {
+      ++subscriber.skipped;
+      continue;
+    }
+    result->data = message->payload;
+    result->bytes = message->payload_bytes;
+    return result;
+  }
 }
 
 }  // namespace
@@ -107,6 +157,10 @@ int sp_subscriber_next(sp_subscriber* subscriber, int timeout_ms, sp_result** re
     std::lock_guard lock(subscriber->mutex);
     if (!subscriber->connected)
       throw ClientError(SP_ERROR_STATE, "the subscriber is not connected (sp_subscriber_connect)");
+    if (subscriber->shm) {
+      *result = next_shm_result(*subscriber, timeout_ms).release();
+      return;
+    }
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     std::vector<zmq::message_t> parts;

@@ -11,6 +11,7 @@
 
 #include "runtime/plugin_loader.h"
 #include "curve/curve_keys.h"
+#include "shm/layout.h"
 
 namespace sonopipe {
 
@@ -366,7 +367,12 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   config.registry = stages;
 
   if (const YAML::Node ingest = root["ingest"]) {
-    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind"});
+    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind", "slots", "permissions"});
+    if (ingest["slots"])
+      config.shm_slots = static_cast<std::uint32_t>(reader.integer(ingest["slots"], "ingest.slots", 1, shm::kMaxSlots));
+    if (ingest["permissions"])
+      config.shm_permissions = reader.choice(ingest["permissions"], "ingest.permissions", {"0600", "0660"}) == "0600"
+                                   ? 0600 : 0660;
     if (ingest["endpoint"]) config.ingest_endpoint = reader.text(ingest["endpoint"], "ingest.endpoint");
     if (ingest["pattern"])
       config.ingest_pattern = reader.choice(ingest["pattern"], "ingest.pattern", {"pull", "sub"}) == "pull"
@@ -374,7 +380,25 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     if (ingest["bind"]) config.ingest_bind = reader.boolean(ingest["bind"], "ingest.bind");
   }
   if (const YAML::Node publish = root["publish"]) {
-    reader.expect_map(publish, "publish", {"endpoint", "high_water_mark", "status_interval_s"});
+    reader.expect_map(publish, "publish", {"endpoint", "high_water_mark", "status_interval_s", "shm"});
+    if (const YAML::Node shm_node = publish["shm"]) {
+      reader.expect_map(shm_node, "publish.shm", {"endpoint", "mode", "slots", "payload_bytes"});
+      if (!shm_node["endpoint"]) reader.fail(shm_node, "publish.shm.endpoint", "missing; expected shm://<name>");
+      config.publish_shm.endpoint = reader.text(shm_node["endpoint"], "publish.shm.endpoint");
+      try {
+        (void)shm::object_name(config.publish_shm.endpoint);
+      } catch (const std::invalid_argument& e) {
+        reader.fail(shm_node["endpoint"], "publish.shm.endpoint", e.what());
+      }
+      if (shm_node["mode"])
+        config.publish_shm.lossless = reader.choice(shm_node["mode"], "publish.shm.mode", {"live", "lossless"}) == "lossless";
+      if (shm_node["slots"])
+        config.publish_shm.slots =
+            static_cast<std::uint32_t>(reader.integer(shm_node["slots"], "publish.shm.slots", 1, shm::kMaxSlots));
+      if (shm_node["payload_bytes"])
+        config.publish_shm.payload_bytes = static_cast<std::size_t>(
+            reader.integer(shm_node["payload_bytes"], "publish.shm.payload_bytes", 1, std::int64_t(1) << 40));
+    }
     if (publish["endpoint"]) config.publish_endpoint = reader.text(publish["endpoint"], "publish.endpoint");
     if (publish["high_water_mark"])
       config.publish_high_water_mark =
@@ -417,6 +441,20 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
                                               "a connecting ingest would be the client of someone else's)");
   }
 
+  if (shm::is_shm_endpoint(config.ingest_endpoint)) {
+    const YAML::Node ingest = root["ingest"];
+    try {
+      (void)shm::object_name(config.ingest_endpoint);
+    } catch (const std::invalid_argument& e) {
+      reader.fail(ingest["endpoint"], "ingest.endpoint", e.what());
+    }
+    if (!config.ingest_bind)
+      reader.fail(ingest["bind"], "ingest.bind", "an shm:// ingest is the daemon's own pool; expected bind: true");
+    if (config.security.curve)
+      reader.fail(root["security"], "security.curve", "does not apply to an shm:// ingest (same host; its protection "
+                                                      "is the pool's permissions); use tcp:// or ipc:// with CURVE");
+  }
+
   const YAML::Node pipelines = root["pipelines"];
   if (!pipelines) reader.fail(root, "pipelines", "missing; expected a list of pipelines");
   if (!pipelines.IsSequence() || pipelines.size() == 0)
@@ -430,7 +468,9 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     config.pipelines.push_back(std::move(pipeline));
   }
   std::set<std::string> endpoints{config.ingest_endpoint, config.publish_endpoint, config.control_endpoint};
-  if (endpoints.size() != 3)
+  if (!config.publish_shm.endpoint.empty() && !endpoints.insert(config.publish_shm.endpoint).second)
+    reader.fail(root["publish"]["shm"], "publish.shm.endpoint", "expected an endpoint of its own");
+  if (endpoints.size() != 3 + !config.publish_shm.endpoint.empty())
     reader.fail(root, "ingest/publish/control.endpoint", "expected three different endpoints");
   for (std::size_t i = 0; i < config.pipelines.size(); ++i)
     if (const std::string& own = config.pipelines[i].ingest_endpoint; !own.empty() && !endpoints.insert(own).second)

@@ -41,8 +41,21 @@ struct DaemonConfig {
   std::string ingest_endpoint = "tcp://127.0.0.1:5555";
   IngestPattern ingest_pattern = IngestPattern::pull;
   bool ingest_bind = true;  // false: connect (e.g. SUB to a scanner's PUB)
+  // shm:// endpoints (docs/shared-memory.md): pool slots (0: enough for every pipeline's queue and
+  // slots) and the /dev/shm object's permissions (0600 or 0660, never for others).
+  std::uint32_t shm_slots = 0;
+  unsigned shm_permissions = 0600;
   std::string publish_endpoint = "tcp://127.0.0.1:5556";
   int publish_high_water_mark = 1000;  // messages queued per subscriber before PUB drops
+  // publish.shm: results also written once into a shared pool that same-host subscribers read in
+  // place (docs/shared-memory.md); empty: none. Live pools never wait for subscribers; lossless
+  // ones wait for lossless subscribers (the recorder).
+  struct ShmPublish {
+    std::string endpoint;
+    bool lossless = false;
+    std::uint32_t slots = 8;
+    std::size_t payload_bytes = 0;  // 0: max_frame_bytes
+  } publish_shm;
   std::string control_endpoint = "tcp://127.0.0.1:5557";
   double status_interval_s = 1.0;
 

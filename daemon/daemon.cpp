@@ -1,5 +1,7 @@
 #include "daemon/daemon.h"
 
+#include "shm/layout.h"
+
 #include <spdlog/spdlog.h>
 
 #include "runtime/gpu_device.h"
@@ -54,8 +56,13 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   }
   publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark,
                                            secure_publish);
+  if (!config_.publish_shm.endpoint.empty()) shm_publisher_ = std::make_unique<ShmPublisher>(config_);
   ExecutorCallbacks callbacks{
-      .publish = [this](const PublishedResult& result) { publisher_->publish_result(result); },
+      .publish =
+          [this](const PublishedResult& result) {
+            publisher_->publish_result(result);
+            if (shm_publisher_) shm_publisher_->publish_result(result);
+          },
       .stage_error =
           [this](const FrameMeta& frame, const std::string& pipeline, const std::string& why) {
             rejects_.reject(wire::RejectReason::stage_error,
@@ -68,9 +75,14 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
           },
   };
   pipelines_ = std::make_unique<PipelineSet>(config_, backend_, callbacks);
-  ingest_ = std::make_unique<Ingest>(
-      context_, config_, [this](InputFrame&& frame) { return pipelines_->dispatch(std::move(frame)); }, rejects_,
-      secure_ingest);
+  if (shm::is_shm_endpoint(config_.ingest_endpoint))
+    shm_ingest_ = std::make_unique<ShmIngest>(
+        config_, [this](InputFrame&& frame) { return pipelines_->dispatch(std::move(frame)); }, rejects_,
+        backend_.backend == Backend::cuda);
+  else
+    ingest_ = std::make_unique<Ingest>(
+        context_, config_, [this](InputFrame&& frame) { return pipelines_->dispatch(std::move(frame)); }, rejects_,
+        secure_ingest);
   for (std::size_t i = 0; i < config_.pipelines.size(); ++i) {
     if (!pipelines_->has_own_ingest(i)) continue;
     DaemonConfig own = config_;
@@ -115,7 +127,8 @@ std::thread Daemon::guarded_thread(const char* what, std::function<void()> body)
 int Daemon::run() {
   std::atomic<bool> stop_ingest{false}, stop_control{false};
   std::vector<std::thread> ingest_threads;
-  ingest_threads.push_back(guarded_thread("ingest", [&] { ingest_->run(stop_ingest); }));
+  if (ingest_) ingest_threads.push_back(guarded_thread("ingest", [&] { ingest_->run(stop_ingest); }));
+  if (shm_ingest_) ingest_threads.push_back(guarded_thread("ingest", [&] { shm_ingest_->run(stop_ingest); }));
   for (auto& own : own_ingests_)
     ingest_threads.push_back(guarded_thread("ingest", [&, reader = own.get()] { reader->run(stop_ingest); }));
   std::thread control_thread = guarded_thread("control", [&] { control_->run(stop_control); });
@@ -200,6 +213,10 @@ v1::Status Daemon::status() const {
     missing = ingest_->missing();
     read_at_stop = ingest_->read_at_stop();
     discarded_at_stop = ingest_->discarded_at_stop();
+  }
+  if (shm_ingest_) {
+    received = shm_ingest_->received();
+    missing = shm_ingest_->missing();
   }
   for (const auto& own : own_ingests_) {
     received += own->received();

@@ -18,6 +18,8 @@
 #include "daemon/ingest.h"
 #include "daemon/pipeline_set.h"
 #include "daemon/publisher.h"
+#include "daemon/shm_ingest.h"
+#include "daemon/shm_publisher.h"
 #include "daemon/reject_log.h"
 
 namespace sonopipe {
@@ -49,8 +51,10 @@ class Daemon {
   std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
   RejectLog rejects_;
   std::unique_ptr<Publisher> publisher_;
+  std::unique_ptr<ShmPublisher> shm_publisher_;  // publish.shm, beside the ZeroMQ publisher
   std::unique_ptr<PipelineSet> pipelines_;  // executors; before the ingests that feed them
-  std::unique_ptr<Ingest> ingest_;
+  std::unique_ptr<Ingest> ingest_;          // a tcp:// or ipc:// ingest, or
+  std::unique_ptr<ShmIngest> shm_ingest_;  // an shm:// one
   // Readers of the pipelines with an ingest socket of their own (pipelines[i].ingest); the shared
   // socket's frames skip those pipelines.
   std::vector<std::unique_ptr<Ingest>> own_ingests_;

@@ -16,37 +16,13 @@ std::int64_t wall_ns() {
              std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// IEEE 754: a value is NaN or Inf exactly when its exponent bits are all ones.
-template <typename Bits>
-bool all_exponents_finite(const void* data, std::size_t count, Bits exponent_mask) {
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  bool finite = true;
-  for (std::size_t i = 0; i < count; ++i) {
-    Bits value;
-    std::memcpy(&value, bytes + i * sizeof(Bits), sizeof(Bits));  // payloads need not be aligned
-    finite &= (value & exponent_mask) != exponent_mask;
-  }
-  return finite;
-}
-
 }  // namespace
-
-bool payload_is_finite(DType dtype, const void* data, std::size_t bytes) {
-  switch (dtype) {
-    case DType::float16: return all_exponents_finite<std::uint16_t>(data, bytes / 2, 0x7c00u);
-    case DType::float32:
-    case DType::complex64: return all_exponents_finite<std::uint32_t>(data, bytes / 4, 0x7f800000u);
-    case DType::float64: return all_exponents_finite<std::uint64_t>(data, bytes / 8, 0x7ff0000000000000ull);
-    default: return true;
-  }
-}
 
 Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects,
                const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, config.ingest_pattern == IngestPattern::pull ? zmq::socket_type::pull
                                                                     : zmq::socket_type::sub),
-      max_frame_bytes_(config.max_frame_bytes), non_finite_(config.non_finite),
-      dispatch_(std::move(dispatch)), rejects_(rejects) {
+      admission_(config, std::move(dispatch), rejects) {
   // Frames far over the limit are cut by libzmq itself (it drops the sender's connection; the loss
   // shows as a sequence gap, counted and logged in handle()); frames just over it arrive and are
   // refused with reason too_large.
@@ -119,54 +95,17 @@ std::size_t Ingest::read_ready(KeepGoing keep_going) {
 
 void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {
   const std::int64_t received_ns = wall_ns();
-  received_.fetch_add(1, std::memory_order_relaxed);
   if (part_count != 2) {
-    rejects_.reject(wire::RejectReason::malformed_message,
-                    "message has " + std::to_string(part_count) + " parts, expected [header][payload]");
-    return;
-  }
-  InputFrame frame;
-  try {
-    frame.meta = wire::decode_frame(parts[0].data(), parts[0].size(), parts[1].size(), max_frame_bytes_);
-  } catch (const wire::WireError& e) {
-    rejects_.reject(e.reason, e.what());
-    return;
-  }
-  // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
-  // a SUB socket's full queue, or by libzmq, which refuses a message over ZMQ_MAXMSGSIZE by
-  // dropping the sender's connection (a PUSH sender reconnects and goes on).
-  bool forgot = false;
-  if (const std::uint64_t lost = sequences_.arrive(frame.meta.stream_id, frame.meta.sequence, forgot); lost > 0) {
-    missing_.fetch_add(lost);
-    if (gap_lines_.allow(LineLimiter::Clock::now())) {
-      const std::uint64_t held_back = gap_lines_.take_held_back();
-      spdlog::warn("ingest: stream {}: {} frame(s) missing before sequence {} (lost upstream, or over "
-                   "max_frame_bytes + 1 MiB, which libzmq refuses by dropping the connection){}",
-                   frame.meta.stream_id, lost, frame.meta.sequence,
-                   held_back > 0 ? " (and " + std::to_string(held_back) + " more gaps since the last line)" : "");
-    }
-  }
-  if (forgot && forgotten_lines_.allow(LineLimiter::Clock::now()))
-    spdlog::warn("ingest: more than {} streams; the least recently seen is forgotten (its next frame starts afresh)",
-                 kTrackedStreams);
-  // (Counted before the checks below: a frame refused after its header was read did arrive.)
-  if (non_finite_ == NonFinitePolicy::reject &&
-      !payload_is_finite(frame.meta.payload.dtype, parts[1].data(), parts[1].size())) {
-    rejects_.reject(wire::RejectReason::non_finite,
-                    "stream " + std::to_string(frame.meta.stream_id) + " sequence " +
-                        std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
+    admission_.refuse(wire::RejectReason::malformed_message,
+                      "message has " + std::to_string(part_count) + " parts, expected [header][payload]");
     return;
   }
   // The payload stays in ZeroMQ's buffer; the pipelines share it until they are done with it.
   auto message = std::make_shared<zmq::message_t>(std::move(parts[1]));
-  frame.payload_bytes = message->size();
-  frame.payload = std::shared_ptr<const std::byte>(message, message->data<const std::byte>());
-  frame.received_ns = received_ns;
-  const std::uint32_t stream_id = frame.meta.stream_id;
-  const std::string kind(frame_kind_name(frame.meta.kind));
-  if (!dispatch_(std::move(frame)))
-    rejects_.reject(wire::RejectReason::no_pipeline,
-                    "no pipeline takes kind " + kind + " from stream " + std::to_string(stream_id));
+  const std::size_t payload_bytes = message->size();
+  admission_.admit(parts[0].data(), parts[0].size(),
+                   std::shared_ptr<const std::byte>(message, message->data<const std::byte>()), payload_bytes,
+                   false, received_ns);
 }
 
 }  // namespace sonopipe

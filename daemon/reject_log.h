@@ -17,7 +17,7 @@ namespace sonopipe {
 
 class RejectLog {
  public:
-  static constexpr std::size_t kReasons = static_cast<std::size_t>(wire::RejectReason::stage_error) + 1;
+  static constexpr std::size_t kReasons = static_cast<std::size_t>(wire::RejectReason::bad_slot_descriptor) + 1;
 
   // Counts one refused frame and logs `detail` unless this reason logged within the last second.
   void reject(wire::RejectReason reason, const std::string& detail);

@@ -402,6 +402,9 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   slot.start->record(stream);
   copy_to_device_async(slot.input_device.data(), host_input, bytes, stream);
   slot.after_h2d->record(stream);
+  // The frame's own pinned memory (e.g. a producer's shared-memory slot) goes back as soon as its
+  // copy is done, not when the whole frame is: a pool needs only as many slots as frames queued.
+  if (slot.frame.payload_pinned) release_after(stream, std::move(slot.frame.payload));
   const void* input = slot.input_device.data();
   bool produced = true;
   for (std::size_t i = 0; i < stages_.size(); ++i) {

@@ -30,7 +30,9 @@ struct InputFrame {
   std::size_t payload_bytes = 0;
   std::int64_t received_ns = 0;  // wall clock, ns since the Unix epoch
   // The payload lives in pinned host memory: the CUDA path copies it to the device directly
-  // instead of staging it through the slot's pinned buffer.
+  // instead of staging it through the slot's pinned buffer, and lets go of it (payload.reset())
+  // as soon as that copy is done, from a CUDA host function: its owner's release must make no
+  // CUDA call (daemon/shm_ingest.cpp: the slot goes back to the producers).
   bool payload_pinned = false;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "sdk/backend.h"
 
@@ -73,6 +74,14 @@ class GpuEvent {
 // Asynchronous copies on a stream; `to`/`from` must be pinned host or device memory.
 void copy_to_device_async(void* device, const void* host, std::size_t bytes, GpuStream stream);
 void copy_to_host_async(void* host, const void* device, std::size_t bytes, GpuStream stream);
+// Page-locks existing host memory (e.g. a shared-memory pool) for every device, so copies from it
+// are asynchronous DMA; once, not per frame. unregister_host_memory undoes it.
+void register_host_memory(void* host, std::size_t bytes);
+void unregister_host_memory(void* host);
+// Drops `keep` once the work queued on `stream` so far has run (a host function on the stream; the
+// host does not wait): memory a copy reads from goes back as soon as that copy is done. Whatever
+// `keep` owns must be released without CUDA calls.
+void release_after(GpuStream stream, std::shared_ptr<const void> keep);
 // Makes `device_id` current for the calling thread.
 void use_gpu_device(int device_id);
 

@@ -23,6 +23,7 @@ std::string_view reject_reason_name(RejectReason reason) {
     case RejectReason::non_finite: return "non_finite";
     case RejectReason::no_pipeline: return "no_pipeline";
     case RejectReason::stage_error: return "stage_error";
+    case RejectReason::bad_slot_descriptor: return "bad_slot_descriptor";
   }
   return "unknown";
 }

@@ -30,6 +30,7 @@ enum class RejectReason {
   non_finite,          // NaN/Inf in a float payload (policy: reject)
   no_pipeline,         // no configured pipeline takes this kind/stream
   stage_error,         // a stage refused the frame's description (shape it cannot handle)
+  bad_slot_descriptor, // shm://: a slot's header/payload ranges outside the slot, overlapping, misaligned
 };
 std::string_view reject_reason_name(RejectReason reason);  // "size_mismatch", ...
 

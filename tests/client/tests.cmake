@@ -6,3 +6,8 @@ add_executable(client_program ${CMAKE_CURRENT_LIST_DIR}/client_program.c)
 set_target_properties(client_program PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
 target_compile_options(client_program PRIVATE -Wall -Wextra -Werror)
 target_link_libraries(client_program PRIVATE sonopipe_client m)
+# The same over shm:// (client_shm_test.cpp).
+add_executable(client_shm_program ${CMAKE_CURRENT_LIST_DIR}/client_shm_program.c)
+set_target_properties(client_shm_program PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(client_shm_program PRIVATE -Wall -Wextra -Werror)
+target_link_libraries(client_shm_program PRIVATE sonopipe_client)

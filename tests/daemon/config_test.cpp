@@ -81,7 +81,9 @@ TEST_CASE("the example configs in config/ load", "[config]") {
   CHECK(demo.overflow == OverflowPolicy::block);
   DaemonConfig live = load_config_file(test::source_path("config/live.yaml"), builtin_stages());
   CHECK(live.ingest_pattern == IngestPattern::sub);
-  CHECK_FALSE(live.ingest_bind);
+  CHECK(live.ingest_endpoint == "shm://scanner");  // a same-host scanner (docs/shared-memory.md)
+  CHECK(live.shm_permissions == 0660);
+  CHECK(live.publish_shm.endpoint == "shm://scanner-results");
   CHECK(live.overflow == OverflowPolicy::drop_oldest);
   REQUIRE(live.pipelines[0].stages.size() == 2);
   CHECK(live.pipelines[0].stages[0].name == "raw");
@@ -366,4 +368,27 @@ TEST_CASE("devices: a device that is not visible is an error naming the pipeline
   CHECK(resolve_error(config, 4) == "no error");
   DaemonConfig all = parse("devices: all\npipelines: [{name: p, stages: [{type: convert}]}]\n");
   CHECK(resolve_error(all, 0) == "pipeline p: no CUDA device visible");
+}
+
+TEST_CASE("shm:// endpoints: keys reach their fields and bad values are config errors naming the key", "[config][shm]") {
+  const DaemonConfig config = parse(std::string(R"(
+ingest: {endpoint: "shm://scanner", pattern: sub, slots: 12, permissions: "0660"}
+publish: {endpoint: "tcp://127.0.0.1:5556", shm: {endpoint: "shm://out", mode: lossless, slots: 4, payload_bytes: 4096}}
+)") + kMinimal);
+  CHECK(config.ingest_endpoint == "shm://scanner");
+  CHECK(config.shm_slots == 12);
+  CHECK(config.shm_permissions == 0660);
+  CHECK(config.publish_shm.endpoint == "shm://out");
+  CHECK(config.publish_shm.lossless);
+  CHECK(config.publish_shm.slots == 4);
+  CHECK(config.publish_shm.payload_bytes == 4096);
+  CHECK_THAT(error_of(std::string("ingest: {endpoint: \"shm://a/b\"}\n") + kMinimal), Catch::Contains("ingest.endpoint"));
+  CHECK_THAT(error_of(std::string("ingest: {endpoint: \"shm://a\", bind: false}\n") + kMinimal),
+             Catch::Contains("expected bind: true"));
+  CHECK_THAT(error_of(std::string("ingest: {endpoint: \"shm://a\", slots: 65}\n") + kMinimal), Catch::Contains("ingest.slots"));
+  CHECK_THAT(error_of(std::string("ingest: {endpoint: \"shm://a\", permissions: \"0666\"}\n") + kMinimal),
+             Catch::Contains("ingest.permissions"));
+  CHECK_THAT(error_of(std::string("publish: {shm: {mode: live}}\n") + kMinimal), Catch::Contains("publish.shm.endpoint"));
+  CHECK_THAT(error_of(std::string("ingest: {endpoint: \"shm://a\"}\npublish: {shm: {endpoint: \"shm://a\"}}\n") + kMinimal),
+             Catch::Contains("an endpoint of its own"));
 }

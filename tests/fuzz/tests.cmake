@@ -53,6 +53,7 @@ sonopipe_add_fuzzer(config config_fuzzer.cpp sonopipe_daemon)
 sonopipe_add_fuzzer(recording recording_fuzzer.cpp sonopipe_tools_common)
 sonopipe_add_fuzzer(mat mat_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(uff uff_fuzzer.cpp sonopipe_formats)
+sonopipe_add_fuzzer(shm_descriptor shm_descriptor_fuzzer.cpp sonopipe_shm)
 
 if(SONOPIPE_FUZZ)
   get_property(fuzzers GLOBAL PROPERTY SONOPIPE_FUZZERS)

@@ -19,6 +19,11 @@
 // elements x 2048 samples = 5.8 MB; --sizes-mb is ignored) and the pipeline is convert -> beamform
 // onto 256 x 1024 RF pixels (the beamform bench's case): channel data through the daemon at rate
 // (issue 10's goal: >= 300 frames/s over ipc with 0 loss).
+// --transports shm: the daemon's ingest is a shared pool (shm://, docs/shared-memory.md): the bench
+// writes each frame into a slot (one memcpy from its buffer, as a scanner writing in place would
+// once) and results come back over ipc; raw = the pool alone (producer thread -> consumer thread,
+// same memcpy), relay = n/a. Issue 23's goals are printed for shm rows: 8 MB >= 1,000 frames/s
+// (>= 8 GB/s) with e2e p99 <= 3 ms, channel RF through beamform >= 3,000 frames/s with 0 loss.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -33,6 +38,8 @@
 #include <sstream>
 #include <thread>
 
+#include "shm/consumer.h"
+#include "shm/producer.h"
 #include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/common/clock.h"
@@ -145,6 +152,44 @@ struct Row {
   double gpu_busy_ms = 0, gpu_bottleneck_ms = 0;  // per frame from the daemon's status (CUDA only)
   std::size_t daemon_rejected = 0;
 };
+
+// Writes [header][payload] into a slot of `producer`'s pool and commits it (lossless: waits).
+void send_shm(shm::Producer& producer, const std::string& header, const BenchFrame& frame) {
+  auto claim = producer.claim(SteadyClock::now() + kReceiveTimeout);
+  if (!claim) throw std::runtime_error("no slot of the daemon's pool came free within the receive timeout");
+  std::memcpy(claim->header.data(), header.data(), header.size());
+  std::memcpy(claim->payload.data(), frame.payload.data(), frame.payload.size());
+  producer.commit(*claim, header.size(), frame.payload.size());
+}
+
+// The pool alone: a producer thread writes `count` frames, this thread takes and releases them.
+double raw_shm_fps(const BenchFrame& frame, std::size_t count) {
+  const std::string endpoint = "shm://bench-raw-" + std::to_string(::getpid());
+  shm::PoolOptions options;
+  options.slot_count = 8;
+  options.payload_capacity = frame.payload.size();
+  auto pool = std::shared_ptr<shm::Pool>(shm::Pool::create(endpoint, options));
+  shm::Consumer consumer(pool, shm::Mode::lossless);
+  BenchFrame copy = frame;
+  const std::string header = header_for(copy, 0);
+  SteadyClock::time_point first_send;
+  std::thread sender([&] {
+    shm::Producer producer(endpoint);
+    first_send = SteadyClock::now();
+    for (std::size_t i = 0; i < count; ++i) send_shm(producer, header, frame);
+  });
+  std::size_t received = 0;
+  while (received < count) {
+    auto message = consumer.take(SteadyClock::now() + kReceiveTimeout);
+    if (!message) break;
+    consumer.release(message->slot);
+    ++received;
+  }
+  const auto last = SteadyClock::now();
+  sender.join();
+  if (received < count) throw std::runtime_error("raw shm run received " + std::to_string(received) + " of " + std::to_string(count));
+  return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
+}
 
 // Raw ZeroMQ: a PUSH thread sends `count` frames to a PULL on the same transport.
 double raw_zeromq_fps(const std::string& transport, const std::string& directory, const BenchFrame& frame,
@@ -272,7 +317,14 @@ struct DaemonClient {
   zmq::context_t context{2};
   zmq::socket_t push{context, zmq::socket_type::push};
   zmq::socket_t sub{context, zmq::socket_type::sub};
+  std::unique_ptr<shm::Producer> shm;  // an shm:// ingest: frames into its pool instead of `push`
   std::vector<zmq::message_t> parts;
+
+  // One frame to the daemon's ingest (one sending thread at a time).
+  void send(const std::string& header, const BenchFrame& frame) {
+    if (shm) send_shm(*shm, header, frame);
+    else tools::send_frame(push, header, zero_copy(frame), false);
+  }
 
   explicit DaemonClient(const tools::DaemonEndpoints& endpoints) {
     push.set(zmq::sockopt::linger, 0);
@@ -284,7 +336,8 @@ struct DaemonClient {
     sub.connect(endpoints.publish);
     if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("no handshake with the daemon's publisher");
     std::this_thread::sleep_for(kSubscriptionMargin);  // the subscription travels after the handshake
-    push.connect(endpoints.ingest);
+    if (shm::is_shm_endpoint(endpoints.ingest)) shm = std::make_unique<shm::Producer>(endpoints.ingest);
+    else push.connect(endpoints.ingest);
   }
 
   // Next result: its header and the wall time it arrived.
@@ -305,7 +358,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   std::int64_t received_ns = 0;
   // Warm-up, one at a time, so the first-shape configuration is out of the numbers.
   for (std::size_t i = 0; i < std::max<std::size_t>(1, options.warmup); ++i) {
-    tools::send_frame(client.push, header_for(frame, sequence++), zero_copy(frame), false);
+    client.send(header_for(frame, sequence++), frame);
     client.receive(received_ns);
     row.output_bytes = client.parts.back().size();
   }
@@ -318,7 +371,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   std::thread sender([&] {
     BenchFrame local = frame;  // own header state; the payload is shared read-only
     for (std::size_t i = 0; i < options.frames; ++i)
-      tools::send_frame(client.push, header_for(local, first_sequence + i), zero_copy(frame), false);
+      client.send(header_for(local, first_sequence + i), frame);
   });
   std::size_t results = 0;
   try {
@@ -352,7 +405,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   for (std::size_t i = 0; i < options.latency_frames; ++i) {
     const std::uint64_t expected = sequence;
     const std::int64_t sent_ns = tools::wall_clock_ns();
-    tools::send_frame(client.push, header_for(frame, sequence++), zero_copy(frame), false);
+    client.send(header_for(frame, sequence++), frame);
     v1::ResultHeader header = client.receive(received_ns);
     if (header.input_sequence() != expected)
       throw std::runtime_error("latency run: result for frame " + std::to_string(header.input_sequence()) +
@@ -404,6 +457,23 @@ void print_table(const std::vector<Row>& rows) {
 
 void print_goals(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
+    if (r.transport == "shm") {  // issue 23
+      const double gbps = r.daemon_fps * static_cast<double>(r.frame_bytes) / 1e9;
+      if (std::abs(r.size_mb - 8) < 1e-9) {
+        std::cout << "goal shm 8 MB through convert >= 1,000 frames/s (>= 8 GB/s): " << fixed(r.daemon_fps, 0)
+                  << " frames/s, " << fixed(gbps, 2) << " GB/s " << (r.daemon_fps >= 1000 ? "PASS" : "MISS") << "\n";
+        std::cout << "goal shm 8 MB e2e p99 <= 3 ms: " << fixed(r.e2e_p99_ms, 3) << " ms "
+                  << (r.e2e_p99_ms <= 3.0 ? "PASS" : "MISS") << "\n";
+        if (r.cuda)
+          std::cout << "goal shm 8 MB H2D copy engine busy >= 50 %: see the daemon's h2d_ms_p50 x frames/s (nsys for the "
+                       "engine itself)\n";
+      } else if (r.size_mb > 5 && r.size_mb < 6) {
+        std::cout << "goal shm convert -> beamform channel RF >= 3,000 frames/s, 0 loss: " << fixed(r.daemon_fps, 0)
+                  << " frames/s, " << r.daemon_rejected << " rejected "
+                  << (r.daemon_fps >= 3000 && r.daemon_rejected == 0 ? "PASS" : "MISS") << "\n";
+      }
+      continue;
+    }
     if (std::abs(r.size_mb - 8) < 1e-9) {
       const double ratio = 100.0 * r.daemon_fps / r.raw_fps;
       std::cout << "goal " << r.transport << " 8 MB throughput >= 90 % of raw ZeroMQ: " << fixed(ratio, 1) << " % "
@@ -447,8 +517,13 @@ void run_core_bench(const CoreOptions& options_in) {
       if (beamform) size_mb = static_cast<double>(frame.payload.size()) / (1 << 20);
       Row row{.transport = transport, .size_mb = size_mb, .frame_bytes = frame.payload.size()};
       run_point(daemon, client, frame, options, sequence, row);
-      row.raw_fps = raw_zeromq_fps(transport, dir.string(), frame, options.frames);
-      row.relay_fps = raw_relay_fps(transport, dir.string(), frame, row.output_bytes, options.frames);
+      if (transport == "shm") {
+        row.raw_fps = raw_shm_fps(frame, options.frames);
+        row.relay_fps = std::nan("");  // no relay: results leave over ipc
+      } else {
+        row.raw_fps = raw_zeromq_fps(transport, dir.string(), frame, options.frames);
+        row.relay_fps = raw_relay_fps(transport, dir.string(), frame, row.output_bytes, options.frames);
+      }
       std::cerr << "  " << transport << " " << size_mb << " MB: daemon " << fixed(row.daemon_fps, 1) << " frames/s, raw "
                 << fixed(row.raw_fps, 1) << " frames/s, relay " << fixed(row.relay_fps, 1) << " frames/s\n";
       rows.push_back(row);
@@ -477,8 +552,8 @@ void add_core_bench(CLI::App& app) {
   command->add_option("--backend", options->backend, "auto | cuda | cpu")->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   command->add_option("--sizes-mb", options->sizes_mb, "input frame sizes in MiB")->capture_default_str();
-  command->add_option("--transports", options->transports, "tcp and/or ipc")->capture_default_str()
-      ->check(CLI::IsMember({"tcp", "ipc"}));
+  command->add_option("--transports,--transport", options->transports, "tcp, ipc and/or shm (same-host shared pool)")
+      ->capture_default_str()->check(CLI::IsMember({"tcp", "ipc", "shm"}));
   command->add_option("--frames", options->frames, "frames per throughput point (daemon and raw ZeroMQ)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--latency-frames", options->latency_frames, "frames for the latency percentiles")

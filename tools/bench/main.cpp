@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   sonopipe::bench::add_devices_bench(app);
   sonopipe::bench::add_doppler_bench(app);
   sonopipe::bench::add_soak_bench(app);
+  sonopipe::bench::add_shm_transport_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -34,7 +34,11 @@ DaemonEndpoints pick_endpoints(const std::string& transport, const std::string& 
     const std::string base = "ipc://" + (std::filesystem::path(directory) / "sonopiped-").string();
     return {base + "ingest.ipc", base + "publish.ipc", base + "control.ipc"};
   }
-  throw std::invalid_argument("transport must be tcp or ipc, got '" + transport + "'");
+  if (transport == "shm") {  // the ingest a shared pool (docs/shared-memory.md), the rest ipc
+    const std::string base = "ipc://" + (std::filesystem::path(directory) / "sonopiped-").string();
+    return {"shm://sonopiped-bench-" + std::to_string(::getpid()), base + "publish.ipc", base + "control.ipc"};
+  }
+  throw std::invalid_argument("transport must be tcp, ipc or shm, got '" + transport + "'");
 }
 
 std::string path_next_to_executable(const std::string& relative) {

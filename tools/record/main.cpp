@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
   app.add_flag("--bind", options.bind, "bind the result endpoint instead of connecting");
   sonopipe::tools::add_curve_options(app, options.curve);
   app.add_flag("--no-results", no_results, "record no results (raw frames only)");
-  app.add_option("--raw-endpoint", options.raw_endpoint, "also record raw frames [FrameHeader][payload] from here");
+  app.add_option("--raw-endpoint", options.raw_endpoint, "also record raw frames [FrameHeader][payload] from here; shm://<name>: the "
+                 "daemon's shared ingest pool, read in place at the acquisition rate (--raw-pattern pull: "
+                 "every frame, the producer waits for the recorder too; sub: newest only)");
   app.add_option("--raw-pattern", options.raw_pattern, "pull | sub")->capture_default_str()
       ->check(CLI::IsMember({"pull", "sub"}));
   app.add_flag("--raw-bind", options.raw_bind, "bind the raw endpoint (be the frame sink) instead of connecting");

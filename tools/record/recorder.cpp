@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "shm/consumer.h"
 #include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
@@ -58,7 +59,18 @@ class Recorder {
       setup(*results_, options.endpoints, options.bind, true);
       for (const std::string& topic : options.topics) results_->socket.set(zmq::sockopt::subscribe, topic);
     }
-    if (!options.raw_endpoint.empty()) {
+    if (!options.raw_endpoint.empty() && shm::is_shm_endpoint(options.raw_endpoint)) {
+      // The daemon's own ingest pool, read beside the daemon: pull = a lossless consumer (the
+      // producer waits for the recorder too: every frame is recorded), sub = a live observer.
+      if (options.raw_pattern != "pull" && options.raw_pattern != "sub")
+        throw std::invalid_argument("raw pattern must be pull or sub, got '" + options.raw_pattern + "'");
+      try {
+        raw_shm_ = std::make_unique<shm::Consumer>(options.raw_endpoint, options.raw_pattern == "pull"
+                                                                           ? shm::Mode::lossless : shm::Mode::live);
+      } catch (const shm::ShmError& e) {
+        throw std::runtime_error(e.what());
+      }
+    } else if (!options.raw_endpoint.empty()) {
       if (options.raw_pattern != "pull" && options.raw_pattern != "sub")
         throw std::invalid_argument("raw pattern must be pull or sub, got '" + options.raw_pattern + "'");
       const bool sub = options.raw_pattern == "sub";
@@ -68,7 +80,7 @@ class Recorder {
       setup(*raw_, {options.raw_endpoint}, options.raw_bind, sub);
       if (sub) raw_->socket.set(zmq::sockopt::subscribe, "");
     }
-    if (!results_ && !raw_) throw std::invalid_argument("nothing to record: no result endpoint and no raw endpoint");
+    if (!results_ && !raw_ && !raw_shm_) throw std::invalid_argument("nothing to record: no result endpoint and no raw endpoint");
   }
 
   RecorderReport run() {
@@ -82,11 +94,26 @@ class Recorder {
         if (!options_.ready_file.empty()) std::ofstream(options_.ready_file) << "ready\n";
         spdlog::info("sonopipe-record: ready, writing {}", options_.out);
       }
+      if (raw_shm_) {
+        // Frames in the pool, read in place; waits on the pool itself when no socket is polled.
+        auto until = results_ ? SteadyClock::now() : SteadyClock::now() + kPollInterval;
+        while (!limits_reached()) {
+          const auto message = raw_shm_->take(until);
+          if (!message) break;
+          handle_frame_bytes(message->header, message->header_bytes, message->payload, message->payload_bytes);
+          raw_shm_->release(message->slot);
+          any_message = true;
+          last_message = SteadyClock::now();
+          until = SteadyClock::now();
+        }
+      }
       std::vector<zmq::pollitem_t> items;
       if (results_) items.push_back({results_->socket.handle(), 0, ZMQ_POLLIN, 0});
       if (raw_) items.push_back({raw_->socket.handle(), 0, ZMQ_POLLIN, 0});
       try {
-        zmq::poll(items.data(), items.size(), kPollInterval);
+        // With a pool to read too, the sockets are polled briefly so the pool's frames keep moving.
+        if (!items.empty())
+          zmq::poll(items.data(), items.size(), raw_shm_ ? std::chrono::milliseconds(1) : kPollInterval);
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
@@ -184,28 +211,34 @@ class Recorder {
   }
 
   void handle_frame(std::vector<zmq::message_t>& parts) {
-    const std::int64_t received_ns = tools::wall_clock_ns();
     if (parts.size() != 2)
       return reject("malformed_message", "raw frame with " + std::to_string(parts.size()) +
                                              " parts, expected [FrameHeader][payload]");
+    handle_frame_bytes(parts[0].data(), parts[0].size(), parts[1].data(), parts[1].size());
+  }
+
+  // One raw frame [FrameHeader][payload], from a socket or read in place in a pool.
+  void handle_frame_bytes(const void* header, std::size_t header_bytes, const void* payload, std::size_t payload_bytes) {
+    const std::int64_t received_ns = tools::wall_clock_ns();
     FrameMeta meta;
     try {
-      meta = wire::decode_frame(parts[0].data(), parts[0].size(), parts[1].size(), options_.max_frame_bytes);
+      meta = wire::decode_frame(header, header_bytes, payload_bytes, options_.max_frame_bytes);
     } catch (const wire::WireError& e) {
       return reject(std::string(wire::reject_reason_name(e.reason)), e.what());
     }
     try {
-      writer_.append_frame(meta, parts[1].data(), parts[1].size(), received_ns);
+      writer_.append_frame(meta, payload, payload_bytes, received_ns);
     } catch (const std::exception& e) {
       return reject("unwritable_frame", "stream " + std::to_string(meta.stream_id) + ": " + e.what());
     }
-    count_sequence(report_.streams[meta.stream_id], meta.sequence, parts[1].size());
+    count_sequence(report_.streams[meta.stream_id], meta.sequence, payload_bytes);
   }
 
   RecorderOptions options_;
   recording::Writer writer_;
   zmq::context_t context_{1};
   std::optional<Input> results_, raw_;
+  std::unique_ptr<shm::Consumer> raw_shm_;  // raw frames from the daemon's shm:// ingest pool
   RecorderReport report_;
   std::optional<v1::Status> last_status_;
 };

@@ -23,7 +23,10 @@ struct RecorderOptions {
   std::vector<std::string> endpoints;
   std::vector<std::string> topics = {"result/"};  // SUB prefixes ("status" keeps the last Status)
   bool bind = false;
-  std::string raw_endpoint;                      // frame source; "" = record no raw frames
+  // Frame source; "" = record no raw frames. shm://<name>: the daemon's ingest pool, read in place
+  // beside the daemon (raw_pattern pull: lossless, the producer waits for the recorder too; sub:
+  // a live observer that counts what it missed as sequence gaps).
+  std::string raw_endpoint;
   std::string raw_pattern = "pull";              // pull | sub
   bool raw_bind = false;
   std::size_t result_count = 0;                  // stop after this many results (0 = no limit)

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--stream-id", import_options.stream_id, "UFF/.mat: stream id of the replayed frames")
       ->capture_default_str();
   auto* endpoint_option =
-      app.add_option("--endpoint", endpoint, "ingest endpoint of the receiver")->capture_default_str();
+      app.add_option("--endpoint", endpoint, "ingest endpoint of the receiver (tcp://, ipc://, or shm://<name> on the daemon's "
+                     "host: frames written into its shared pool, delivery acknowledged; exit code 3 when "
+                     "frames were not delivered)")->capture_default_str();
   auto* to_option = app.add_option("--to", routed_endpoints,
                                    "with --route: ingest endpoint of one receiver (repeat: one socket per daemon)");
   app.add_flag("--route", route, "spread streams over the --to endpoints: stream s goes to endpoint s mod N")
@@ -92,7 +94,7 @@ int main(int argc, char** argv) {
                    "back (use --rate)");
     const replay::PlayerReport report = replay::play(source, schedule, options);
     std::cout << replay::describe(report, schedule, options, source) << std::endl;
-    return 0;
+    return report.frames_not_delivered > 0 ? 3 : 0;  // shm://: frames the daemon never took
   } catch (const std::exception& e) {
     std::cerr << "sonopipe-replay: " << e.what() << "\n";
     return 1;

@@ -1,6 +1,8 @@
 #include "tools/replay/player.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <cmath>
 #include <iomanip>
 #include <optional>
@@ -10,6 +12,7 @@
 
 #include "tools/common/clock.h"
 #include "tools/common/stop_signal.h"
+#include "shm/producer.h"
 #include "tools/common/zmq_io.h"
 #include "tools/replay/stream_route.h"
 
@@ -62,8 +65,86 @@ double percentile_ms(std::vector<double>& values, double fraction) {
 
 }  // namespace
 
+namespace {
+
+// shm://: every frame into a slot of the daemon's pool (lossless pools wait for a slot, checking
+// for a stop between waits), then the daemon's acknowledgement.
+PlayerReport play_shm(FrameSource& source, const Schedule& schedule, const PlayerOptions& options) {
+  if (options.endpoints.size() != 1 || options.bind || options.curve.enabled())
+    throw std::runtime_error("an shm:// endpoint is one daemon's pool: no --route, --bind or CURVE");
+  PlayerReport report;
+  report.frames_per_endpoint.assign(1, 0);
+  const auto attach_start = SteadyClock::now();
+  std::unique_ptr<shm::Producer> producer;
+  try {
+    producer = std::make_unique<shm::Producer>(options.endpoints[0]);
+  } catch (const shm::ShmError& e) {
+    throw std::runtime_error(e.what());
+  }
+  report.shm_mode = std::string(shm::mode_name(producer->mode()));
+  report.wait_for_receiver_s = tools::seconds_since(attach_start);
+  std::vector<double> lateness_ms;
+  const auto start = SteadyClock::now();
+  std::optional<SteadyClock::time_point> first_send_start;
+  auto last_send_end = start;
+  for (std::size_t loop = 0; options.loops == 0 || loop < options.loops; ++loop) {
+    for (std::size_t i = 0; i < source.size(); ++i) {
+      OutgoingFrame frame = source.prepare(i, loop, schedule.recorded_period_ns(), options.keep_headers);
+      const std::size_t bytes = frame.payload.size();
+      const auto due = start + std::chrono::nanoseconds(schedule.due_ns(loop, i));
+      if (schedule.timed() && !wait_until(due)) break;
+      if (tools::stop_requested()) break;
+      const auto send_start = SteadyClock::now();
+      if (!first_send_start) first_send_start = send_start;
+      std::optional<shm::Producer::Claim> claim;
+      while (!claim && !tools::stop_requested())
+        claim = producer->claim(SteadyClock::now() + std::chrono::milliseconds(kStopCheck));
+      if (!claim) break;
+      if (frame.header.size() > claim->header.size() || bytes > claim->payload.size()) {
+        producer->abandon(*claim);
+        throw std::runtime_error("a frame of " + std::to_string(bytes) + " bytes does not fit a slot of " +
+                                 options.endpoints[0] + " (" + std::to_string(claim->payload.size()) +
+                                 "); raise the daemon's max_frame_bytes");
+      }
+      std::memcpy(claim->header.data(), frame.header.data(), frame.header.size());
+      std::memcpy(claim->payload.data(), frame.payload.data(), bytes);
+      producer->commit(*claim, frame.header.size(), bytes);
+      last_send_end = SteadyClock::now();
+      if (schedule.timed()) {
+        const double late_ms = std::chrono::duration<double, std::milli>(send_start - due).count();
+        lateness_ms.push_back(late_ms);
+        if (late_ms > options.late_threshold_ms) ++report.late_frames;
+        report.lateness_ms_max = std::max(report.lateness_ms_max, late_ms);
+        report.scheduled_duration_s = static_cast<double>(schedule.due_ns(loop, i)) * 1e-9;
+      }
+      ++report.frames_sent;
+      ++report.frames_per_endpoint[0];
+      report.bytes_sent += bytes;
+    }
+    if (tools::stop_requested()) break;
+    ++report.loops_completed;
+  }
+  report.interrupted = tools::stop_requested();
+  if (first_send_start) report.duration_s = std::chrono::duration<double>(last_send_end - *first_send_start).count();
+  report.lateness_ms_p50 = percentile_ms(lateness_ms, 0.50);
+  report.lateness_ms_p99 = percentile_ms(lateness_ms, 0.99);
+  // The acknowledgement: wait (up to the connect timeout) for the daemon to take what is in the pool.
+  const auto drain_start = SteadyClock::now();
+  producer->wait_delivered(drain_start + options.connect_timeout);
+  const shm::ProducerCounters counters = producer->counters();
+  report.acknowledged = true;
+  report.frames_delivered = counters.delivered;
+  report.frames_not_delivered = counters.undelivered();
+  report.frames_dropped = counters.overwritten;  // live pools: replaced before the daemon took them
+  report.drain_s = tools::seconds_since(drain_start);
+  return report;
+}
+
+}  // namespace
+
 PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOptions& options) {
   if (options.endpoints.empty()) throw std::invalid_argument("no endpoint to send to");
+  if (shm::is_shm_endpoint(options.endpoints[0])) return play_shm(source, schedule, options);
   PlayerReport report;
   report.frames_per_endpoint.assign(options.endpoints.size(), 0);
   zmq::context_t context(1);
@@ -160,7 +241,10 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
       out << (i ? ", " : "") << options.endpoints[i] << ": " << report.frames_per_endpoint[i] << " frames";
     out << ")";
   }
-  out << " (" << (options.lossless ? "push, lossless" : "pub, live") << ")";
+  if (report.acknowledged)
+    out << " (shared memory, " << report.shm_mode << " pool)";
+  else
+    out << " (" << (options.lossless ? "push, lossless" : "pub, live") << ")";
   if (report.interrupted) out << " -- stopped by signal";
   out << "\n  timing: ";
   switch (timing.mode) {
@@ -183,8 +267,16 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
         << report.lateness_ms_max << " ms";
   else
     out << "\n  lateness: not applicable (--max)";
-  out << "\n  dropped: " << report.frames_dropped
-      << (options.lossless ? " (lossless: sends block instead)" : " (live: publisher queue full)");
+  if (report.acknowledged) {
+    out << "\n  delivered: " << report.frames_delivered << " (taken by the daemon), not delivered: "
+        << report.frames_not_delivered
+        << (report.frames_not_delivered ? " (the daemon did not take them: they wait in the pool for the next "
+                                          "daemon on this name)" : "")
+        << "\n  dropped: " << report.frames_dropped << " (live pool: replaced by newer frames before the daemon took them)";
+  } else {
+    out << "\n  dropped: " << report.frames_dropped
+        << (options.lossless ? " (lossless: sends block instead)" : " (live: publisher queue full)");
+  }
   out << "\n  drained in " << report.drain_s << " s after the last send";
   return out.str();
 }

@@ -44,6 +44,11 @@ struct PlayerReport {
   double duration_s = 0;                // first send started to last send returned
   double drain_s = 0;                   // last send to every queued byte handed to the OS (lossless)
   double scheduled_duration_s = 0;      // due time of the last frame sent
+  // shm:// only (the daemon acknowledges what it took): frames the daemon took, and frames sent
+  // that it did not take (still in the pool when replay ended, e.g. the daemon died).
+  bool acknowledged = false;
+  std::uint64_t frames_delivered = 0, frames_not_delivered = 0;
+  std::string shm_mode;                 // the pool's mode ("lossless" or "live")
   // Lateness of each send (start of the send minus its due time), timed modes only.
   std::size_t late_frames = 0;
   double lateness_ms_p50 = 0, lateness_ms_p99 = 0, lateness_ms_max = 0;
@@ -57,7 +62,9 @@ struct PlayerReport {
   }
 };
 
-// Runs the replay; throws std::runtime_error when no receiver attaches within the timeout.
+// Runs the replay; throws std::runtime_error when no receiver attaches within the timeout. An shm://
+// endpoint (one, no --bind/--route/CURVE) writes each frame into a slot of the daemon's pool; the
+// pool's mode decides lossless or live, and the report says what the daemon acknowledged.
 PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOptions& options);
 
 // The report as printed by sonopipe-replay (several lines, no trailing newline).

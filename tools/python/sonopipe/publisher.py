@@ -4,6 +4,10 @@
 queue is full instead of dropping. ``lossless=False`` uses PUB (for a SUB ingest, live data): a
 frame nobody can take is dropped by ZeroMQ, as a scanner stream would be.
 
+``shm://<name>`` (same host): the daemon's shared ingest pool (sonopipe.shm). ``buffer(shape,
+dtype)`` is a numpy view of a slot to write the frame into, once; ``send_buffer(kind=..., axes=...)``
+sends it. ``send`` copies the array into a slot. ``delivery()`` says how many frames the daemon took.
+
 Several endpoints (one daemon each) route by stream id, as ``sonopipe-replay --route``: every frame
 of stream s goes to endpoint s mod N (tools/replay/stream_route.h), one socket per endpoint, so a
 stream always meets the same daemon.
@@ -16,6 +20,7 @@ import zmq
 from sonopipe.arrays import (PayloadError, array_from_payload, axes_to_proto, element_type_of, make_axes,
                              payload_of)
 from sonopipe.security import apply_curve_client
+from sonopipe.shm import ShmProducer, is_shm_endpoint
 from sonopipe.v1 import common_pb2, frame_pb2
 
 _KINDS = {"iq": frame_pb2.FRAME_KIND_IQ, "rf": frame_pb2.FRAME_KIND_RF, "dce": frame_pb2.FRAME_KIND_DCE,
@@ -77,6 +82,14 @@ class Publisher:
         self.lossless = lossless
         self.sent = 0
         self._next_sequence = {}  # stream_id -> next sequence number
+        self._shm = None
+        self._buffer = None  # buffer(): the array being filled
+        self.send_timeout_s = linger_s
+        if any(is_shm_endpoint(address) for address in self.endpoints):
+            if len(self.endpoints) != 1 or bind or curve_server_key:
+                raise ValueError("an shm:// endpoint is one daemon's pool: no routing, bind or CURVE")
+            self._shm = ShmProducer(self.endpoint)
+            return
         self._context = context or zmq.Context.instance()
         self._sockets = []
         for address in self.endpoints:
@@ -103,12 +116,86 @@ class Publisher:
         if header.element_type != element_type_of(payload.dtype):
             raise PayloadError(f"header element type {header.element_type} does not match dtype {payload.dtype}")
         array_from_payload(header.element_type, header.axes, payload)  # raises on a shape mismatch
+        if self._shm is not None:
+            if self._buffer is not None:
+                raise RuntimeError("a buffer() is open: send_buffer() it first")
+            self._shm.claim(self.send_timeout_s)
+            self._commit(header, payload)
+            return
         socket = self._sockets[route_of(header.stream_id, len(self._sockets))]
         socket.send_multipart([header.SerializeToString(), payload], copy=False)
         self._next_sequence[header.stream_id] = header.sequence + 1
         self.sent += 1
 
+    def buffer(self, shape, dtype):
+        """A C-ordered array of `shape` and `dtype` to write the next frame into: on shm://, a view
+        of a slot of the daemon's pool (written once, read there by the daemon and the GPU copy);
+        otherwise a plain array. Send it with send_buffer()."""
+        if self._buffer is not None:
+            raise RuntimeError("a buffer() is open already: send_buffer() it first")
+        dtype = np.dtype(dtype)
+        element_type_of(dtype)  # raises for a type the wire does not carry
+        nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if self._shm is None:
+            self._buffer = np.empty(shape, dtype)
+            return self._buffer
+        slot = self._shm.claim(self.send_timeout_s)
+        if nbytes > slot.size:
+            self._shm.abandon()
+            raise PayloadError(f"a frame of {nbytes} bytes does not fit a slot of {self.endpoint} ({slot.size})")
+        self._buffer = slot[:nbytes].view(dtype).reshape(shape)
+        return self._buffer
+
+    def send_buffer(self, *, kind, axes, stream_id=0, sequence=None, **header_fields):
+        """Sends the array of the last buffer() call; returns the header sent."""
+        if self._buffer is None:
+            raise RuntimeError("no buffer() is open")
+        array, self._buffer = self._buffer, None
+        if sequence is None:
+            sequence = self._next_sequence.get(stream_id, 0)
+        try:
+            header = make_frame_header(array, kind=kind, axes=axes, stream_id=stream_id, sequence=sequence,
+                                       **header_fields)
+            array_from_payload(header.element_type, header.axes, array)  # raises on a shape mismatch
+        except Exception:
+            if self._shm is not None:
+                self._shm.abandon()
+            raise
+        if self._shm is None:
+            self.send_frame(header, array)
+        else:
+            self._commit(header, None, array.nbytes)
+        return header
+
+    def delivery(self, timeout_s=0.0):
+        """shm:// only: (delivered, undelivered) frames, waiting up to `timeout_s` for the daemon to
+        take every frame sent (the acknowledgement: frames it did not take were not delivered)."""
+        if self._shm is None:
+            raise RuntimeError("delivery is acknowledged on shm:// endpoints only")
+        return self._shm.delivery(timeout_s)
+
+    def _commit(self, header, payload, payload_bytes=None):
+        """Writes the header (and `payload`, unless it is already in the slot) and commits the slot."""
+        header_bytes = header.SerializeToString()
+        if len(header_bytes) > self._shm.header.size:
+            self._shm.abandon()
+            raise PayloadError(f"header of {len(header_bytes)} bytes exceeds the slot's {self._shm.header.size}")
+        self._shm.header[:len(header_bytes)] = np.frombuffer(header_bytes, dtype=np.uint8)
+        if payload is not None:
+            raw = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+            if raw.size > self._shm.payload.size:
+                self._shm.abandon()
+                raise PayloadError(f"a frame of {raw.size} bytes does not fit a slot of {self.endpoint}")
+            self._shm.payload[:raw.size] = raw
+            payload_bytes = raw.size
+        self._shm.commit(len(header_bytes), payload_bytes)
+        self._next_sequence[header.stream_id] = header.sequence + 1
+        self.sent += 1
+
     def close(self):
+        if self._shm is not None:
+            self._shm.close()
+            return
         for socket in self._sockets:
             socket.close()
 

@@ -22,6 +22,7 @@ import zmq
 
 from sonopipe.arrays import PayloadError, array_from_payload, axes_from_proto, dtype_of
 from sonopipe.security import apply_curve_client
+from sonopipe.shm import ShmConsumer, is_shm_endpoint
 from sonopipe.v1 import result_pb2
 
 STATUS_TOPIC = "status"
@@ -87,6 +88,13 @@ class _Pending:
         self.gap, self.skipped, self.local_received_ns = gap, 0, local_received_ns
 
 
+class _Part:
+    """A message part as _accept reads it (ZeroMQ frames have .buffer too)."""
+
+    def __init__(self, data):
+        self.buffer = memoryview(data)
+
+
 class Subscriber:
     """Iterates results of `endpoint` (the daemon's publish endpoint, or a list: one SUB connected to
     several daemons, their results merged, each daemon's in its order) on topic prefixes `topics`.
@@ -104,6 +112,16 @@ class Subscriber:
         self.conflate = conflate
         self.timeout_s = timeout_s
         self.stats = SubscriberStats()
+        self._last_sequence = {}   # (topic, stream_id) -> last input_sequence seen
+        self._pending = {}         # conflation: topic -> newest _Pending, in arrival order
+        self._malformed_logged_at = 0.0
+        self._shm = None
+        if is_shm_endpoint(endpoint):
+            # The daemon's publish.shm pool: results read in place (see _receive_shm).
+            self._shm = ShmConsumer(endpoint)
+            self._topics = tuple(topics)
+            self._held = None  # slot of the last result handed out
+            return
         self._context = context or zmq.Context.instance()
         self._socket = self._context.socket(zmq.SUB)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -113,14 +131,16 @@ class Subscriber:
         apply_curve_client(self._socket, curve_server_key, curve_client_key_file)
         for address in [endpoint] if isinstance(endpoint, str) else endpoint:
             (self._socket.bind if bind else self._socket.connect)(address)
-        self._last_sequence = {}   # (topic, stream_id) -> last input_sequence seen
-        self._pending = {}         # conflation: topic -> newest _Pending, in arrival order
-        self._malformed_logged_at = 0.0
 
     # -- public ---------------------------------------------------------------------------------
 
     def receive(self, timeout_s=None):
-        """The next Result, or None when nothing arrived within `timeout_s` (None: wait forever)."""
+        """The next Result, or None when nothing arrived within `timeout_s` (None: wait forever).
+
+        On shm:// the result's array is a view into the daemon's pool, valid until the next
+        receive() or close(): copy it to keep it."""
+        if self._shm is not None:
+            return self._receive_shm(timeout_s)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             message = self._take_newest() if self.conflate else self._read_one()
@@ -153,6 +173,10 @@ class Subscriber:
             yield result
 
     def close(self):
+        if self._shm is not None:
+            self._release_held()
+            self._shm.close()
+            return
         self._socket.close(linger=0)
 
     def __enter__(self):
@@ -162,6 +186,37 @@ class Subscriber:
         self.close()
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _release_held(self):
+        if self._held is not None:
+            self._shm.release(self._held)
+            self._held = None
+
+    def _receive_shm(self, timeout_s):
+        """shm://: slots hold [topic NUL ResultHeader][payload]; the payload is viewed in place."""
+        self._release_held()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            taken = self._shm.take(remaining)
+            if taken is None:
+                return None
+            slot, header, payload = taken
+            topic, separator, header_bytes = header.partition(b"\0")
+            topic = topic.decode("utf-8", errors="replace")
+            if not any(topic.startswith(prefix) for prefix in self._topics):
+                self._shm.release(slot)
+                continue
+            message = self._accept([_Part(topic.encode()), _Part(header_bytes), _Part(memoryview(payload))]) \
+                if separator else None
+            result = self._decode(message) if message is not None else None
+            if result is None:
+                if not separator:
+                    self._malformed(topic, ValueError("slot header has no topic separator"))
+                self._shm.release(slot)
+                continue
+            self._held = slot
+            return result
 
     def _read_one(self):
         """The next decodable message already queued on the socket, or None."""

@@ -1,0 +1,91 @@
+#include "daemon/frame_admission.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "wire/wire.h"
+
+namespace sonopipe {
+namespace {
+
+// IEEE 754: a value is NaN or Inf exactly when its exponent bits are all ones.
+template <typename Bits>
+bool all_exponents_finite(const void* data, std::size_t count, Bits exponent_mask) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  bool finite = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    Bits value;
+    std::memcpy(&value, bytes + i * sizeof(Bits), sizeof(Bits));  // payloads need not be aligned
+    finite &= (value & exponent_mask) != exponent_mask;
+  }
+  return finite;
+}
+
+}  // namespace
+
+bool payload_is_finite(DType dtype, const void* data, std::size_t bytes) {
+  switch (dtype) {
+    case DType::float16: return all_exponents_finite<std::uint16_t>(data, bytes / 2, 0x7c00u);
+    case DType::float32:
+    case DType::complex64: return all_exponents_finite<std::uint32_t>(data, bytes / 4, 0x7f800000u);
+    case DType::float64: return all_exponents_finite<std::uint64_t>(data, bytes / 8, 0x7ff0000000000000ull);
+    default: return true;
+  }
+}
+
+FrameAdmission::FrameAdmission(const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects)
+    : max_frame_bytes_(config.max_frame_bytes), non_finite_(config.non_finite), dispatch_(std::move(dispatch)),
+      rejects_(rejects) {}
+
+void FrameAdmission::refuse(wire::RejectReason reason, const std::string& detail) {
+  received_.fetch_add(1, std::memory_order_relaxed);
+  rejects_.reject(reason, detail);
+}
+
+void FrameAdmission::admit(const void* header, std::size_t header_bytes, std::shared_ptr<const std::byte> payload,
+                           std::size_t payload_bytes, bool pinned, std::int64_t received_ns) {
+  received_.fetch_add(1, std::memory_order_relaxed);
+  InputFrame frame;
+  try {
+    frame.meta = wire::decode_frame(header, header_bytes, payload_bytes, max_frame_bytes_);
+  } catch (const wire::WireError& e) {
+    rejects_.reject(e.reason, e.what());
+    return;
+  }
+  // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
+  // a SUB socket's full queue or a live shm pool's overwrite, or by libzmq, which refuses a
+  // message over ZMQ_MAXMSGSIZE by dropping the sender's connection (a PUSH sender reconnects).
+  bool forgot = false;
+  if (const std::uint64_t lost = sequences_.arrive(frame.meta.stream_id, frame.meta.sequence, forgot); lost > 0) {
+    missing_.fetch_add(lost);
+    if (gap_lines_.allow(LineLimiter::Clock::now())) {
+      const std::uint64_t held_back = gap_lines_.take_held_back();
+      spdlog::warn("ingest: stream {}: {} frame(s) missing before sequence {} (lost upstream, or over "
+                   "max_frame_bytes + 1 MiB, which libzmq refuses by dropping the connection){}",
+                   frame.meta.stream_id, lost, frame.meta.sequence,
+                   held_back > 0 ? " (and " + std::to_string(held_back) + " more gaps since the last line)" : "");
+    }
+  }
+  if (forgot && forgotten_lines_.allow(LineLimiter::Clock::now()))
+    spdlog::warn("ingest: more than {} streams; the least recently seen is forgotten (its next frame starts afresh)",
+                 kTrackedStreams);
+  // (Counted before the checks below: a frame refused after its header was read did arrive.)
+  if (non_finite_ == NonFinitePolicy::reject && !payload_is_finite(frame.meta.payload.dtype, payload.get(), payload_bytes)) {
+    rejects_.reject(wire::RejectReason::non_finite,
+                    "stream " + std::to_string(frame.meta.stream_id) + " sequence " +
+                        std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
+    return;
+  }
+  frame.payload = std::move(payload);
+  frame.payload_bytes = payload_bytes;
+  frame.payload_pinned = pinned;
+  frame.received_ns = received_ns;
+  const std::uint32_t stream_id = frame.meta.stream_id;
+  const std::string kind(frame_kind_name(frame.meta.kind));
+  if (!dispatch_(std::move(frame)))
+    rejects_.reject(wire::RejectReason::no_pipeline,
+                    "no pipeline takes kind " + kind + " from stream " + std::to_string(stream_id));
+}
+
+}  // namespace sonopipe

@@ -1,0 +1,172 @@
+// publish.shm against the real sonopiped: every result is written once into the shared pool as
+// [topic '\0' ResultHeader][payload], byte-identical to what the ZeroMQ subscribers get; a
+// lossless pool holds the daemon back until a slow subscriber has read each result.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "shm/consumer.h"
+#include "tests/daemon/daemon_harness.h"
+
+using namespace sonopipe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct ShmResult {
+  std::string topic;
+  v1::ResultHeader header;
+  std::string payload;
+};
+
+// Reads one result in place and releases its slot.
+std::optional<ShmResult> take_result(shm::Consumer& consumer) {
+  auto m = consumer.take(std::chrono::steady_clock::now() + 20s);
+  if (!m) return std::nullopt;
+  ShmResult r;
+  const char* header = reinterpret_cast<const char*>(m->header);
+  const std::size_t topic_length = strnlen(header, m->header_bytes);
+  r.topic.assign(header, topic_length);
+  REQUIRE(topic_length < m->header_bytes);
+  REQUIRE(r.header.ParseFromArray(header + topic_length + 1, static_cast<int>(m->header_bytes - topic_length - 1)));
+  r.payload.assign(reinterpret_cast<const char*>(m->payload), m->payload_bytes);
+  consumer.release(m->slot);
+  return r;
+}
+
+struct ShmName {
+  ShmName() : endpoint("shm://publish-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++)) {}
+  ~ShmName() { shm_unlink(shm::object_name(endpoint).c_str()); }
+  static inline int counter = 0;
+  std::string endpoint;
+};
+
+std::string daemon_settings() {
+  return std::string(R"(
+backend: cpu
+cpu_threads: 2
+slots: 2
+queue_depth: 4
+max_frame_bytes: 1048576
+pipelines:
+  - name: demo
+    match: {kinds: [iq, rf]}
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)");
+}
+
+}  // namespace
+
+// The harness writes `publish:` itself; publish.shm goes in through a config rewrite.
+static void add_publish_shm(test::DaemonHarness& daemon, const ShmName& name, const char* mode, int slots) {
+  std::ifstream in(daemon.config_path());
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string config = text.str();
+  const std::string key = "status_interval_s: 0.1";
+  const auto at = config.find(key);
+  REQUIRE(at != std::string::npos);
+  config.insert(at + key.size(), ", shm: {endpoint: \"" + name.endpoint + "\", mode: " + mode +
+                                     ", slots: " + std::to_string(slots) + "}");
+  std::ofstream(daemon.config_path()) << config;
+}
+
+TEST_CASE("shm publish: results are written once into the pool, byte-identical to the ZeroMQ ones", "[daemon][shm]") {
+  ShmName name;
+  test::DaemonHarness daemon(daemon_settings());
+  add_publish_shm(daemon, name, "live", 8);
+  daemon.start();
+  shm::Consumer subscriber(name.endpoint, shm::Mode::live);
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 6;  // fewer than the slots: a live pool keeps them all
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto samples = test::random_samples(8 * 50 * 2, rng);
+    daemon.send(test::iq_header(n, 8, 50).SerializeAsString(), samples.data(), samples.size() * 2);
+  }
+  auto zmq_results = daemon.receive_results(kFrames);
+  REQUIRE(zmq_results.size() == kFrames);
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto r = take_result(subscriber);
+    REQUIRE(r);
+    CHECK(r->topic == "result/demo/converted");
+    CHECK(r->header.input_sequence() == n);
+    CHECK(r->header.pipeline() == "demo");
+    CHECK(r->payload == zmq_results[n].payload);
+  }
+  CHECK(subscriber.counters().missed == 0);
+}
+
+TEST_CASE("shm publish: a lossless pool waits for a slow subscriber and loses nothing", "[daemon][shm]") {
+  ShmName name;
+  test::DaemonHarness daemon(daemon_settings());
+  add_publish_shm(daemon, name, "lossless", 2);
+  daemon.start();
+  shm::Consumer recorder(name.endpoint, shm::Mode::lossless);
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 12;  // six times the pool's slots
+  std::thread sender([&] {
+    for (std::uint64_t n = 0; n < kFrames; ++n) {
+      auto samples = test::random_samples(4 * 20 * 2, rng);
+      daemon.try_send(test::iq_header(n, 4, 20).SerializeAsString(), samples.data(), samples.size() * 2);
+    }
+  });
+  std::vector<std::uint64_t> sequences;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto r = take_result(recorder);
+    if (!r) break;
+    sequences.push_back(r->header.input_sequence());
+  }
+  sender.join();
+  REQUIRE(sequences.size() == kFrames);
+  for (std::uint64_t n = 0; n < kFrames; ++n) CHECK(sequences[n] == n);
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
+  CHECK(status.results_published() == kFrames);
+}
+
+TEST_CASE("shm publish: a lossless subscriber SIGKILLed while reading gives its slots back; the daemon lives and loses nothing", "[daemon][shm]") {
+  ShmName name;
+  test::DaemonHarness daemon(daemon_settings());
+  add_publish_shm(daemon, name, "lossless", 2);
+  daemon.start();
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  if (child == 0) {  // a subscriber that takes one result and dies holding it
+    shm::Consumer stuck(name.endpoint, shm::Mode::lossless);
+    if (write(ready[1], "a", 1) != 1) _exit(2);
+    auto m = stuck.take(std::chrono::steady_clock::now() + 30s);
+    if (write(ready[1], m ? "t" : "x", 1) != 1) _exit(2);
+    pause();
+    _exit(0);
+  }
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  shm::Consumer recorder(name.endpoint, shm::Mode::lossless);
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 8;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto samples = test::random_samples(4 * 20 * 2, rng);
+    daemon.send(test::iq_header(n, 4, 20).SerializeAsString(), samples.data(), samples.size() * 2);
+  }
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  CHECK(byte == 't');
+  // The pool's two slots: one held by the stuck subscriber; the daemon waits for it (lossless).
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+  std::vector<std::uint64_t> sequences;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto r = take_result(recorder);
+    if (!r) break;
+    sequences.push_back(r->header.input_sequence());
+  }
+  REQUIRE(sequences.size() == kFrames);  // nothing the daemon published was lost for the survivor
+  for (std::uint64_t n = 0; n < kFrames; ++n) CHECK(sequences[n] == n);
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
+  CHECK(status.results_published() == kFrames);
+}
