@@ -210,7 +210,7 @@ StageConfig read_stage(const ConfigReader& reader, const YAML::Node& node, const
   std::map<std::string, RawParam> raw;
   if (node["params"] && !node["params"].IsNull()) raw = read_raw_params(reader, node["params"], key + ".params");
   try {
-    stage.params = validate_params(info->params, raw);
+    stage.params = info->validate(raw);
   } catch (const ParamError& e) {
     reader.fail(e.line > 0 ? e.line : stage.line, key + ".params." + e.key, e.expected);
   }
