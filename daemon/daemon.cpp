@@ -110,9 +110,15 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     own_ingest_pipelines_.push_back(i);
     spdlog::info("pipeline {}: reads its own ingest socket", config_.pipelines[i].name);
   }
+  live_ = std::make_unique<LiveParameters>(
+      config_.pipelines, registry,
+      [this](std::size_t pipeline, std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
+             std::uint64_t generation) { executors_[pipeline]->update_stage(stage, make, generation); });
   control_ = std::make_unique<ControlServer>(
       context_, config_.control_endpoint,
-      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop), secure_control);
+      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop, live_.get(),
+                     [this] { return config_with_parameters(config_, live_->pipelines()); }),
+      secure_control);
   if (config_.security.control_stop != ControlStop::allow)
     spdlog::info("control: stop {}", config_.security.control_stop == ControlStop::disabled
                                          ? "disabled" : "only for clients with an authorized CURVE key");
@@ -296,6 +302,12 @@ v1::Status Daemon::status() const {
       d->set_streams(static_cast<std::uint32_t>(device.streams));
     }
     p->set_streams_forgotten(all.streams_forgotten);
+    p->set_param_generation(stats.param_generation);
+    p->set_param_changes(stats.param_changes);
+    p->set_state_resets(stats.state_resets);
+    if (live_)
+      for (const LiveParameters::Entry& entry : live_->list(executor->name()).entries)
+        fill_parameter(entry, *p->add_parameters());
     p->set_name(stats.name);
     p->set_frames_accepted(stats.accepted);
     p->set_frames_processed(stats.processed);

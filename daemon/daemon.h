@@ -63,6 +63,7 @@ class Daemon {
   std::vector<std::unique_ptr<Ingest>> own_ingests_;
   std::vector<std::size_t> own_ingest_pipelines_;
   std::vector<bool> has_own_ingest_;  // parallel to executors_
+  std::unique_ptr<LiveParameters> live_;
   std::unique_ptr<ControlServer> control_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> draining_{false};

@@ -37,6 +37,7 @@ struct ParamOptions {
   double max = std::numeric_limits<double>::infinity();
   std::string unit;
   std::string doc;  // one line
+  bool live = false;  // may change while frames flow (ParamDecl::live)
 };
 
 namespace param_detail {
@@ -115,7 +116,8 @@ class ParamSpec {
     constexpr ParamType type = param_detail::type_of<T>();
     ParamDecl decl{.key = std::move(key), .type = type,
                    .default_value = param_detail::render(defaults_.*member), .min = options.min,
-                   .max = options.max, .unit = std::move(options.unit), .doc = std::move(options.doc)};
+                   .max = options.max, .unit = std::move(options.unit), .doc = std::move(options.doc),
+                   .live = options.live};
     std::string name = decl.key;
     add(std::move(decl), [member, name](Params& params, const ParamValues::Value& value) {
       try {
@@ -132,7 +134,7 @@ class ParamSpec {
   void choice(T Params::*member, std::string key, std::vector<std::pair<std::string, T>> choices,
               ParamOptions options = {}) {
     ParamDecl decl{.key = std::move(key), .type = ParamType::choice, .unit = std::move(options.unit),
-                   .doc = std::move(options.doc)};
+                   .doc = std::move(options.doc), .live = options.live};
     bool has_default = false;
     for (const auto& [name, value] : choices) {
       decl.choices.push_back(name);

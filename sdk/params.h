@@ -29,6 +29,9 @@ struct ParamDecl {
   std::vector<std::string> choices;  // for ParamType::choice
   std::string unit;                  // "samples", "um", "ml/100g/min", ...
   std::string doc;                   // one line
+  // May change while frames flow (`sonopipe-ctl set`, docs/live-parameters.md); the others need a
+  // restart. A change rebuilds the stage between two frames.
+  bool live = false;
 };
 
 // A value as written in the config, before validation.

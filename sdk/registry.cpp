@@ -55,6 +55,7 @@ std::string StageRegistry::describe() const {
       out << ", default " << (p.default_value.empty() ? "\"\"" : p.default_value);
       if (!range_text(p).empty()) out << ", range " << range_text(p);
       if (!p.unit.empty()) out << ", unit " << p.unit;
+      if (p.live) out << ", live";
       out << ") " << p.doc << "\n";
     }
   }
@@ -75,21 +76,22 @@ std::string StageRegistry::describe_markdown() const {
   out << "# Stages\n\n"
       << "Generated from the stages' parameter declarations by `sonopiped --list-stages --markdown`;\n"
       << "do not edit (tests/stages/stage_docs_test.cpp fails when this file and the declarations differ).\n"
-      << "Ranges are inclusive and apply to every item of a list.\n";
+      << "Ranges are inclusive and apply to every item of a list. Parameters marked live may change while\n"
+      << "frames flow (`sonopipe-ctl set`, [live-parameters.md](live-parameters.md)); the others need a restart.\n";
   for (const StageInfo& info : stages_) {
     out << "\n## " << info.name << "\n\n" << info.doc << "\n";
     if (info.params.empty()) {
       out << "\nNo parameters.\n";
       continue;
     }
-    out << "\n| parameter | type | default | range | unit | description |\n"
-        << "|---|---|---|---|---|---|\n";
+    out << "\n| parameter | type | default | range | unit | live | description |\n"
+        << "|---|---|---|---|---|---|---|\n";
     for (const ParamDecl& p : info.params) {
       std::string type(param_type_name(p.type));
       if (p.type == ParamType::choice) type += ": " + choices_text(p, ", ");
       out << "| `" << p.key << "` | " << cell(type) << " | `"
           << (p.default_value.empty() ? "\"\"" : cell(p.default_value)) << "` | " << range_text(p) << " | "
-          << cell(p.unit) << " | " << cell(p.doc) << " |\n";
+          << cell(p.unit) << " | " << (p.live ? "live" : "") << " | " << cell(p.doc) << " |\n";
     }
   }
   return out.str();

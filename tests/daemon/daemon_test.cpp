@@ -306,7 +306,7 @@ TEST_CASE("--list-stages prints every stage with its parameters", "[daemon]") {
     for (const ParamDecl& param : info.params) CHECK(output.find("    " + param.key + " (") != std::string::npos);
   }
   // Integer ranges and defaults print as integers, never as 1.000000.
-  CHECK(output.find("late_tracks (integer, default 10, range [1, 100000], unit tracks)") != std::string::npos);
+  CHECK(output.find("late_tracks (integer, default 10, range [1, 100000], unit tracks, live)") != std::string::npos);
   CHECK(output.find(".000000") == std::string::npos);
   std::string markdown;
   REQUIRE(daemon.run_to_exit({"--list-stages", "--markdown"}, markdown) == 0);

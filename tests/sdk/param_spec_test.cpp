@@ -139,7 +139,7 @@ TEST_CASE("ranges and defaults print whole numbers as integers", "[params]") {
   CHECK_THAT(listed, Catch::Contains("shape (choice: round|square, default square)"));
   CHECK(listed.find(".000000") == std::string::npos);
   const std::string markdown = registry.describe_markdown();
-  CHECK_THAT(markdown, Catch::Contains("| `count` | integer | `4` | [1, 1000000] | samples | how many |"));
+  CHECK_THAT(markdown, Catch::Contains("| `count` | integer | `4` | [1, 1000000] | samples |  | how many |"));
   CHECK(format_number(1e6) == "1000000");
   CHECK(format_number(-0.019) == "-0.019");
   CHECK(format_number(0.1) == "0.1");

@@ -39,14 +39,14 @@ StageInfo LoupasStage::kasai_info() {
 void LoupasStage::declare(ParamSpec<Params>& spec) {
   spec.param(&Params::kernel_samples, "kernel_samples",
              {.min = 0, .max = 4096, .unit = "samples",
-              .doc = "axial kernel M in input samples; 0 = from kernel_wavelengths and f_c"});
+              .doc = "axial kernel M in input samples; 0 = from kernel_wavelengths and f_c", .live = true});
   spec.param(&Params::kernel_wavelengths, "kernel_wavelengths",
-             {.min = 0.1, .max = 100, .unit = "wavelengths", .doc = "axial kernel length when kernel_samples is 0"});
+             {.min = 0.1, .max = 100, .unit = "wavelengths", .doc = "axial kernel length when kernel_samples is 0", .live = true});
   spec.param(&Params::output_step, "output_step",
              {.min = 1, .max = 1024, .unit = "samples",
-              .doc = "decimation: one output depth every output_step input samples"});
+              .doc = "decimation: one output depth every output_step input samples", .live = true});
   spec.choice(&Params::output_half, "output_dtype", {{"float32", false}, {"float16", true}},
-              {.doc = "element type of both outputs (float16 halves the copy)"});
+              {.doc = "element type of both outputs (float16 halves the copy)", .live = true});
 }
 
 StagePlan LoupasStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {

@@ -20,12 +20,12 @@ StageInfo MotionFilterStage::info() {
 }
 
 void MotionFilterStage::declare(ParamSpec<Params>& spec) {
-  spec.param(&Params::order, "order", {.min = 1, .max = 2, .doc = "polynomial order in time: 1 linear drift, 2 quadratic"});
+  spec.param(&Params::order, "order", {.min = 1, .max = 2, .doc = "polynomial order in time: 1 linear drift, 2 quadratic", .live = true});
   spec.param(&Params::late_tracks, "late_tracks",
-             {.min = 1, .max = 100000, .unit = "tracks", .doc = "the last late_tracks tracks enter the fit"});
-  spec.param(&Params::use_reference, "use_reference", {.doc = "the reference time enters the fit with displacement 0"});
+             {.min = 1, .max = 100000, .unit = "tracks", .doc = "the last late_tracks tracks enter the fit", .live = true});
+  spec.param(&Params::use_reference, "use_reference", {.doc = "the reference time enters the fit with displacement 0", .live = true});
   spec.choice(&Params::output_half, "output_dtype", {{"float32", false}, {"float16", true}},
-              {.doc = "element type of the output"});
+              {.doc = "element type of the output", .live = true});
 }
 
 StagePlan MotionFilterStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {

@@ -19,19 +19,19 @@ StageInfo UpsampleStage::info() {
 
 void UpsampleStage::declare(ParamSpec<Params>& spec) {
   spec.choice(&Params::exact, "mode", {{"subsets", false}, {"exact", true}},
-              {.doc = "exact: spline of the whole line; subsets: rosenzweig2011's overlapping small systems"});
+              {.doc = "exact: spline of the whole line; subsets: rosenzweig2011's overlapping small systems", .live = true});
   spec.choice(&Params::boundary, "boundary",
               {{"natural", spline::Boundary::natural}, {"not-a-knot", spline::Boundary::not_a_knot}},
-              {.doc = "boundary condition at the line ends"});
+              {.doc = "boundary condition at the line ends", .live = true});
   spec.param(&Params::factor, "factor",
-             {.min = 1, .max = 64, .doc = "output rate = input rate * factor / factor_denominator"});
+             {.min = 1, .max = 64, .doc = "output rate = input rate * factor / factor_denominator", .live = true});
   spec.param(&Params::factor_denominator, "factor_denominator",
-             {.min = 1, .max = 64, .doc = "denominator of a rational factor (1 = integer factor)"});
+             {.min = 1, .max = 64, .doc = "denominator of a rational factor (1 = integer factor)", .live = true});
   spec.param(&Params::subset_knots, "subset_knots",
-             {.min = 4, .max = 256, .unit = "samples", .doc = "subsets: coefficients kept per subset (n)"});
+             {.min = 4, .max = 256, .unit = "samples", .doc = "subsets: coefficients kept per subset (n)", .live = true});
   spec.param(&Params::overlap, "overlap",
              {.min = 0, .max = 64, .unit = "samples",
-              .doc = "subsets: knots of overlap on each side (k); edge error ~0.27^k, 12 ~ float32 exact"});
+              .doc = "subsets: knots of overlap on each side (k); edge error ~0.27^k, 12 ~ float32 exact", .live = true});
 }
 
 UpsampleStage::UpsampleStage(const Params& params) : params_(params) {

@@ -66,26 +66,26 @@ void BeamformStage::declare(ParamSpec<Params>& spec) {
               {.doc = "linear: x by z; sector: angle by radius from the origin"});
   spec.choice(&Params::output, "output", {{"image", Output::image}, {"lines", Output::lines}},
               {.doc = "image: every transmit summed; lines: one line per focused transmit at its focus x"});
-  spec.param(&Params::x_min_m, "x_min_m", {.unit = "m", .doc = "linear grid: first x"});
-  spec.param(&Params::x_max_m, "x_max_m", {.unit = "m", .doc = "linear grid: last x"});
+  spec.param(&Params::x_min_m, "x_min_m", {.unit = "m", .doc = "linear grid: first x", .live = true});
+  spec.param(&Params::x_max_m, "x_max_m", {.unit = "m", .doc = "linear grid: last x", .live = true});
   spec.param(&Params::angle_min_deg, "angle_min_deg",
-             {.min = -89, .max = 89, .unit = "deg", .doc = "sector grid: first angle (positive towards +x)"});
+             {.min = -89, .max = 89, .unit = "deg", .doc = "sector grid: first angle (positive towards +x)", .live = true});
   spec.param(&Params::angle_max_deg, "angle_max_deg",
-             {.min = -89, .max = 89, .unit = "deg", .doc = "sector grid: last angle"});
-  spec.param(&Params::z_min_m, "z_min_m", {.min = 0, .unit = "m", .doc = "first depth (sector: radius)"});
-  spec.param(&Params::z_max_m, "z_max_m", {.min = 0, .unit = "m", .doc = "last depth (sector: radius)"});
+             {.min = -89, .max = 89, .unit = "deg", .doc = "sector grid: last angle", .live = true});
+  spec.param(&Params::z_min_m, "z_min_m", {.min = 0, .unit = "m", .doc = "first depth (sector: radius)", .live = true});
+  spec.param(&Params::z_max_m, "z_max_m", {.min = 0, .unit = "m", .doc = "last depth (sector: radius)", .live = true});
   spec.param(&Params::lateral_pixels, "lateral_pixels",
-             {.min = 1, .max = 65536, .unit = "pixels", .doc = "pixels across (image)"});
+             {.min = 1, .max = 65536, .unit = "pixels", .doc = "pixels across (image)", .live = true});
   spec.param(&Params::depth_pixels, "depth_pixels",
-             {.min = 2, .max = 65536, .unit = "pixels", .doc = "pixels in depth"});
+             {.min = 2, .max = 65536, .unit = "pixels", .doc = "pixels in depth", .live = true});
   spec.choice(&Params::window, "apodisation",
               {{"boxcar", Window::boxcar}, {"hann", Window::hann}, {"tukey", Window::tukey}},
-              {.doc = "receive apodisation window"});
-  spec.param(&Params::tukey_alpha, "tukey_alpha", {.min = 0.01, .max = 1, .doc = "Tukey taper fraction"});
+              {.doc = "receive apodisation window", .live = true});
+  spec.param(&Params::tukey_alpha, "tukey_alpha", {.min = 0.01, .max = 1, .doc = "Tukey taper fraction", .live = true});
   spec.param(&Params::f_number, "f_number",
-             {.min = 0, .max = 100, .doc = "receive F-number (aperture = depth / F#); 0: the whole array"});
+             {.min = 0, .max = 100, .doc = "receive F-number (aperture = depth / F#); 0: the whole array", .live = true});
   spec.choice(&Params::cubic, "interpolation", {{"linear", false}, {"cubic", true}},
-              {.doc = "channel-sample interpolation (cubic: natural spline)"});
+              {.doc = "channel-sample interpolation (cubic: natural spline)", .live = true});
 }
 
 void BeamformStage::read_geometry(const FrameMeta& frame) {

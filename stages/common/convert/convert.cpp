@@ -14,7 +14,7 @@ StageInfo ConvertStage::info() {
 }
 
 void ConvertStage::declare(ParamSpec<Params>& spec) {
-  spec.param(&Params::scale, "scale", {.unit = "1/count", .doc = "multiplier applied to every value"});
+  spec.param(&Params::scale, "scale", {.unit = "1/count", .doc = "multiplier applied to every value", .live = true});
 }
 
 ConvertStage::ConvertStage(const Params& params) : scale_(static_cast<float>(params.scale)) {}

@@ -50,19 +50,19 @@ void NccTrackStage::declare(ParamSpec<Params>& spec) {
               {{"standard", ncc::Method::standard}, {"lewis", ncc::Method::lewis}, {"luo", ncc::Method::luo},
                {"auto", ncc::Method::auto_select}},
               {.doc = "NCC evaluation: eq. (1) directly, Lewis FFT + sum-tables, Luo-Konofagou sum-tables, "
-                      "or the fastest (timed once at configure)"});
-  spec.param(&Params::lag, "lag", {.min = 1, .max = 64, .unit = "frames", .doc = "pair frame i with frame i - lag"});
-  spec.param(&Params::kernel, "kernel", {.min = 1, .unit = "samples", .doc = "tracking window size" + per_axis});
-  spec.param(&Params::search_min, "search_min", {.unit = "samples", .doc = "smallest shift" + per_axis});
-  spec.param(&Params::search_max, "search_max", {.unit = "samples", .doc = "largest shift" + per_axis});
-  spec.param(&Params::step, "step", {.min = 1, .unit = "samples", .doc = "estimation grid step" + per_axis});
-  spec.param(&Params::points, "points", {.min = 0, .doc = "estimation points" + per_axis + "; 0 = as many as fit"});
+                      "or the fastest (timed once at configure)", .live = true});
+  spec.param(&Params::lag, "lag", {.min = 1, .max = 64, .unit = "frames", .doc = "pair frame i with frame i - lag", .live = true});
+  spec.param(&Params::kernel, "kernel", {.min = 1, .unit = "samples", .doc = "tracking window size" + per_axis, .live = true});
+  spec.param(&Params::search_min, "search_min", {.unit = "samples", .doc = "smallest shift" + per_axis, .live = true});
+  spec.param(&Params::search_max, "search_max", {.unit = "samples", .doc = "largest shift" + per_axis, .live = true});
+  spec.param(&Params::step, "step", {.min = 1, .unit = "samples", .doc = "estimation grid step" + per_axis, .live = true});
+  spec.param(&Params::points, "points", {.min = 0, .doc = "estimation points" + per_axis + "; 0 = as many as fit", .live = true});
   spec.param(&Params::roi_start, "roi_start",
              {.min = -1, .unit = "samples",
-              .doc = "first sample of the first window" + per_axis + "; -1 = centre the grid"});
+              .doc = "first sample of the first window" + per_axis + "; -1 = centre the grid", .live = true});
   spec.choice(&Params::fit, "fit", {{"parabola", ncc::Fit::parabola}, {"quadratic_surface", ncc::Fit::quadratic_surface}},
-              {.doc = "sub-sample peak: separable 3-point parabola or least-squares quadratic on 3^n"});
-  spec.param(&Params::zero_mean, "zero_mean", {.doc = "false: eq. (1) as in the papers (TM_CCORR_NORMED); true: Pearson"});
+              {.doc = "sub-sample peak: separable 3-point parabola or least-squares quadratic on 3^n", .live = true});
+  spec.param(&Params::zero_mean, "zero_mean", {.doc = "false: eq. (1) as in the papers (TM_CCORR_NORMED); true: Pearson", .live = true});
   spec.param(&Params::batch_mb, "batch_mb",
              {.min = 1, .max = 65536, .unit = "MB", .doc = "CUDA memory bound for the batched lewis spectra / luo cross tables"});
 }

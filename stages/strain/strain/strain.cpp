@@ -54,10 +54,10 @@ StageInfo StrainStage::info() {
 void StrainStage::declare(ParamSpec<Params>& spec) {
   spec.param(&Params::window, "window",
              {.min = 3, .max = 63, .unit = "grid points",
-              .doc = "odd length N = 2h+1 of the least-squares differentiator"});
+              .doc = "odd length N = 2h+1 of the least-squares differentiator", .live = true});
   spec.param(&Params::median, "median",
              {.min = 1, .max = 9, .unit = "grid points",
-              .doc = "median pre-filter window per axis [axial, lateral(, elevational)], odd, 1 = off"});
+              .doc = "median pre-filter window per axis [axial, lateral(, elevational)], odd, 1 = off", .live = true});
   spec.rule(&StrainStage::check);
 }
 
