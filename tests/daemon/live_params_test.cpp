@@ -329,3 +329,52 @@ pipelines:
   }
   CHECK(daemon.control("stop"));
 }
+
+TEST_CASE("sonopipe-ctl list, get, set and save; a refused set exits 1 with the reason", "[live][daemon][ctl]") {
+  test::DaemonHarness daemon(R"(
+pipelines:
+  - name: arfi
+    stages:
+      - {type: convert}
+      - {type: upsample}
+      - {type: loupas, params: {output_step: 2}}
+)");
+  daemon.start();
+  const std::string ctl = test::binary_path("tools/ctl/sonopipe-ctl");
+  auto run = [&](const std::string& args, std::string& output) {
+    const std::string path = daemon.config_path() + ".ctl.out";
+    int status = std::system((ctl + " " + args + " --endpoint " + daemon.endpoint("control") + " > " + path + " 2>&1").c_str());
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    output = text.str();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string output;
+  REQUIRE(run("list arfi.loupas", output) == 0);
+  CHECK_THAT(output, Catch::Contains("arfi.loupas.kernel_wavelengths = 1.5 wavelengths (real, range [0.1, 100], live)"));
+  CHECK_THAT(output, Catch::Contains("arfi.loupas.output_step = 2 samples (integer, range [1, 1024], live)"));
+  REQUIRE(run("set arfi.loupas.kernel_wavelengths 2.0", output) == 0);
+  CHECK_THAT(output, Catch::Contains("arfi.loupas.kernel_wavelengths = 2 wavelengths"));
+  CHECK_THAT(output, Catch::Contains("applies from the next frame pipeline arfi starts: generation 1"));
+  REQUIRE(run("get arfi.loupas.kernel_wavelengths", output) == 0);
+  CHECK_THAT(output, Catch::Contains("= 2 wavelengths"));
+  CHECK_THAT(output, Catch::Contains("set at generation 1"));
+  CHECK(run("set arfi.loupas.kernel_wavelengths 200", output) == 1);
+  CHECK_THAT(output, Catch::Contains("arfi.loupas.kernel_wavelengths: expected a number in [0.1, 100] (wavelengths)"));
+  CHECK(run("set arfi.loupas.kernel_wavelengths", output) == 2);  // the value is missing
+  REQUIRE(run("status", output) == 0);
+  // No frame has started since: the change waits for the next one; status lists the value set.
+  CHECK_THAT(output, Catch::Contains("arfi.loupas.kernel_wavelengths = 2 wavelengths (real, range [0.1, 100], live, set at generation 1)"));
+  const std::string saved = daemon.config_path() + ".saved.yaml";
+  REQUIRE(run("save " + saved, output) == 0);
+  std::ifstream file(saved);
+  std::stringstream text;
+  text << file.rdbuf();
+  const DaemonConfig again = parse_config(text.str(), saved, builtin_stages());
+  REQUIRE(again.pipelines.size() == 1);
+  LiveParameters reloaded(again.pipelines, builtin_stages(), [](auto, auto, const auto&, auto) {});
+  CHECK(reloaded.get("arfi.loupas.kernel_wavelengths").entries.at(0).value == "2");
+  CHECK(reloaded.get("arfi.loupas.output_step").entries.at(0).value == "2");
+  CHECK(daemon.control("stop"));
+}
