@@ -113,7 +113,10 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   live_ = std::make_unique<LiveParameters>(
       config_.pipelines, registry,
       [this](std::size_t pipeline, std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
-             std::uint64_t generation) { executors_[pipeline]->update_stage(stage, make, generation); });
+             std::uint64_t generation) { executors_[pipeline]->update_stage(stage, make, generation); },
+      [this](std::size_t pipeline, std::size_t stage, Stage& candidate) {
+        executors_[pipeline]->check_stage(stage, candidate);
+      });
   control_ = std::make_unique<ControlServer>(
       context_, config_.control_endpoint,
       ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop, live_.get(),

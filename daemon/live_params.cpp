@@ -34,8 +34,9 @@ bool raw_param_from_yaml(const std::string& text, RawParam& raw, std::string& er
   return false;
 }
 
-LiveParameters::LiveParameters(std::vector<PipelineConfig> pipelines, const StageRegistry& registry, Apply apply)
-    : pipelines_(std::move(pipelines)), apply_(std::move(apply)) {
+LiveParameters::LiveParameters(std::vector<PipelineConfig> pipelines, const StageRegistry& registry, Apply apply,
+                               Check check)
+    : pipelines_(std::move(pipelines)), apply_(std::move(apply)), check_(std::move(check)) {
   for (const PipelineConfig& pipeline : pipelines_) {
     labels_.push_back(stage_labels(pipeline));
     std::vector<const StageInfo*> infos;
@@ -163,13 +164,14 @@ LiveParameters::Outcome LiveParameters::set(const std::string& name, const std::
   ParamValues values;
   try {
     values = found.info->validate(given);
-    (void)found.info->create(values);
+    std::unique_ptr<Stage> candidate = found.info->create(values);
+    if (check_) check_(found.pipeline, found.stage, *candidate);
   } catch (const ParamError& e) {
     const std::string prefix = pipelines_[found.pipeline].name + "." + labels_[found.pipeline][found.stage] + ".";
     out.error = prefix + e.key + ": " + e.expected + (e.key == key ? "" : " (with " + key + " = " + value + ")");
     return out;
   } catch (const std::exception& e) {
-    out.error = name + ": the stage refused it: " + e.what();
+    out.error = name + ": the stage cannot take the frames arriving with it: " + log_safe(e.what(), 300);
     return out;
   }
   const std::string old_value = entry(found.pipeline, found.stage, *found.decl).value;

@@ -38,7 +38,12 @@ class LiveParameters {
   using Apply = std::function<void(std::size_t pipeline, std::size_t stage,
                                    const std::function<std::unique_ptr<Stage>()>& make, std::uint64_t generation)>;
 
-  LiveParameters(std::vector<PipelineConfig> pipelines, const StageRegistry& registry, Apply apply);
+  // Tries a candidate instance of stage `stage` on the frames pipeline `pipeline` sees now; throws
+  // (StageError) when it cannot take them, and the change is refused.
+  using Check = std::function<void(std::size_t pipeline, std::size_t stage, Stage& candidate)>;
+
+  LiveParameters(std::vector<PipelineConfig> pipelines, const StageRegistry& registry, Apply apply,
+                 Check check = {});
 
   Outcome get(const std::string& name) const;
   // `prefix`: "" (all), "<pipeline>", "<pipeline>.<stage>" or a full name.
@@ -66,6 +71,7 @@ class LiveParameters {
   std::vector<std::uint64_t> generations_;
   std::vector<std::vector<std::map<std::string, std::uint64_t>>> set_at_;  // [pipeline][stage][key]
   Apply apply_;
+  Check check_;
 };
 
 // A value as YAML text ("2.0", "[61, 11]") -> the raw form the declarations validate; false with

@@ -226,6 +226,8 @@ void DeviceLane::configure(const FrameMeta& frame) {
   spare_results_.assign(published_outputs_.size(), {});
   configured_frame_ = frame;
   configured_ = true;
+  std::lock_guard lock(description_mutex_);
+  description_ = Description{frame, stage_inputs_};
 }
 
 void DeviceLane::submit_loop() {
@@ -246,6 +248,11 @@ void DeviceLane::submit_loop() {
     submit_finished_ = true;
   }
   slot_changed_.notify_all();
+}
+
+std::optional<DeviceLane::Description> DeviceLane::description() const {
+  std::lock_guard lock(description_mutex_);
+  return description_;
 }
 
 void DeviceLane::update_stages(std::vector<StageUpdate> updates, std::uint64_t generation) {

@@ -172,6 +172,13 @@ class DeviceLane {
   // state_resets). Any thread; a later call before the next frame supersedes an earlier one's
   // instance of the same stage.
   void update_stages(std::vector<StageUpdate> updates, std::uint64_t generation);
+  // The frame description the lane last configured, and each stage's input for it (none before the
+  // first frame). Any thread: a live change is tried on it before it is accepted.
+  struct Description {
+    FrameMeta frame;
+    std::vector<TensorSpec> stage_inputs;
+  };
+  std::optional<Description> description() const;
 
  private:
   struct Slot;
@@ -238,6 +245,8 @@ class DeviceLane {
   mutable std::mutex trace_mutex_;
   std::deque<FrameTrace> traces_;
 
+  mutable std::mutex description_mutex_;
+  std::optional<Description> description_;
   // Stage updates not applied yet (update_stages), and the generation they bring.
   std::mutex update_mutex_;
   std::vector<StageUpdate> pending_updates_;

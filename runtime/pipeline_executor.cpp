@@ -172,6 +172,12 @@ void PipelineExecutor::update_stage(std::size_t stage, const std::function<std::
   }
 }
 
+void PipelineExecutor::check_stage(std::size_t stage, Stage& instance) const {
+  const std::optional<DeviceLane::Description> description = lanes_.front()->description();
+  if (!description || stage >= description->stage_inputs.size()) return;
+  instance.configure(description->frame, description->stage_inputs[stage], Backend::cpu);
+}
+
 PipelineStats PipelineExecutor::stats() const {
   PipelineStats stats;
   std::lock_guard lock(placement_mutex_);

@@ -62,6 +62,10 @@ class PipelineExecutor {
   // the next frame it starts, whose results carry `generation` (DeviceLane::update_stages).
   void update_stage(std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
                     std::uint64_t generation);
+  // Configures `instance` (a candidate for stage `stage`) on the CPU for the frames the pipeline
+  // last configured, on the control's thread: throws the stage's StageError when it cannot take
+  // them. Nothing when no frame has arrived yet. Later stages are not tried.
+  void check_stage(std::size_t stage, Stage& instance) const;
   const std::vector<int>& devices() const { return devices_; }
   bool stream_affinity() const { return placement_.stream_affinity(); }
   // The device lanes (tests and benchmarks read their traces).

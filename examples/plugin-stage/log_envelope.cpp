@@ -33,9 +33,9 @@ class LogEnvelopeStage final : public Stage {
   // Each parameter once: member, key, range, unit, doc. Type and default come from the member.
   static void declare(ParamSpec<Params>& spec) {
     spec.param(&Params::reference, "reference",
-               {.min = 1e-30, .unit = "input units", .doc = "input magnitude shown as 0 dB"});
+               {.min = 1e-30, .unit = "input units", .doc = "input magnitude shown as 0 dB", .live = true});
     spec.param(&Params::floor_db, "floor_db",
-               {.min = -400, .max = 0, .unit = "dB", .doc = "lowest value written (dynamic range)"});
+               {.min = -400, .max = 0, .unit = "dB", .doc = "lowest value written (dynamic range)", .live = true});
   }
 
   explicit LogEnvelopeStage(const Params& params) : reference_(params.reference), floor_db_(params.floor_db) {}

@@ -28,7 +28,8 @@ struct StampParams {
 class StampStage : public Stage {
  public:
   explicit StampStage(StampParams params) : params_(params) {}
-  StagePlan configure(const FrameMeta&, const TensorSpec&, Backend) override {
+  StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    if (params_.length > 8 * input.element_count()) throw StageError("stamp: longer than 8x its input");
     StagePlan plan{.outputs = {{"stamp", TensorSpec{.dtype = DType::float64, .axes = {{"value", params_.length}}}}}};
     if (params_.stateful) plan.state_bytes = static_cast<std::size_t>(params_.state_words) * sizeof(double);
     return plan;
@@ -196,4 +197,21 @@ TEST_CASE("a change that keeps the state size keeps the stream's history; one th
   }
   CHECK(stats.total.state_resets == 1);
   CHECK(stats.total.param_changes == 2);
+}
+
+TEST_CASE("a candidate is tried on the frames the pipeline sees before it is accepted", "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  StampParams params{.value = 1, .length = 4};
+  PipelineExecutor executor("check", {0}, stamp_stages(params), {.slots = 2, .queue_depth = 8, .pool = &pool},
+                            got.callbacks());
+  StampStage too_long(StampParams{.value = 1, .length = 1000});
+  CHECK_NOTHROW(executor.check_stage(0, too_long));  // no frame yet: nothing to try it on
+  REQUIRE(executor.submit(frame_of(0)));
+  while (executor.stats().total.processed < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK_THROWS_WITH(executor.check_stage(0, too_long), Catch::Contains("longer than 8x its input"));
+  StampStage fits(StampParams{.value = 1, .length = 64});  // the frame has 8 elements
+  CHECK_NOTHROW(executor.check_stage(0, fits));
+  executor.drain();
+  CHECK(got.errors == 0);
 }
