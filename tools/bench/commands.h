@@ -11,6 +11,7 @@ void add_arfi_bench(CLI::App& app);   // arfi_bench.cpp: ARFI chain vs the paper
 void add_strain_bench(CLI::App& app); // strain_bench.cpp: ncc_track methods vs the peng2019 papers
 void add_beamform_bench(CLI::App& app);  // beamform_bench.cpp: PICMUS-sized frame, focused lines, floors
 void add_devices_bench(CLI::App& app);   // devices_bench.cpp: a pipeline on 1, 2, ... GPUs (multi-device executor)
-void add_soak_bench(CLI::App& app);   // soak_bench.cpp: lossless soak through convert with a checker
+void add_soak_bench(CLI::App& app);
+void add_live_bench(CLI::App& app);   // live_bench.cpp: live parameter changes, set -> next frame   // soak_bench.cpp: lossless soak through convert with a checker
 
 }  // namespace sonopipe::bench

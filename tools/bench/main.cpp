@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   sonopipe::bench::add_beamform_bench(app);
   sonopipe::bench::add_devices_bench(app);
   sonopipe::bench::add_soak_bench(app);
+  sonopipe::bench::add_live_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
