@@ -33,6 +33,9 @@ const char* sp_result_pipeline(const sp_result* result) { return result ? result
 const char* sp_result_output(const sp_result* result) { return result ? result->header.output().c_str() : ""; }
 uint32_t sp_result_stream_id(const sp_result* result) { return result ? result->header.stream_id() : 0; }
 uint64_t sp_result_input_sequence(const sp_result* result) { return result ? result->header.input_sequence() : 0; }
+uint64_t sp_result_param_generation(const sp_result* result) {
+  return result ? result->header.param_generation() : 0;
+}
 int64_t sp_result_acquisition_time_ns(const sp_result* result) {
   return result ? result->header.acquisition_time_ns() : 0;
 }

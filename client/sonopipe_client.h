@@ -220,6 +220,21 @@ SP_API const double* sp_result_vector_values(const sp_result* result, const char
 /* The payload: sp_result_bytes() bytes, C-ordered over the axes, valid until sp_result_release. */
 SP_API const void* sp_result_data(const sp_result* result);
 SP_API uint64_t sp_result_bytes(const sp_result* result);
+/* The pipeline's parameter generation when this result's frame started (0: as configured; each
+ * live change adds one, see sp_control_set). */
+SP_API uint64_t sp_result_param_generation(const sp_result* result);
+
+/* Live stage parameters on the daemon's control endpoint (docs/live-parameters.md), one request
+ * per call (a fresh socket; no CURVE: a daemon with security.control_stop: keyed refuses set).
+ * `name` is "<pipeline>.<stage>.<parameter>", values are YAML text ("2.0", "hann", "[61, 11]").
+ *   sp_control_get: writes the current value (NUL-terminated) into `value` of `capacity` bytes;
+ *     SP_ERROR_SIZE_MISMATCH when it does not fit.
+ *   sp_control_set: changes a live parameter; `generation` (may be NULL) receives the pipeline's
+ *     new generation. A refused value is SP_ERROR_ARGUMENT with the daemon's one-line reason in
+ *     sp_last_error(); nothing changed then. No answer within timeout_ms: SP_ERROR_TIMEOUT. */
+SP_API int sp_control_get(const char* endpoint, const char* name, int timeout_ms, char* value, size_t capacity);
+SP_API int sp_control_set(const char* endpoint, const char* name, const char* value, int timeout_ms,
+                          uint64_t* generation);
 
 #ifdef __cplusplus
 }

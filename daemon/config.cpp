@@ -211,7 +211,7 @@ StageConfig read_stage(const ConfigReader& reader, const YAML::Node& node, const
   std::map<std::string, RawParam> raw;
   if (node["params"] && !node["params"].IsNull()) raw = read_raw_params(reader, node["params"], key + ".params");
   try {
-    stage.params = validate_params(info->params, raw);
+    stage.params = info->validate(raw);
   } catch (const ParamError& e) {
     reader.fail(e.line > 0 ? e.line : stage.line, key + ".params." + e.key, e.expected);
   }
@@ -476,7 +476,26 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     if (const std::string& own = config.pipelines[i].ingest_endpoint; !own.empty() && !endpoints.insert(own).second)
       reader.fail(pipelines[i]["ingest"], "pipelines[" + std::to_string(i) + "].ingest.endpoint",
                   "'" + own + "' is already used by another socket; expected an endpoint of its own");
+  config.source_text = yaml_text;
   return config;
+}
+
+std::string config_with_parameters(const DaemonConfig& config, const std::vector<PipelineConfig>& pipelines) {
+  YAML::Node root = YAML::Load(config.source_text);
+  YAML::Node nodes = root["pipelines"];
+  for (std::size_t p = 0; p < pipelines.size() && p < nodes.size(); ++p) {
+    YAML::Node stages = nodes[p]["stages"];
+    for (std::size_t s = 0; s < pipelines[p].stages.size() && s < stages.size(); ++s) {
+      YAML::Node stage = stages[s];
+      for (const auto& [key, value] : pipelines[p].stages[s].params.values) {
+        if (!value.given) continue;
+        stage["params"][key] = YAML::Load(format_param_value(value));
+      }
+    }
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
 }
 
 DaemonConfig load_config_file(const std::string& path, const StageRegistry& registry) {

@@ -77,6 +77,7 @@ struct DaemonConfig {
   // The stages the pipelines were checked against and are built from: the registry given to
   // parse_config plus every plugin's stages.
   std::shared_ptr<const StageRegistry> registry;
+  std::string source_text;  // the YAML it was parsed from (config_with_parameters)
 };
 
 struct ConfigError : std::runtime_error {
@@ -89,5 +90,9 @@ struct ConfigError : std::runtime_error {
 DaemonConfig parse_config(const std::string& yaml_text, const std::string& source_name,
                           const StageRegistry& registry);
 DaemonConfig load_config_file(const std::string& path, const StageRegistry& registry);
+
+// The config's YAML with every stage's given parameters set to their values in `pipelines` (the
+// running values after live changes): a file that starts the same daemon (`sonopipe-ctl save`).
+std::string config_with_parameters(const DaemonConfig& config, const std::vector<PipelineConfig>& pipelines);
 
 }  // namespace sonopipe

@@ -10,7 +10,33 @@
 
 namespace sonopipe {
 
-v1::ControlReply ControlHandler::answer(const v1::ControlRequest& request, bool keyed_client) const {
+void fill_parameter(const LiveParameters::Entry& entry, v1::Parameter& out) {
+  out.set_name(entry.name);
+  out.set_value(entry.value);
+  out.set_type(std::string(param_type_name(entry.decl.type)));
+  out.set_min(entry.decl.min);
+  out.set_max(entry.decl.max);
+  out.set_unit(entry.decl.unit);
+  for (const std::string& choice : entry.decl.choices) out.add_choices(choice);
+  out.set_live(entry.decl.live);
+  out.set_generation(entry.generation);
+  out.set_doc(entry.decl.doc);
+  out.set_default_value(entry.decl.default_value);
+}
+
+bool ControlHandler::refused_by_policy(const char* command, bool keyed_client, v1::ControlReply& reply) const {
+  if (stop_policy_ == ControlStop::allow || (stop_policy_ == ControlStop::keyed && keyed_client)) return false;
+  reply.set_ok(false);
+  reply.set_error(stop_policy_ == ControlStop::disabled
+                      ? std::string(command) + " is disabled on this daemon (security.control_stop: disabled)"
+                      : std::string(command) +
+                            " needs a client authenticated with a CURVE key (security.control_stop: keyed)");
+  spdlog::warn("control: {} refused ({})", command, control_stop_name(stop_policy_));
+  return true;
+}
+
+v1::ControlReply ControlHandler::answer(const v1::ControlRequest& request, bool keyed_client,
+                                        const std::string& client) const {
   v1::ControlReply reply;
   reply.set_schema_version(wire::kSchemaVersion);
   if (request.schema_version() != wire::kSchemaVersion) {
@@ -21,27 +47,48 @@ v1::ControlReply ControlHandler::answer(const v1::ControlRequest& request, bool 
     reply.set_ok(true);
     *reply.mutable_status() = status_();
   } else if (request.command() == "stop") {
-    if (stop_policy_ == ControlStop::disabled || (stop_policy_ == ControlStop::keyed && !keyed_client)) {
-      reply.set_ok(false);
-      reply.set_error(stop_policy_ == ControlStop::disabled
-                          ? "stop is disabled on this daemon (security.control_stop: disabled)"
-                          : "stop needs a client authenticated with a CURVE key (security.control_stop: keyed)");
-      spdlog::warn("control: stop refused ({})", control_stop_name(stop_policy_));
-      return reply;
-    }
+    if (refused_by_policy("stop", keyed_client, reply)) return reply;
     reply.set_ok(true);
     *reply.mutable_status() = status_();
     spdlog::info("control: stop requested");
     stop_();
+  } else if (request.command() == "get" || request.command() == "set" || request.command() == "list") {
+    if (!live_) {
+      reply.set_ok(false);
+      reply.set_error("this daemon has no live parameters");
+      return reply;
+    }
+    if (request.command() == "set" && refused_by_policy("set", keyed_client, reply)) return reply;
+    LiveParameters::Outcome outcome;
+    if (request.command() == "get") outcome = live_->get(request.parameter());
+    else if (request.command() == "list") outcome = live_->list(request.parameter());
+    else outcome = live_->set(request.parameter(), request.value(), client.empty() ? "a local client" : "CURVE key " + client);
+    reply.set_ok(outcome.ok);
+    if (!outcome.ok) {
+      reply.set_error(outcome.error);
+      if (request.command() == "set") spdlog::warn("control: set refused: {}", log_safe(outcome.error, 256));
+    }
+    reply.set_generation(outcome.generation);
+    for (const LiveParameters::Entry& entry : outcome.entries) fill_parameter(entry, *reply.add_parameters());
+  } else if (request.command() == "save") {
+    if (!save_) {
+      reply.set_ok(false);
+      reply.set_error("this daemon cannot write its configuration");
+      return reply;
+    }
+    reply.set_ok(true);
+    reply.set_config_yaml(save_());
   } else {
     reply.set_ok(false);
     // The command is the client's text: the reply quotes it capped and escaped.
-    reply.set_error("unknown command '" + log_safe(request.command(), 64) + "'; expected status or stop");
+    reply.set_error("unknown command '" + log_safe(request.command(), 64) +
+                    "'; expected status, stop, get, set, list or save");
   }
   return reply;
 }
 
-v1::ControlReply ControlHandler::answer_bytes(const void* data, std::size_t size, bool keyed_client) const {
+v1::ControlReply ControlHandler::answer_bytes(const void* data, std::size_t size, bool keyed_client,
+                                              const std::string& client) const {
   v1::ControlRequest request;
   if (size > static_cast<std::size_t>(kMaxControlRequestBytes) ||
       !request.ParseFromArray(data, static_cast<int>(size))) {
@@ -51,7 +98,7 @@ v1::ControlReply ControlHandler::answer_bytes(const void* data, std::size_t size
     reply.set_error("request is not a ControlRequest");
     return reply;
   }
-  return answer(request, keyed_client);
+  return answer(request, keyed_client, client);
 }
 
 ControlServer::ControlServer(zmq::context_t& context, const std::string& endpoint, ControlHandler handler,
@@ -84,7 +131,8 @@ void ControlServer::run(const std::atomic<bool>& quit) {
       if (!socket_.recv(extra, zmq::recv_flags::none)) break;
       more = extra.more();
     }
-    const v1::ControlReply reply = handler_.answer_bytes(message.data(), message.size(), keyed_client);
+    const v1::ControlReply reply =
+        handler_.answer_bytes(message.data(), message.size(), keyed_client, keyed_client ? std::string(user) : std::string());
     socket_.send(zmq::buffer(reply.SerializeAsString()), zmq::send_flags::none);
   }
 }

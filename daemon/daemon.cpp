@@ -94,9 +94,18 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
         rejects_, secure_ingest));
     spdlog::info("pipeline {}: reads its own ingest socket", config_.pipelines[i].name);
   }
+  live_ = std::make_unique<LiveParameters>(
+      config_.pipelines, config_.registry ? *config_.registry : builtin_stages(),
+      [this](std::size_t pipeline, std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
+             std::uint64_t generation) { pipelines_->executor(pipeline).update_stage(stage, make, generation); },
+      [this](std::size_t pipeline, std::size_t stage, Stage& candidate) {
+        pipelines_->executor(pipeline).check_stage(stage, candidate);
+      });
   control_ = std::make_unique<ControlServer>(
       context_, config_.control_endpoint,
-      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop), secure_control);
+      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop, live_.get(),
+                     [this] { return config_with_parameters(config_, live_->pipelines()); }),
+      secure_control);
   if (config_.security.control_stop != ControlStop::allow)
     spdlog::info("control: stop {}", config_.security.control_stop == ControlStop::disabled
                                          ? "disabled" : "only for clients with an authorized CURVE key");
@@ -256,6 +265,12 @@ v1::Status Daemon::status() const {
       d->set_streams(static_cast<std::uint32_t>(device.streams));
     }
     p->set_streams_forgotten(all.streams_forgotten);
+    p->set_param_generation(stats.param_generation);
+    p->set_param_changes(stats.param_changes);
+    p->set_state_resets(stats.state_resets);
+    if (live_)
+      for (const LiveParameters::Entry& entry : live_->list(executor->name()).entries)
+        fill_parameter(entry, *p->add_parameters());
     p->set_name(stats.name);
     p->set_frames_accepted(stats.accepted);
     p->set_frames_processed(stats.processed);

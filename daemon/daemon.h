@@ -58,6 +58,7 @@ class Daemon {
   // Readers of the pipelines with an ingest socket of their own (pipelines[i].ingest); the shared
   // socket's frames skip those pipelines.
   std::vector<std::unique_ptr<Ingest>> own_ingests_;
+  std::unique_ptr<LiveParameters> live_;
   std::unique_ptr<ControlServer> control_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> draining_{false};

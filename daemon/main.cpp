@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"sonopiped: real-time ultrasound pipeline daemon"};
   std::string config_path, log_level, backend_flag;
-  bool list_stages = false, check_config = false;
+  bool list_stages = false, markdown = false, check_config = false;
   std::vector<std::string> plugins;
   app.add_option("--config", config_path, "YAML configuration file (see config/demo.yaml)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (overrides the config)")
@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend_flag, "auto|cuda|cpu (overrides the config)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   app.add_flag("--list-stages", list_stages, "print every stage with its parameters and exit");
+  app.add_flag("--markdown", markdown, "with --list-stages: print the table as Markdown (docs/stages.md)");
   app.add_option("--plugins", plugins, "with --list-stages: stage plugin libraries to load first");
   app.add_flag("--check-config", check_config, "load and check the config, print a summary and exit");
   CLI11_PARSE(app, argc, argv);
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    std::cout << stages.describe();
+    std::cout << (markdown ? stages.describe_markdown() : stages.describe());
     return 0;
   }
   if (config_path.empty()) {

@@ -46,6 +46,7 @@ v1::ResultHeader result_header(const PublishedResult& result) {
   timing->set_compute_start_ns(result.timing.compute_start_ns);
   timing->set_compute_end_ns(result.timing.compute_end_ns);
   header.set_backend(std::string(backend_name(result.backend)));
+  header.set_param_generation(result.param_generation);
   // The frame's free-form attributes (probe, sequence, slice layout) travel with its results.
   for (const auto& [key, value] : result.frame.attributes) (*header.mutable_attributes())[key] = value;
   // What the stage states about this output (e.g. nyquist_velocity_m_per_s) overrides a frame attribute of that name.

@@ -70,6 +70,7 @@ struct DeviceLane::Slot {
 
   // The frame in flight.
   InputFrame frame;
+  std::uint64_t generation = 0;  // parameter generation it started with
   bool produced = false;
   bool failed = false;
   std::string error;
@@ -177,12 +178,28 @@ void DeviceLane::configure(const FrameMeta& frame) {
 
   const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
   const MemoryKind staging_memory = backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
-  // A new description starts every stream's history afresh.
+  // A new description starts every stream's history afresh; a parameter change on the same
+  // description keeps it when every state keeps its size.
   std::vector<std::size_t> state_bytes(stages_.size(), 0);
   for (std::size_t i = 0; i < stages_.size(); ++i)
     if (stages_[i].stage->keeps_state()) state_bytes[i] = plans_[i].state_bytes;
-  stream_states_.configure(std::move(state_bytes), data_memory);
-  streams_live_.store(0, std::memory_order_relaxed);
+  const bool after_change = keep_states_;
+  keep_states_ = false;
+  const bool same_frames = same_description(frame, configured_frame_);
+  if (after_change && same_frames && state_bytes == stream_states_.bytes()) {
+    // kept: the stages read the same histories with their new parameters
+  } else {
+    if (after_change && same_frames && stream_states_.live() > 0) {
+      state_resets_.fetch_add(1, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < stages_.size(); ++i)
+        if (i < stream_states_.bytes().size() && state_bytes[i] != stream_states_.bytes()[i])
+          spdlog::warn("pipeline {}: stage {} keeps {} bytes of state per stream with its new parameters "
+                       "instead of {}: {} streams start their history afresh (state_resets)",
+                       name_, stages_[i].label, state_bytes[i], stream_states_.bytes()[i], stream_states_.live());
+    }
+    stream_states_.configure(std::move(state_bytes), data_memory);
+    streams_live_.store(0, std::memory_order_relaxed);
+  }
   for (auto& slot : slots_) {
     slot->input_host.reserve(staging_memory, frame.payload.byte_size());
     if (backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
@@ -209,6 +226,8 @@ void DeviceLane::configure(const FrameMeta& frame) {
   spare_results_.assign(published_outputs_.size(), {});
   configured_frame_ = frame;
   configured_ = true;
+  std::lock_guard lock(description_mutex_);
+  description_ = Description{frame, stage_inputs_};
 }
 
 void DeviceLane::submit_loop() {
@@ -231,7 +250,54 @@ void DeviceLane::submit_loop() {
   slot_changed_.notify_all();
 }
 
+std::optional<DeviceLane::Description> DeviceLane::description() const {
+  std::lock_guard lock(description_mutex_);
+  return description_;
+}
+
+void DeviceLane::update_stages(std::vector<StageUpdate> updates, std::uint64_t generation) {
+  std::lock_guard lock(update_mutex_);
+  for (StageUpdate& update : updates) {
+    if (update.stage >= stages_.size() || !update.instance)
+      throw std::invalid_argument("pipeline " + name_ + ": no stage " + std::to_string(update.stage) + " to update");
+    bool replaced = false;
+    for (StageUpdate& pending : pending_updates_)
+      if (pending.stage == update.stage) {
+        pending.instance = std::move(update.instance);
+        replaced = true;
+      }
+    if (!replaced) pending_updates_.push_back(std::move(update));
+  }
+  pending_generation_ = std::max(pending_generation_, generation);
+  update_pending_.store(true, std::memory_order_release);
+}
+
+void DeviceLane::apply_stage_updates() {
+  std::vector<StageUpdate> updates;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard lock(update_mutex_);
+    updates.swap(pending_updates_);
+    generation = pending_generation_;
+    update_pending_.store(false, std::memory_order_relaxed);
+  }
+  // Slots in flight still run (CUDA: on the stream, reading the old instances' memory): the old
+  // instances go only after every slot is done.
+  {
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+  }
+  for (StageUpdate& update : updates) stages_[update.stage].stage = std::move(update.instance);
+  generation_ = generation;
+  generation_now_.store(generation, std::memory_order_relaxed);
+  param_changes_.fetch_add(1, std::memory_order_relaxed);
+  keep_states_ = configured_;  // configure() below decides whether the histories can stay
+  configured_ = false;         // the next frame configures the new instances (buffers re-planned)
+  failed_frame_.reset();       // a description the old parameters refused may suit the new ones
+}
+
 void DeviceLane::process(InputFrame& frame) {
+  if (update_pending_.load(std::memory_order_acquire)) apply_stage_updates();
   if (!configured_ || !same_description(frame.meta, configured_frame_)) {
     // A description that failed is refused as it was, without configuring (and planning) again.
     if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
@@ -261,6 +327,7 @@ void DeviceLane::process(InputFrame& frame) {
     slot.busy = true;
   }
   slot.frame = std::move(frame);
+  slot.generation = generation_;
   slot.produced = false;
   slot.failed = false;
   slot.error.clear();
@@ -541,7 +608,8 @@ void DeviceLane::finish(Slot& slot) {
         callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
                                            .spec = out.spec, .data = slot.results[p]->data(),
                                            .bytes = out.spec.byte_size(), .timing = timing,
-                                           .backend = options_.backend, .owner = std::move(owner)});
+                                           .backend = options_.backend, .owner = std::move(owner),
+                                           .param_generation = slot.generation});
       } catch (const std::exception& e) {
         published_.fetch_sub(1, std::memory_order_relaxed);
         const std::uint64_t count = publish_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -612,6 +680,9 @@ LaneStats DeviceLane::stats() const {
   stats.results_copied = results_copied_.load(std::memory_order_relaxed);
   stats.streams_live = streams_live_.load(std::memory_order_relaxed);
   stats.streams_evicted = streams_evicted_.load(std::memory_order_relaxed);
+  stats.param_generation = generation_now_.load(std::memory_order_relaxed);
+  stats.param_changes = param_changes_.load(std::memory_order_relaxed);
+  stats.state_resets = state_resets_.load(std::memory_order_relaxed);
   stats.queue_depth = queue_.depth();
   stats.slots = options_.slots;
   stats.latency_ms = latency_ms_.percentiles();

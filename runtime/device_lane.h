@@ -87,6 +87,15 @@ struct PublishedResult {
   ResultTiming timing;
   Backend backend;
   std::shared_ptr<const void> owner;
+  // The pipeline's parameter generation in force when this frame started (0: as configured at
+  // start; each accepted live change adds one). See DeviceLane::update_stages.
+  std::uint64_t param_generation = 0;
+};
+
+// A stage instance built from changed parameters, to replace stage `stage` of a lane.
+struct StageUpdate {
+  std::size_t stage = 0;
+  std::unique_ptr<Stage> instance;
 };
 
 struct ExecutorCallbacks {
@@ -123,6 +132,11 @@ struct LaneStats {
   std::uint64_t results_copied = 0;  // results published from a private buffer (spare cap reached)
   std::size_t streams_live = 0;      // streams with state (stateful stages)
   std::uint64_t streams_evicted = 0; // least recently used streams forgotten (max_streams)
+  std::uint64_t param_generation = 0;  // parameter generation of the frames started now
+  std::uint64_t param_changes = 0;     // parameter changes applied (between two frames)
+  // Stream states started afresh by a parameter change that changed their size (logged with the
+  // stage and the sizes); a change that keeps the sizes keeps every stream's history.
+  std::uint64_t state_resets = 0;
   std::size_t queue_depth = 0;
   int slots = 0;
   Percentiles latency_ms;   // received -> last result published
@@ -150,6 +164,21 @@ class DeviceLane {
   LaneStats stats() const;
   // The last `trace_capacity` frames' timelines, oldest first.
   std::vector<FrameTrace> traces() const;
+  // Replaces stages by instances built from changed parameters, between two frames: the next frame
+  // the lane starts (and every later one) runs them and carries `generation`; frames already
+  // started finish with the old instances. The lane waits until no slot is in flight, swaps, and
+  // configures again for the next frame (buffers re-planned, nothing queued is lost). Stream states
+  // are kept when every stateful stage's state size is unchanged, else started afresh (counted:
+  // state_resets). Any thread; a later call before the next frame supersedes an earlier one's
+  // instance of the same stage.
+  void update_stages(std::vector<StageUpdate> updates, std::uint64_t generation);
+  // The frame description the lane last configured, and each stage's input for it (none before the
+  // first frame). Any thread: a live change is tried on it before it is accepted.
+  struct Description {
+    FrameMeta frame;
+    std::vector<TensorSpec> stage_inputs;
+  };
+  std::optional<Description> description() const;
 
  private:
   struct Slot;
@@ -165,6 +194,7 @@ class DeviceLane {
   void process(InputFrame& frame);
   void acquire_stream_state(Slot& slot);
   void configure(const FrameMeta& frame);
+  void apply_stage_updates();  // submit thread, before a frame starts
   void run_on_cpu(Slot& slot);
   void enqueue_on_cuda(Slot& slot);
   void finish(Slot& slot);
@@ -214,6 +244,17 @@ class DeviceLane {
   std::unique_ptr<GpuEvent> epoch_;  // CUDA: time origin of the traces
   mutable std::mutex trace_mutex_;
   std::deque<FrameTrace> traces_;
+
+  mutable std::mutex description_mutex_;
+  std::optional<Description> description_;
+  // Stage updates not applied yet (update_stages), and the generation they bring.
+  std::mutex update_mutex_;
+  std::vector<StageUpdate> pending_updates_;
+  std::uint64_t pending_generation_ = 0;
+  std::atomic<bool> update_pending_{false};
+  std::uint64_t generation_ = 0;   // submit thread: the generation of the frames it starts
+  bool keep_states_ = false;       // submit thread: the next configure() follows a parameter change
+  std::atomic<std::uint64_t> generation_now_{0}, param_changes_{0}, state_resets_{0};
 
   std::thread submit_thread_, completion_thread_;
   std::once_flag drained_;

@@ -58,6 +58,9 @@ struct PipelineStage {
   bool publish = false;
 };
 
+// The stages' labels: the name, or the type numbered "#2", "#3" for repeats; unique in a pipeline.
+std::vector<std::string> stage_labels(const PipelineConfig& config);
+
 // Creates the stages of `config` (labels made unique, last stage published).
 std::vector<PipelineStage> build_stages(const PipelineConfig& config, const StageRegistry& registry);
 

@@ -18,6 +18,7 @@ struct PipelineExecutor::HeldResult {
   ResultTiming timing;
   Backend backend = Backend::cpu;
   std::shared_ptr<const void> owner;
+  std::uint64_t param_generation = 0;
 };
 
 struct PipelineExecutor::Ticket {
@@ -122,7 +123,7 @@ void PipelineExecutor::on_result(std::size_t lane, const PublishedResult& result
   std::lock_guard lock(order_mutex_);
   Ticket& ticket = *lane_tickets_[lane].front();
   ticket.results.push_back({result.output, result.frame, result.spec, data, result.bytes, result.timing,
-                            result.backend, std::move(owner)});
+                            result.backend, std::move(owner), result.param_generation});
 }
 
 void PipelineExecutor::on_frame_done(std::size_t lane) {
@@ -143,7 +144,8 @@ void PipelineExecutor::release_finished_locked() {
       try {
         callbacks_.publish(PublishedResult{.pipeline = name_, .output = held.output, .frame = held.frame,
                                            .spec = held.spec, .data = held.data, .bytes = held.bytes,
-                                           .timing = held.timing, .backend = held.backend, .owner = held.owner});
+                                           .timing = held.timing, .backend = held.backend, .owner = held.owner,
+                                           .param_generation = held.param_generation});
       } catch (const std::exception& e) {
         // As the executor does: the result is lost and counted, the device thread goes on.
         const std::uint64_t count = ++publish_errors_;
@@ -157,6 +159,23 @@ void PipelineExecutor::release_finished_locked() {
       }
     }
   }
+}
+
+void PipelineExecutor::update_stage(std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
+                                    std::uint64_t generation) {
+  std::vector<std::unique_ptr<Stage>> instances;
+  for (std::size_t lane = 0; lane < lanes_.size(); ++lane) instances.push_back(make());
+  for (std::size_t lane = 0; lane < lanes_.size(); ++lane) {
+    std::vector<StageUpdate> updates;
+    updates.push_back({.stage = stage, .instance = std::move(instances[lane])});
+    lanes_[lane]->update_stages(std::move(updates), generation);
+  }
+}
+
+void PipelineExecutor::check_stage(std::size_t stage, Stage& instance) const {
+  const std::optional<DeviceLane::Description> description = lanes_.front()->description();
+  if (!description || stage >= description->stage_inputs.size()) return;
+  instance.configure(description->frame, description->stage_inputs[stage], Backend::cpu);
 }
 
 PipelineStats PipelineExecutor::stats() const {
@@ -183,6 +202,10 @@ PipelineStats PipelineExecutor::stats() const {
     stats.total.results_copied += s.results_copied;
     stats.total.streams_live += s.streams_live;
     stats.total.streams_evicted += s.streams_evicted;
+    stats.total.state_resets += s.state_resets;
+    // A change counts once for the pipeline; the generation is the lowest any lane runs.
+    stats.total.param_generation = std::min(stats.total.param_generation, s.param_generation);
+    stats.total.param_changes = std::min(stats.total.param_changes, s.param_changes);
   }
   if (queue_) {
     // Frames count as accepted when the front queue takes them; the devices' own counts are the

@@ -57,6 +57,15 @@ class PipelineExecutor {
   bool submit(InputFrame frame);  // as DeviceLane::submit
   void drain();                   // as DeviceLane::drain
   PipelineStats stats() const;
+  // A live parameter change of stage `stage`: `make` builds one new instance per device (all built
+  // before any lane changes, so a throwing factory changes nothing); each lane swaps it in before
+  // the next frame it starts, whose results carry `generation` (DeviceLane::update_stages).
+  void update_stage(std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
+                    std::uint64_t generation);
+  // Configures `instance` (a candidate for stage `stage`) on the CPU for the frames the pipeline
+  // last configured, on the control's thread: throws the stage's StageError when it cannot take
+  // them. Nothing when no frame has arrived yet. Later stages are not tried.
+  void check_stage(std::size_t stage, Stage& instance) const;
   const std::vector<int>& devices() const { return devices_; }
   bool stream_affinity() const { return placement_.stream_affinity(); }
   // The device lanes (tests and benchmarks read their traces).

@@ -35,6 +35,7 @@ class StreamStates {
   Entry& acquire(std::uint32_t stream_id, bool& evicted);
 
   std::size_t live() const { return index_.size(); }
+  const std::vector<std::size_t>& bytes() const { return bytes_; }  // per stage, as configured
   std::size_t capacity() const { return capacity_; }
   std::uint64_t evictions() const { return evictions_; }
   bool empty_state() const;  // true when no stage keeps state (acquire is then not needed)

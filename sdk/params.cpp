@@ -19,15 +19,22 @@ std::string_view param_type_name(ParamType type) {
   return "unknown";
 }
 
+std::string format_number(double number) {
+  if (std::isfinite(number) && number == std::trunc(number) && std::fabs(number) < 1e15)
+    return std::to_string(static_cast<std::int64_t>(number));
+  char text[64];
+  auto [end, ec] = std::to_chars(text, text + sizeof text, number);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(number);
+}
+
 namespace {
 
 std::string range_text(const ParamDecl& decl) {
-  std::ostringstream out;
   bool has_min = std::isfinite(decl.min), has_max = std::isfinite(decl.max);
-  if (has_min && has_max) out << " in [" << decl.min << ", " << decl.max << "]";
-  else if (has_min) out << " >= " << decl.min;
-  else if (has_max) out << " <= " << decl.max;
-  return out.str();
+  if (has_min && has_max) return " in [" + format_number(decl.min) + ", " + format_number(decl.max) + "]";
+  if (has_min) return " >= " + format_number(decl.min);
+  if (has_max) return " <= " + format_number(decl.max);
+  return "";
 }
 
 std::string expected_text(const ParamDecl& decl) {
@@ -140,6 +147,27 @@ ParamValues::Value convert(const ParamDecl& decl, const RawParam& raw) {
 }
 
 }  // namespace
+
+std::string param_expected_text(const ParamDecl& decl) { return expected_text(decl); }
+
+std::string format_param_value(const ParamValues::Value& value) {
+  switch (value.type) {
+    case ParamType::integer: return std::to_string(value.whole.at(0));
+    case ParamType::real: return format_number(value.numbers.at(0));
+    case ParamType::boolean: return value.numbers.at(0) != 0.0 ? "true" : "false";
+    case ParamType::choice:
+    case ParamType::text: return value.text;
+    case ParamType::integer_list:
+    case ParamType::real_list: {
+      std::string text = "[";
+      for (std::size_t i = 0; i < value.numbers.size(); ++i)
+        text += (i ? ", " : "") + (value.type == ParamType::integer_list ? std::to_string(value.whole[i])
+                                                                         : format_number(value.numbers[i]));
+      return text + "]";
+    }
+  }
+  return "";
+}
 
 const ParamValues::Value& ParamValues::at(const std::string& key,
                                           std::initializer_list<ParamType> allowed) const {

@@ -16,6 +16,10 @@ enum class ParamType { integer, real, boolean, choice, text, integer_list, real_
 
 std::string_view param_type_name(ParamType type);
 
+// A number as a reader writes it: whole numbers without a fraction ("1000000", "-5"), others in
+// the shortest form that reads back to the same double ("0.019", "1e-08").
+std::string format_number(double number);
+
 struct ParamDecl {
   std::string key;
   ParamType type = ParamType::real;
@@ -25,6 +29,9 @@ struct ParamDecl {
   std::vector<std::string> choices;  // for ParamType::choice
   std::string unit;                  // "samples", "um", "ml/100g/min", ...
   std::string doc;                   // one line
+  // May change while frames flow (`sonopipe-ctl set`, docs/live-parameters.md); the others need a
+  // restart. A change rebuilds the stage between two frames.
+  bool live = false;
 };
 
 // A value as written in the config, before validation.
@@ -67,6 +74,12 @@ class ParamValues {
  private:
   const Value& at(const std::string& key, std::initializer_list<ParamType> allowed) const;
 };
+
+// The range and unit of a declaration as `expected ...` text ("an integer in [1, 64] (samples)").
+std::string param_expected_text(const ParamDecl& decl);
+
+// A validated value written back as YAML ("12", "1.5", "true", "natural", "[1, 2]").
+std::string format_param_value(const ParamValues::Value& value);
 
 // Checks `given` against `decls`: unknown keys, wrong types, out-of-range values and invalid
 // choices raise ParamError naming the key and what was expected.

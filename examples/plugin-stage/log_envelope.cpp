@@ -15,21 +15,30 @@ namespace {
 
 using namespace sonopipe;
 
+// The parameters: one plain struct, its member initialisers are the defaults.
+struct LogEnvelopeParams {
+  double reference = 1.0;   // input magnitude shown as 0 dB
+  double floor_db = -60;    // lowest value written (dynamic range)
+};
+
 class LogEnvelopeStage final : public Stage {
  public:
+  using Params = LogEnvelopeParams;
+
   static StageInfo info() {
-    return {
-        .name = "log_envelope",
-        .doc = "B-mode log compression: max(20 log10(|in| / reference), floor_db), float32 dB (plugin example)",
-        .params = {{.key = "reference", .type = ParamType::real, .default_value = "1.0", .min = 1e-30,
-                    .unit = "input units", .doc = "input magnitude shown as 0 dB"},
-                   {.key = "floor_db", .type = ParamType::real, .default_value = "-60", .min = -400, .max = 0,
-                    .unit = "dB", .doc = "lowest value written (dynamic range)"}},
-        .create = [](const ParamValues& p) { return std::make_unique<LogEnvelopeStage>(p); },
-    };
+    return make_stage_info<LogEnvelopeStage>(
+        "log_envelope", "B-mode log compression: max(20 log10(|in| / reference), floor_db), float32 dB (plugin example)");
   }
 
-  explicit LogEnvelopeStage(const ParamValues& p) : reference_(p.real("reference")), floor_db_(p.real("floor_db")) {}
+  // Each parameter once: member, key, range, unit, doc. Type and default come from the member.
+  static void declare(ParamSpec<Params>& spec) {
+    spec.param(&Params::reference, "reference",
+               {.min = 1e-30, .unit = "input units", .doc = "input magnitude shown as 0 dB", .live = true});
+    spec.param(&Params::floor_db, "floor_db",
+               {.min = -400, .max = 0, .unit = "dB", .doc = "lowest value written (dynamic range)", .live = true});
+  }
+
+  explicit LogEnvelopeStage(const Params& params) : reference_(params.reference), floor_db_(params.floor_db) {}
 
   StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
     if (input.dtype != DType::complex64 && input.dtype != DType::float32)

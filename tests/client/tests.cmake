@@ -11,3 +11,9 @@ add_executable(client_shm_program ${CMAKE_CURRENT_LIST_DIR}/client_shm_program.c
 set_target_properties(client_shm_program PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
 target_compile_options(client_shm_program PRIVATE -Wall -Wextra -Werror)
 target_link_libraries(client_shm_program PRIVATE sonopipe_client)
+# The C program client_control_test.cpp runs: live parameters through sp_control_get / sp_control_set.
+add_executable(client_control_program ${CMAKE_CURRENT_LIST_DIR}/client_control_program.c)
+set_target_properties(client_control_program PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(client_control_program PRIVATE -Wall -Wextra -Werror)
+target_link_libraries(client_control_program PRIVATE sonopipe_client)
+add_dependencies(sonopipe_test_support client_control_program)

@@ -38,7 +38,7 @@ void check_published(const test::Received& r, std::uint64_t sequence, const sim:
   REQUIRE(spec.axes[1].size == config.tracks);
   REQUIRE(spec.axes[2].size == (config.samples - 1) * 5 + 1);
   REQUIRE(r.payload.size() == spec.byte_size());
-  MotionFilterStage filter(default_params(MotionFilterStage::info().params));
+  MotionFilterStage filter(MotionFilterStage::Params{});
   TensorSpec truth_spec{.dtype = DType::float32,
                         .axes = {{"location", config.locations}, {"track", config.tracks}, {"depth", config.samples}}};
   std::vector<float> truth(set.displacement_um.begin(), set.displacement_um.end());

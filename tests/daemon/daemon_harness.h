@@ -240,13 +240,19 @@ class DaemonHarness {
   bool have_status() const { return have_status_; }
 
   // One request on the control socket; nullopt when no answer came in time.
-  std::optional<v1::ControlReply> control(const std::string& command) {
-    zmq::socket_t req(context_, zmq::socket_type::req);
-    req.set(zmq::sockopt::linger, 0);
-    req.connect(endpoint("control"));
+  std::optional<v1::ControlReply> control(const std::string& command, const std::string& parameter = "",
+                                         const std::string& value = "") {
     v1::ControlRequest request;
     request.set_schema_version(wire::kSchemaVersion);
     request.set_command(command);
+    request.set_parameter(parameter);
+    request.set_value(value);
+    return control(request);
+  }
+  std::optional<v1::ControlReply> control(const v1::ControlRequest& request) {
+    zmq::socket_t req(context_, zmq::socket_type::req);
+    req.set(zmq::sockopt::linger, 0);
+    req.connect(endpoint("control"));
     req.send(zmq::buffer(request.SerializeAsString()), zmq::send_flags::none);
     zmq::pollitem_t item{req.handle(), 0, ZMQ_POLLIN, 0};
     if (zmq::poll(&item, 1, std::chrono::duration_cast<std::chrono::milliseconds>(kReplyTimeout)) == 0)

@@ -305,6 +305,12 @@ TEST_CASE("--list-stages prints every stage with its parameters", "[daemon]") {
     CHECK(output.find(info.name + " — ") != std::string::npos);
     for (const ParamDecl& param : info.params) CHECK(output.find("    " + param.key + " (") != std::string::npos);
   }
+  // Integer ranges and defaults print as integers, never as 1.000000.
+  CHECK(output.find("late_tracks (integer, default 10, range [1, 100000], unit tracks, live)") != std::string::npos);
+  CHECK(output.find(".000000") == std::string::npos);
+  std::string markdown;
+  REQUIRE(daemon.run_to_exit({"--list-stages", "--markdown"}, markdown) == 0);
+  CHECK(markdown.find(builtin_stages().describe_markdown()) != std::string::npos);
 }
 
 TEST_CASE("--backend cuda without a usable device is a clear error with a non-zero exit", "[daemon]") {

@@ -385,7 +385,7 @@ void run_gpu(const sim::ArfiSimResult& set, const Options& o, double cpu_total_m
     const std::int64_t samples = set.meta.payload.axes[2].size;
     FrameMeta frame = set.meta;
     TensorSpec spec{.dtype = DType::complex64, .axes = {{"line", lines}, {"sample", samples, 1 / frame.sampling_frequency_hz, "s"}}};
-    UpsampleStage stage(default_params(UpsampleStage::info().params));
+    UpsampleStage stage(UpsampleStage::Params{});
     StagePlan plan = stage.configure(frame, spec, Backend::cuda);
     DeviceBuffer in(spec.byte_size()), out(plan.outputs[0].spec.byte_size());
     SONOPIPE_CUDA_CHECK(cudaMemset(in.ptr, 0, spec.byte_size()));

@@ -8,15 +8,21 @@ namespace sonopipe::tools {
 std::optional<v1::ControlReply> control_request(zmq::context_t& context, const std::string& endpoint,
                                                 const std::string& command, std::chrono::milliseconds timeout,
                                                 const CurveClient& curve) {
+  v1::ControlRequest request;
+  request.set_command(command);
+  return control_request(context, endpoint, std::move(request), timeout, curve);
+}
+
+std::optional<v1::ControlReply> control_request(zmq::context_t& context, const std::string& endpoint,
+                                                v1::ControlRequest request, std::chrono::milliseconds timeout,
+                                                const CurveClient& curve) {
   zmq::socket_t socket(context, zmq::socket_type::req);
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::sndtimeo, static_cast<int>(timeout.count()));
   socket.set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
   apply_curve_client(socket, curve);
   socket.connect(endpoint);
-  v1::ControlRequest request;
   request.set_schema_version(wire::kSchemaVersion);
-  request.set_command(command);
   try {
     if (!socket.send(zmq::buffer(request.SerializeAsString()), zmq::send_flags::none)) return std::nullopt;
     zmq::message_t reply_bytes;

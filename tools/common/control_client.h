@@ -17,5 +17,9 @@ namespace sonopipe::tools {
 std::optional<v1::ControlReply> control_request(zmq::context_t& context, const std::string& endpoint,
                                                 const std::string& command, std::chrono::milliseconds timeout,
                                                 const CurveClient& curve = {});
+// Any request (get / set / list carry a parameter name and a value).
+std::optional<v1::ControlReply> control_request(zmq::context_t& context, const std::string& endpoint,
+                                                v1::ControlRequest request, std::chrono::milliseconds timeout,
+                                                const CurveClient& curve = {});
 
 }  // namespace sonopipe::tools

@@ -1,5 +1,7 @@
 #include "tools/ctl/status_text.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -60,7 +62,35 @@ std::string status_text(const v1::Status& status) {
           << ms(s.compute_ms_p50()) << " p99 " << ms(s.compute_ms_p99()) << ", enqueue ms p50 "
           << ms(s.enqueue_ms_p50()) << " p99 " << ms(s.enqueue_ms_p99()) << " (" << s.frames() << " frames)\n";
     }
+    if (p.param_changes() > 0 || p.state_resets() > 0)
+      out << "  parameters: generation " << p.param_generation() << ", " << p.param_changes() << " live changes, "
+          << p.state_resets() << " stream state resets\n";
+    for (const v1::Parameter& parameter : p.parameters())
+      if (parameter.generation() > 0) out << "  " << parameter_text(parameter) << "\n";
   }
+  return out.str();
+}
+
+std::string parameter_text(const v1::Parameter& p) {
+  std::ostringstream out;
+  out << p.name() << " = " << p.value();
+  if (!p.unit().empty()) out << " " << p.unit();
+  out << " (" << p.type();
+  if (p.choices_size() > 0) {
+    out << ":";
+    for (int i = 0; i < p.choices_size(); ++i) out << (i ? "|" : " ") << p.choices(i);
+  }
+  auto number = [](double value) {  // shortest text that reads back as the same double
+    char text[32];
+    auto [end, ec] = std::to_chars(text, text + sizeof text, value);
+    return ec == std::errc() ? std::string(text, end) : std::to_string(value);
+  };
+  if (std::isfinite(p.min()) || std::isfinite(p.max()))
+    out << ", range [" << (std::isfinite(p.min()) ? number(p.min()) : "-inf") << ", "
+        << (std::isfinite(p.max()) ? number(p.max()) : "inf") << "]";
+  out << (p.live() ? ", live" : ", needs a restart");
+  if (p.generation() > 0) out << ", set at generation " << p.generation();
+  out << ")";
   return out.str();
 }
 

@@ -12,6 +12,8 @@
 
 #include "wire/wire.h"
 #include "tools/common/clock.h"
+#include "tools/common/control_client.h"
+#include "wire/log_text.h"
 #include "tools/common/stop_signal.h"
 #include "tools/common/published_message.h"
 #include "tools/common/zmq_io.h"
@@ -228,7 +230,14 @@ class Bridge {
 
   void add_client(const AcceptedClient& accepted) {
     const int id = ++client_count_;
-    Client client{std::make_unique<ClientConnection>(accepted.descriptor, accepted.peer, id)};
+    CommandHandler on_command;
+    if (!options_.control_endpoint.empty())
+      on_command = [this, id](const std::string& command) {
+        std::string answer = answer_command(context_, options_.control_endpoint, command);
+        spdlog::info("sonopipe-igtl: client #{} command '{}': {}", id, log_safe(command, 200), answer);
+        return answer;
+      };
+    Client client{std::make_unique<ClientConnection>(accepted.descriptor, accepted.peer, id, std::move(on_command))};
     for (const std::string& device : latest_order_) client.connection->offer(latest_[device]);
     spdlog::info("sonopipe-igtl: client #{} {} connected ({} devices waiting for it, {} clients)", id, accepted.peer,
                  latest_order_.size(), clients_.size() + 1);
@@ -318,6 +327,39 @@ class Bridge {
 BridgeReport run_bridge(const BridgeOptions& options) {
   Bridge bridge(options);
   return bridge.run();
+}
+
+std::string answer_command(zmq::context_t& context, const std::string& control_endpoint, const std::string& command) {
+  std::istringstream words(command);
+  std::string verb, name;
+  words >> verb >> name;
+  std::string value;
+  std::getline(words, value);
+  value.erase(0, std::min(value.find_first_not_of(" \t"), value.size()));
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\n' || value.back() == '\r' || value.back() == '\t'))
+    value.pop_back();
+  if (!(verb == "set" && !name.empty() && !value.empty()) && !(verb == "get" && !name.empty() && value.empty()) &&
+      !(verb == "list" && value.empty()))
+    return "error: expected `set <pipeline>.<stage>.<parameter> <value>`, `get <pipeline>.<stage>.<parameter>` "
+           "or `list [<prefix>]`";
+  v1::ControlRequest request;
+  request.set_command(verb);
+  request.set_parameter(name);
+  request.set_value(value);
+  std::optional<v1::ControlReply> reply;
+  try {
+    reply = tools::control_request(context, control_endpoint, request, std::chrono::milliseconds(2000));
+  } catch (const std::exception& e) {
+    return std::string("error: ") + e.what();
+  }
+  if (!reply) return "error: no answer from the daemon at " + control_endpoint;
+  if (!reply->ok()) return "error: " + reply->error();
+  std::string answer = "ok:";
+  for (int i = 0; i < reply->parameters_size(); ++i)
+    answer += (i ? "; " : " ") + reply->parameters(i).name() + " = " + reply->parameters(i).value();
+  if (verb == "set")
+    answer += " (generation " + std::to_string(reply->generation()) + ", from the next frame)";
+  return answer;
 }
 
 std::string describe(const BridgeReport& report) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "tools/igtl/display_window.h"
 
 namespace sonopipe::igtl_bridge {
@@ -31,6 +33,9 @@ struct BridgeOptions {
   int receive_high_water_mark = 1000;              // results queued on the SUB socket
   int client_send_buffer_bytes = 0;                // SO_SNDBUF of client sockets (0: the system's)
   double conflation_log_interval_s = 5.0;          // at most one conflation line per client per interval
+  // The daemon's control endpoint for STRING commands from clients (set/get/list of live
+  // parameters, docs/live-parameters.md); "" answers every command with an error.
+  std::string control_endpoint = "tcp://127.0.0.1:5557";
 };
 
 struct TopicCount {
@@ -62,5 +67,10 @@ struct BridgeReport {
 BridgeReport run_bridge(const BridgeOptions& options);
 
 std::string describe(const BridgeReport& report);
+
+// The STRING answer to a client's STRING command: "set <pipeline>.<stage>.<parameter> <value>",
+// "get <name>" or "list [<prefix>]", asked of the daemon's control socket. "ok: <name> = <value>
+// (generation N, from the next frame)" or "error: <the daemon's one-line reason>".
+std::string answer_command(zmq::context_t& context, const std::string& control_endpoint, const std::string& command);
 
 }  // namespace sonopipe::igtl_bridge

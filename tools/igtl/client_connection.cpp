@@ -5,14 +5,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <igtl_header.h>
+#include <igtlMessageHeader.h>
+#include <igtlStringMessage.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace sonopipe::igtl_bridge {
 
-ClientConnection::ClientConnection(int descriptor, std::string peer, int id)
+ClientConnection::ClientConnection(int descriptor, std::string peer, int id, CommandHandler on_command)
     : descriptor_(descriptor), wake_descriptor_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), peer_(std::move(peer)),
-      id_(id) {
+      id_(id), on_command_(std::move(on_command)) {
   if (wake_descriptor_ < 0) {
     ::close(descriptor_);
     throw std::runtime_error(std::string("eventfd: ") + std::strerror(errno));
@@ -77,10 +82,19 @@ void ClientConnection::finish(const std::string& reason) {
   finished_ = true;
 }
 
-bool ClientConnection::read_and_ignore() {
+bool ClientConnection::read_incoming() {
   char buffer[4096];
   const ssize_t received = ::recv(descriptor_, buffer, sizeof buffer, MSG_DONTWAIT);
-  if (received > 0) return true;
+  if (received > 0) {
+    std::size_t used = 0;
+    if (skipping_ > 0) {
+      used = static_cast<std::size_t>(std::min<std::uint64_t>(skipping_, static_cast<std::uint64_t>(received)));
+      skipping_ -= used;
+    }
+    incoming_.append(buffer + used, static_cast<std::size_t>(received) - used);
+    handle_messages();
+    return true;
+  }
   if (received == 0) {
     finish("closed by the client");
     return false;
@@ -88,6 +102,38 @@ bool ClientConnection::read_and_ignore() {
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return true;
   finish(std::string("receive failed: ") + std::strerror(errno));
   return false;
+}
+
+void ClientConnection::handle_messages() {
+  while (incoming_.size() >= IGTL_HEADER_SIZE && skipping_ == 0) {
+    igtl::MessageHeader::Pointer header = igtl::MessageHeader::New();
+    header->InitPack();
+    std::memcpy(header->GetPackPointer(), incoming_.data(), IGTL_HEADER_SIZE);
+    header->Unpack();
+    const std::uint64_t body = header->GetBodySizeToRead();
+    if (body > kMaxCommandBytes) {  // not a command: let it pass without holding it
+      const std::uint64_t have = incoming_.size() - IGTL_HEADER_SIZE;
+      skipping_ = body > have ? body - have : 0;
+      incoming_.erase(0, static_cast<std::size_t>(IGTL_HEADER_SIZE + std::min(body, have)));
+      continue;
+    }
+    if (incoming_.size() < IGTL_HEADER_SIZE + body) return;  // the rest comes later
+    if (std::strcmp(header->GetDeviceType(), "STRING") == 0 && on_command_) {
+      igtl::StringMessage::Pointer text = igtl::StringMessage::New();
+      text->SetMessageHeader(header);
+      text->AllocatePack();
+      std::memcpy(text->GetPackBodyPointer(), incoming_.data() + IGTL_HEADER_SIZE, static_cast<std::size_t>(body));
+      std::string answer;
+      if (text->Unpack(1) & igtl::MessageHeader::UNPACK_BODY) answer = on_command_(text->GetString());
+      else answer = "error: the STRING message failed its CRC check";
+      {
+        std::lock_guard lock(mutex_);
+        ++counters_.commands;
+      }
+      offer(pack_string(kReplyDevice, answer));
+    }
+    incoming_.erase(0, static_cast<std::size_t>(IGTL_HEADER_SIZE + body));
+  }
 }
 
 bool ClientConnection::send_all(const std::string& bytes) {
@@ -107,7 +153,7 @@ bool ClientConnection::send_all(const std::string& bytes) {
       std::uint64_t count;
       [[maybe_unused]] const ssize_t read = ::read(wake_descriptor_, &count, sizeof count);
     }
-    if ((items[0].revents & POLLIN) && !read_and_ignore()) return false;
+    if ((items[0].revents & POLLIN) && !read_incoming()) return false;
     if (items[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
       finish("connection lost");
       return false;
@@ -144,7 +190,7 @@ void ClientConnection::run() {
       std::uint64_t count;
       [[maybe_unused]] const ssize_t read = ::read(wake_descriptor_, &count, sizeof count);
     }
-    if ((items[0].revents & POLLIN) && !read_and_ignore()) return;
+    if ((items[0].revents & POLLIN) && !read_incoming()) return;
     if (items[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
       finish("connection lost");
       return;

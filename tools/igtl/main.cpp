@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> topics, windows, names;
   std::string variants = "float32,uint8";
   app.add_option("--results", options.endpoint, "the daemon's publish endpoint")->capture_default_str();
+  app.add_option("--control", options.control_endpoint,
+                 "the daemon's control endpoint, for STRING commands (set/get/list); \"\" to refuse them")
+      ->capture_default_str();
   app.add_option("--topic", topics,
                  "<pipeline>/<output> prefix to serve (repeatable; e.g. arfi/displacement_filtered, strain2d/strain; "
                  "default: every result)");

@@ -17,6 +17,8 @@ constexpr std::size_t kDeviceNameBytes = 20;  // IGTL_HEADER_NAME_SIZE
 constexpr char kUint8Suffix[] = "/u8";
 constexpr char kStatusDevice[] = "sonopipe-status";
 constexpr char kDevicesDevice[] = "sonopipe-devices";
+constexpr char kReplyDevice[] = "sonopipe-reply";   // answers to STRING commands
+constexpr std::uint64_t kMaxCommandBytes = 64 * 1024;  // a longer incoming message is skipped
 
 // A packed message (header + body, as it goes on the wire) and the device it updates.
 struct PackedMessage {

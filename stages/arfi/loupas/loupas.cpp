@@ -14,20 +14,6 @@
 namespace sonopipe {
 namespace {
 
-std::vector<ParamDecl> estimator_params() {
-  return {
-      {.key = "kernel_samples", .type = ParamType::integer, .default_value = "0", .min = 0,
-       .max = 4096, .unit = "samples",
-       .doc = "axial kernel M in input samples; 0 = from kernel_wavelengths and f_c"},
-      {.key = "kernel_wavelengths", .type = ParamType::real, .default_value = "1.5", .min = 0.1,
-       .max = 100, .unit = "wavelengths", .doc = "axial kernel length when kernel_samples is 0"},
-      {.key = "output_step", .type = ParamType::integer, .default_value = "1", .min = 1, .max = 1024,
-       .unit = "samples", .doc = "decimation: one output depth every output_step input samples"},
-      {.key = "output_dtype", .type = ParamType::choice, .default_value = "float32",
-       .choices = {"float32", "float16"}, .doc = "element type of both outputs (float16 halves the copy)"},
-  };
-}
-
 // T_s of an axis: its spacing in s, or 2 dz / c for a depth spacing, or 1 / fs when it has none.
 double sample_period_s(const Axis& axis, const FrameMeta& frame) {
   if (axis.spacing > 0 && axis.unit == "s") return axis.spacing;
@@ -39,25 +25,28 @@ double sample_period_s(const Axis& axis, const FrameMeta& frame) {
 }  // namespace
 
 StageInfo LoupasStage::info() {
-  return {.name = "loupas",
-          .doc = "Loupas 2-D autocorrelator: axial displacement (um, + = away) of every track vs the reference",
-          .params = estimator_params(),
-          .create = [](const ParamValues& p) { return std::make_unique<LoupasStage>(p, Estimator::loupas); }};
+  return make_stage_info<LoupasStage>(
+      "loupas", "Loupas 2-D autocorrelator: axial displacement (um, + = away) of every track vs the reference",
+      Params{.estimator = Estimator::loupas});
 }
 
 StageInfo LoupasStage::kasai_info() {
-  return {.name = "kasai",
-          .doc = "Kasai 1-D autocorrelator (f_dem instead of the mean frequency): biased by f_mean/f_dem",
-          .params = estimator_params(),
-          .create = [](const ParamValues& p) { return std::make_unique<LoupasStage>(p, Estimator::kasai); }};
+  return make_stage_info<LoupasStage>(
+      "kasai", "Kasai 1-D autocorrelator (f_dem instead of the mean frequency): biased by f_mean/f_dem",
+      Params{.estimator = Estimator::kasai});
 }
 
-LoupasStage::LoupasStage(const ParamValues& p, Estimator estimator) {
-  params_.estimator = estimator;
-  params_.kernel_samples = p.integer("kernel_samples");
-  params_.kernel_wavelengths = p.real("kernel_wavelengths");
-  params_.output_step = p.integer("output_step");
-  params_.output_half = p.text("output_dtype") == "float16";
+void LoupasStage::declare(ParamSpec<Params>& spec) {
+  spec.param(&Params::kernel_samples, "kernel_samples",
+             {.min = 0, .max = 4096, .unit = "samples",
+              .doc = "axial kernel M in input samples; 0 = from kernel_wavelengths and f_c", .live = true});
+  spec.param(&Params::kernel_wavelengths, "kernel_wavelengths",
+             {.min = 0.1, .max = 100, .unit = "wavelengths", .doc = "axial kernel length when kernel_samples is 0", .live = true});
+  spec.param(&Params::output_step, "output_step",
+             {.min = 1, .max = 1024, .unit = "samples",
+              .doc = "decimation: one output depth every output_step input samples", .live = true});
+  spec.choice(&Params::output_half, "output_dtype", {{"float32", false}, {"float16", true}},
+              {.doc = "element type of both outputs (float16 halves the copy)", .live = true});
 }
 
 StagePlan LoupasStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {

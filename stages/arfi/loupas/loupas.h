@@ -21,8 +21,9 @@ class LoupasStage : public Stage {
  public:
   static StageInfo info();        // "loupas"
   static StageInfo kasai_info();  // "kasai"
-  LoupasStage(const ParamValues& params, Estimator estimator);
-  explicit LoupasStage(const LoupasParams& params) : params_(params) {}
+  using Params = LoupasParams;  // the estimator is set by info() / kasai_info(), no parameter
+  static void declare(ParamSpec<Params>& spec);
+  explicit LoupasStage(const Params& params) : params_(params) {}
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

@@ -14,29 +14,18 @@
 namespace sonopipe {
 
 StageInfo MotionFilterStage::info() {
-  return {
-      .name = "motion_filter",
-      .doc = "subtracts a per-depth polynomial in time fitted through the reference and the late tracks (drift)",
-      .params =
-          {
-              {.key = "order", .type = ParamType::integer, .default_value = "1", .min = 1, .max = 2,
-               .doc = "polynomial order in time: 1 linear drift, 2 quadratic"},
-              {.key = "late_tracks", .type = ParamType::integer, .default_value = "10", .min = 1,
-               .max = 100000, .unit = "tracks", .doc = "the last late_tracks tracks enter the fit"},
-              {.key = "use_reference", .type = ParamType::boolean, .default_value = "true",
-               .doc = "the reference time enters the fit with displacement 0"},
-              {.key = "output_dtype", .type = ParamType::choice, .default_value = "float32",
-               .choices = {"float32", "float16"}, .doc = "element type of the output"},
-          },
-      .create = [](const ParamValues& p) { return std::make_unique<MotionFilterStage>(p); },
-  };
+  return make_stage_info<MotionFilterStage>(
+      "motion_filter",
+      "subtracts a per-depth polynomial in time fitted through the reference and the late tracks (drift)");
 }
 
-MotionFilterStage::MotionFilterStage(const ParamValues& p) {
-  params_.order = static_cast<int>(p.integer("order"));
-  params_.late_tracks = p.integer("late_tracks");
-  params_.use_reference = p.boolean("use_reference");
-  params_.output_half = p.text("output_dtype") == "float16";
+void MotionFilterStage::declare(ParamSpec<Params>& spec) {
+  spec.param(&Params::order, "order", {.min = 1, .max = 2, .doc = "polynomial order in time: 1 linear drift, 2 quadratic", .live = true});
+  spec.param(&Params::late_tracks, "late_tracks",
+             {.min = 1, .max = 100000, .unit = "tracks", .doc = "the last late_tracks tracks enter the fit", .live = true});
+  spec.param(&Params::use_reference, "use_reference", {.doc = "the reference time enters the fit with displacement 0", .live = true});
+  spec.choice(&Params::output_half, "output_dtype", {{"float32", false}, {"float16", true}},
+              {.doc = "element type of the output", .live = true});
 }
 
 StagePlan MotionFilterStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {

@@ -19,8 +19,9 @@ namespace sonopipe {
 class MotionFilterStage : public Stage {
  public:
   static StageInfo info();
-  explicit MotionFilterStage(const ParamValues& params);
-  explicit MotionFilterStage(const MotionFilterParams& params) : params_(params) {}
+  using Params = MotionFilterParams;
+  static void declare(ParamSpec<Params>& spec);
+  explicit MotionFilterStage(const Params& params) : params_(params) {}
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

@@ -12,38 +12,29 @@
 namespace sonopipe {
 
 StageInfo UpsampleStage::info() {
-  return {
-      .name = "upsample",
-      .doc = "cubic-spline upsampling of every line along its last axis (exact or the paper's overlapping subsets)",
-      .params =
-          {
-              {.key = "mode", .type = ParamType::choice, .default_value = "subsets",
-               .choices = {"subsets", "exact"},
-               .doc = "exact: spline of the whole line; subsets: rosenzweig2011's overlapping small systems"},
-              {.key = "boundary", .type = ParamType::choice, .default_value = "natural",
-               .choices = {"natural", "not-a-knot"}, .doc = "boundary condition at the line ends"},
-              {.key = "factor", .type = ParamType::integer, .default_value = "5", .min = 1, .max = 64,
-               .doc = "output rate = input rate * factor / factor_denominator"},
-              {.key = "factor_denominator", .type = ParamType::integer, .default_value = "1", .min = 1,
-               .max = 64, .doc = "denominator of a rational factor (1 = integer factor)"},
-              {.key = "subset_knots", .type = ParamType::integer, .default_value = "16", .min = 4,
-               .max = 256, .unit = "samples", .doc = "subsets: coefficients kept per subset (n)"},
-              {.key = "overlap", .type = ParamType::integer, .default_value = "12", .min = 0, .max = 64,
-               .unit = "samples",
-               .doc = "subsets: knots of overlap on each side (k); edge error ~0.27^k, 12 ~ float32 exact"},
-          },
-      .create = [](const ParamValues& p) { return std::make_unique<UpsampleStage>(p); },
-  };
+  return make_stage_info<UpsampleStage>(
+      "upsample",
+      "cubic-spline upsampling of every line along its last axis (exact or the paper's overlapping subsets)");
 }
 
-UpsampleStage::UpsampleStage(const ParamValues& p) {
-  params_.exact = p.text("mode") == "exact";
-  params_.boundary = p.text("boundary") == "natural" ? spline::Boundary::natural
-                                                     : spline::Boundary::not_a_knot;
-  params_.factor = p.integer("factor");
-  params_.factor_denominator = p.integer("factor_denominator");
-  params_.subset_knots = p.integer("subset_knots");
-  params_.overlap = p.integer("overlap");
+void UpsampleStage::declare(ParamSpec<Params>& spec) {
+  spec.choice(&Params::exact, "mode", {{"subsets", false}, {"exact", true}},
+              {.doc = "exact: spline of the whole line; subsets: rosenzweig2011's overlapping small systems", .live = true});
+  spec.choice(&Params::boundary, "boundary",
+              {{"natural", spline::Boundary::natural}, {"not-a-knot", spline::Boundary::not_a_knot}},
+              {.doc = "boundary condition at the line ends", .live = true});
+  spec.param(&Params::factor, "factor",
+             {.min = 1, .max = 64, .doc = "output rate = input rate * factor / factor_denominator", .live = true});
+  spec.param(&Params::factor_denominator, "factor_denominator",
+             {.min = 1, .max = 64, .doc = "denominator of a rational factor (1 = integer factor)", .live = true});
+  spec.param(&Params::subset_knots, "subset_knots",
+             {.min = 4, .max = 256, .unit = "samples", .doc = "subsets: coefficients kept per subset (n)", .live = true});
+  spec.param(&Params::overlap, "overlap",
+             {.min = 0, .max = 64, .unit = "samples",
+              .doc = "subsets: knots of overlap on each side (k); edge error ~0.27^k, 12 ~ float32 exact", .live = true});
+}
+
+UpsampleStage::UpsampleStage(const Params& params) : params_(params) {
   const std::int64_t g = std::gcd(params_.factor, params_.factor_denominator);
   params_.factor /= g;
   params_.factor_denominator /= g;

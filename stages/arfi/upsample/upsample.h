@@ -19,8 +19,9 @@ namespace sonopipe {
 class UpsampleStage : public Stage {
  public:
   static StageInfo info();
-  explicit UpsampleStage(const ParamValues& params);
-  explicit UpsampleStage(const UpsampleParams& params) : params_(params) {}
+  using Params = UpsampleParams;
+  static void declare(ParamSpec<Params>& spec);
+  explicit UpsampleStage(const Params& params);  // reduces factor / factor_denominator
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

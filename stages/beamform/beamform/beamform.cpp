@@ -52,69 +52,47 @@ void copy_vector(const FrameMeta& frame, std::string_view name, std::int64_t siz
 }  // namespace
 
 StageInfo BeamformStage::info() {
-  return {
-      .name = "beamform",
-      .doc = "delay-and-sum of channel data (channel_rf/channel_iq [frame,] [transmit, element, sample]) onto a "
-             "linear or sector grid, compounded over transmits, or one line per focused transmit; an ensemble's "
-             "frames in one launch",
-      .params =
-          {
-              {.key = "grid", .type = ParamType::choice, .default_value = "linear", .choices = {"linear", "sector"},
-               .doc = "linear: x by z; sector: angle by radius from the origin"},
-              {.key = "output", .type = ParamType::choice, .default_value = "image", .choices = {"image", "lines"},
-               .doc = "image: every transmit summed; lines: one line per focused transmit at its focus x"},
-              {.key = "x_min_m", .type = ParamType::real, .default_value = "-0.019", .unit = "m", .doc = "linear grid: first x"},
-              {.key = "x_max_m", .type = ParamType::real, .default_value = "0.019", .unit = "m", .doc = "linear grid: last x"},
-              {.key = "angle_min_deg", .type = ParamType::real, .default_value = "-30", .min = -89, .max = 89,
-               .unit = "deg", .doc = "sector grid: first angle (positive towards +x)"},
-              {.key = "angle_max_deg", .type = ParamType::real, .default_value = "30", .min = -89, .max = 89,
-               .unit = "deg", .doc = "sector grid: last angle"},
-              {.key = "z_min_m", .type = ParamType::real, .default_value = "0.005", .min = 0, .unit = "m",
-               .doc = "first depth (sector: radius)"},
-              {.key = "z_max_m", .type = ParamType::real, .default_value = "0.05", .min = 0, .unit = "m",
-               .doc = "last depth (sector: radius)"},
-              {.key = "lateral_pixels", .type = ParamType::integer, .default_value = "256", .min = 1, .max = 65536,
-               .unit = "pixels", .doc = "pixels across (image)"},
-              {.key = "depth_pixels", .type = ParamType::integer, .default_value = "1024", .min = 2, .max = 65536,
-               .unit = "pixels", .doc = "pixels in depth"},
-              {.key = "apodisation", .type = ParamType::choice, .default_value = "hann",
-               .choices = {"boxcar", "hann", "tukey"}, .doc = "receive apodisation window"},
-              {.key = "tukey_alpha", .type = ParamType::real, .default_value = "0.5", .min = 0.01, .max = 1,
-               .doc = "Tukey taper fraction"},
-              {.key = "f_number", .type = ParamType::real, .default_value = "1.5", .min = 0, .max = 100,
-               .doc = "receive F-number (aperture = depth / F#); 0: the whole array"},
-              {.key = "interpolation", .type = ParamType::choice, .default_value = "linear",
-               .choices = {"linear", "cubic"}, .doc = "channel-sample interpolation (cubic: natural spline)"},
-              {.key = "ensemble_axes", .type = ParamType::choice, .default_value = "frame_first",
-               .choices = {"frame_first", "arfi"},
-               .doc = "output of an ensemble: [frame, lateral, axial] (Doppler) or [location, ensemble, sample] (ARFI)"},
-              {.key = "iq_phase", .type = ParamType::choice, .default_value = "carrier", .choices = {"carrier", "baseband"},
-               .doc = "IQ output: carrier phase restored, or demodulated at f_dem on the two-way time 2 depth / c (ARFI)"},
-          },
-      .create = [](const ParamValues& p) { return std::make_unique<BeamformStage>(p); },
-  };
+  return make_stage_info<BeamformStage>(
+      "beamform",
+      "delay-and-sum of channel data (channel_rf/channel_iq [frame,] [transmit, element, sample]) onto a "
+      "linear or sector grid, compounded over transmits, or one line per focused transmit; an ensemble's "
+      "frames in one launch");
 }
 
-BeamformStage::BeamformStage(const ParamValues& p) {
-  params_.grid = p.text("grid") == "sector" ? BeamformParams::Grid::sector : BeamformParams::Grid::linear;
-  params_.output = p.text("output") == "lines" ? BeamformParams::Output::lines : BeamformParams::Output::image;
-  params_.x_min_m = p.real("x_min_m");
-  params_.x_max_m = p.real("x_max_m");
-  params_.angle_min_deg = p.real("angle_min_deg");
-  params_.angle_max_deg = p.real("angle_max_deg");
-  params_.z_min_m = p.real("z_min_m");
-  params_.z_max_m = p.real("z_max_m");
-  params_.lateral_pixels = p.integer("lateral_pixels");
-  params_.depth_pixels = p.integer("depth_pixels");
-  const std::string& window = p.text("apodisation");
-  params_.window = window == "boxcar" ? beamform::Window::boxcar
-                   : window == "tukey" ? beamform::Window::tukey : beamform::Window::hann;
-  params_.tukey_alpha = p.real("tukey_alpha");
-  params_.f_number = p.real("f_number");
-  params_.cubic = p.text("interpolation") == "cubic";
-  params_.ensemble_axes =
-      p.text("ensemble_axes") == "arfi" ? BeamformParams::EnsembleAxes::arfi : BeamformParams::EnsembleAxes::frame_first;
-  params_.baseband = p.text("iq_phase") == "baseband";
+void BeamformStage::declare(ParamSpec<Params>& spec) {
+  using Grid = Params::Grid;
+  using Output = Params::Output;
+  using beamform::Window;
+  spec.choice(&Params::grid, "grid", {{"linear", Grid::linear}, {"sector", Grid::sector}},
+              {.doc = "linear: x by z; sector: angle by radius from the origin"});
+  spec.choice(&Params::output, "output", {{"image", Output::image}, {"lines", Output::lines}},
+              {.doc = "image: every transmit summed; lines: one line per focused transmit at its focus x"});
+  spec.param(&Params::x_min_m, "x_min_m", {.unit = "m", .doc = "linear grid: first x", .live = true});
+  spec.param(&Params::x_max_m, "x_max_m", {.unit = "m", .doc = "linear grid: last x", .live = true});
+  spec.param(&Params::angle_min_deg, "angle_min_deg",
+             {.min = -89, .max = 89, .unit = "deg", .doc = "sector grid: first angle (positive towards +x)", .live = true});
+  spec.param(&Params::angle_max_deg, "angle_max_deg",
+             {.min = -89, .max = 89, .unit = "deg", .doc = "sector grid: last angle", .live = true});
+  spec.param(&Params::z_min_m, "z_min_m", {.min = 0, .unit = "m", .doc = "first depth (sector: radius)", .live = true});
+  spec.param(&Params::z_max_m, "z_max_m", {.min = 0, .unit = "m", .doc = "last depth (sector: radius)", .live = true});
+  spec.param(&Params::lateral_pixels, "lateral_pixels",
+             {.min = 1, .max = 65536, .unit = "pixels", .doc = "pixels across (image)", .live = true});
+  spec.param(&Params::depth_pixels, "depth_pixels",
+             {.min = 2, .max = 65536, .unit = "pixels", .doc = "pixels in depth", .live = true});
+  spec.choice(&Params::window, "apodisation",
+              {{"boxcar", Window::boxcar}, {"hann", Window::hann}, {"tukey", Window::tukey}},
+              {.doc = "receive apodisation window", .live = true});
+  spec.param(&Params::tukey_alpha, "tukey_alpha", {.min = 0.01, .max = 1, .doc = "Tukey taper fraction", .live = true});
+  spec.param(&Params::f_number, "f_number",
+             {.min = 0, .max = 100, .doc = "receive F-number (aperture = depth / F#); 0: the whole array", .live = true});
+  spec.choice(&Params::cubic, "interpolation", {{"linear", false}, {"cubic", true}},
+              {.doc = "channel-sample interpolation (cubic: natural spline)", .live = true});
+  using EnsembleAxes = Params::EnsembleAxes;
+  spec.choice(&Params::ensemble_axes, "ensemble_axes",
+              {{"frame_first", EnsembleAxes::frame_first}, {"arfi", EnsembleAxes::arfi}},
+              {.doc = "output of an ensemble: [frame, lateral, axial] (Doppler) or [location, ensemble, sample] (ARFI)"});
+  spec.choice(&Params::baseband, "iq_phase", {{"carrier", false}, {"baseband", true}},
+              {.doc = "IQ output: carrier phase restored, or demodulated at f_dem on the two-way time 2 depth / c (ARFI)"});
 }
 
 void BeamformStage::read_geometry(const FrameMeta& frame) {

@@ -44,8 +44,9 @@ struct BeamformParams {
 class BeamformStage : public Stage {
  public:
   static StageInfo info();
-  explicit BeamformStage(const ParamValues& params);
-  explicit BeamformStage(const BeamformParams& params) : params_(params) {}
+  using Params = BeamformParams;
+  static void declare(ParamSpec<Params>& spec);
+  explicit BeamformStage(const Params& params) : params_(params) {}
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

@@ -9,17 +9,15 @@
 namespace sonopipe {
 
 StageInfo ConvertStage::info() {
-  return {
-      .name = "convert",
-      .doc = "int16 IQ/RF to complex64/float32 (IQ interleaved on a last axis 'iq' of size 2), times scale",
-      .params = {{.key = "scale", .type = ParamType::real, .default_value = "1.0", .unit = "1/count",
-                  .doc = "multiplier applied to every value"}},
-      .create = [](const ParamValues& p) { return std::make_unique<ConvertStage>(p); },
-  };
+  return make_stage_info<ConvertStage>(
+      "convert", "int16 IQ/RF to complex64/float32 (IQ interleaved on a last axis 'iq' of size 2), times scale");
 }
 
-ConvertStage::ConvertStage(const ParamValues& params)
-    : scale_(static_cast<float>(params.real("scale"))) {}
+void ConvertStage::declare(ParamSpec<Params>& spec) {
+  spec.param(&Params::scale, "scale", {.unit = "1/count", .doc = "multiplier applied to every value", .live = true});
+}
+
+ConvertStage::ConvertStage(const Params& params) : scale_(static_cast<float>(params.scale)) {}
 
 StagePlan ConvertStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend) {
   if (input.axes.empty()) throw StageError("convert: input has no axes");

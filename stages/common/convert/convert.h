@@ -9,10 +9,16 @@
 
 namespace sonopipe {
 
+struct ConvertParams {
+  double scale = 1.0;  // out = scale * in (1/count)
+};
+
 class ConvertStage : public Stage {
  public:
   static StageInfo info();
-  explicit ConvertStage(const ParamValues& params);
+  using Params = ConvertParams;
+  static void declare(ParamSpec<Params>& spec);
+  explicit ConvertStage(const Params& params);
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

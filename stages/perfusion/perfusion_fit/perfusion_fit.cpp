@@ -21,17 +21,16 @@ namespace sonopipe {
 using namespace perfusion;
 
 StageInfo PerfusionFitStage::info() {
-  return {
-      .name = "perfusion_fit",
-      .doc = "DCE batch [voxel, time] + time_s/arterial_input/portal_input vectors -> float64 "
-             "[voxel, 9]: k_a, k_p, k_l (ml/100g/min), tau_a, tau_p (s), cost, iterations, "
-             "evaluations, converged (wang2012 dual-input single-compartment, Nelder-Mead)",
-      .params = fit_param_decls(),
-      .create = [](const ParamValues& p) { return std::make_unique<PerfusionFitStage>(p); },
-  };
+  return make_stage_info<PerfusionFitStage>(
+      "perfusion_fit",
+      "DCE batch [voxel, time] + time_s/arterial_input/portal_input vectors -> float64 "
+      "[voxel, 9]: k_a, k_p, k_l (ml/100g/min), tau_a, tau_p (s), cost, iterations, "
+      "evaluations, converged (wang2012 dual-input single-compartment, Nelder-Mead)");
 }
 
-PerfusionFitStage::PerfusionFitStage(const ParamValues& params)
+void PerfusionFitStage::declare(ParamSpec<Params>& spec) { declare_fit_params(spec); }
+
+PerfusionFitStage::PerfusionFitStage(const Params& params)
     : settings_(fit_settings_from(params)), config_(make_fit_config(settings_)) {}
 
 StagePlan PerfusionFitStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {

@@ -32,7 +32,9 @@ class PerfusionFitStage : public Stage {
   static constexpr int kColumns = 9;
 
   static StageInfo info();
-  explicit PerfusionFitStage(const ParamValues& params);
+  using Params = perfusion::FitParams;
+  static void declare(ParamSpec<Params>& spec);
+  explicit PerfusionFitStage(const Params& params);
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

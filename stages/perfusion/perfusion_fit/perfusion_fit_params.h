@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sdk/params.h"
+#include "sdk/param_spec.h"
 #include "stages/perfusion/nelder_mead.h"
 #include "stages/perfusion/perfusion_model.h"
 
@@ -25,11 +25,22 @@ struct FitSettings {
 std::string_view convolution_name(Convolution c);      // "recursive", "fft"
 Convolution parse_convolution(const std::string& name);  // throws std::invalid_argument
 
-// Parameter declarations of the fit (used by the stage; the tool maps its flags onto the same
+// The stage's parameters, flat (one member per key); defaults are FitSettings' own.
+struct FitParams {
+  Convolution convolution = FitSettings{}.convolution;
+  int max_iterations = NelderMeadSettings{}.max_iterations;
+  int max_evaluations = NelderMeadSettings{}.max_evaluations;
+  double cost_tolerance = NelderMeadSettings{}.cost_tolerance;
+  double parameter_tolerance = NelderMeadSettings{}.parameter_tolerance;
+  std::vector<double> start{kPaperStart.begin(), kPaperStart.end()};  // edge units
+  bool linear_start = FitSettings{}.linear_start;                     // initialiser: linear
+};
+
+// Declarations of the fit's parameters (used by the stage; the tool maps its flags onto the same
 // keys): convolution, max_iterations, max_evaluations, cost_tolerance, parameter_tolerance, start,
 // initialiser.
-std::vector<ParamDecl> fit_param_decls();
-FitSettings fit_settings_from(const ParamValues& values);
+void declare_fit_params(ParamSpec<FitParams>& spec);
+FitSettings fit_settings_from(const FitParams& params);  // ParamError unless 5 start values
 
 // One line per questionable choice (e.g. zero start delays leave the simplex almost flat along
 // those coordinates: its first steps there are 0.00025 s). Empty when all is well.

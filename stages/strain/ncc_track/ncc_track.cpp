@@ -33,87 +33,70 @@ const char* method_name(ncc::Method method) {
 }
 
 // Item d of a per-axis list ([axial, lateral, elevational]) or `fallback` when the list is short.
-int list_item(const ParamValues& params, const std::string& key, int d, int fallback) {
-  const auto& items = params.integers(key);
-  return d < static_cast<int>(items.size()) ? static_cast<int>(items[d]) : fallback;
+int list_item(const std::vector<int>& items, int d, int fallback) {
+  return d < static_cast<int>(items.size()) ? items[d] : fallback;
 }
 
 }  // namespace
 
 StageInfo NccTrackStage::info() {
-  const std::string per_axis = " per axis [axial, lateral(, elevational)]";
-  return {
-      .name = "ncc_track",
-      .doc = "NCC block matching between RF frames i-lag and i (2-D/3-D; standard, lewis, luo)",
-      .params = {
-          {.key = "method", .type = ParamType::choice, .default_value = "auto",
-           .choices = {"standard", "lewis", "luo", "auto"},
-           .doc = "NCC evaluation: eq. (1) directly, Lewis FFT + sum-tables, Luo-Konofagou sum-tables, "
-                  "or the fastest (timed once at configure)"},
-          {.key = "lag", .type = ParamType::integer, .default_value = "1", .min = 1, .max = 64,
-           .unit = "frames", .doc = "pair frame i with frame i - lag"},
-          {.key = "kernel", .type = ParamType::integer_list, .default_value = "[61, 11]", .min = 1,
-           .unit = "samples", .doc = "tracking window size" + per_axis},
-          {.key = "search_min", .type = ParamType::integer_list, .default_value = "[-5, -3]",
-           .unit = "samples", .doc = "smallest shift" + per_axis},
-          {.key = "search_max", .type = ParamType::integer_list, .default_value = "[5, 3]",
-           .unit = "samples", .doc = "largest shift" + per_axis},
-          {.key = "step", .type = ParamType::integer_list, .default_value = "[10, 1]", .min = 1,
-           .unit = "samples", .doc = "estimation grid step" + per_axis},
-          {.key = "points", .type = ParamType::integer_list, .default_value = "[0, 0]", .min = 0,
-           .doc = "estimation points" + per_axis + "; 0 = as many as fit"},
-          {.key = "roi_start", .type = ParamType::integer_list, .default_value = "[-1, -1]", .min = -1,
-           .unit = "samples", .doc = "first sample of the first window" + per_axis + "; -1 = centre the grid"},
-          {.key = "fit", .type = ParamType::choice, .default_value = "parabola",
-           .choices = {"parabola", "quadratic_surface"},
-           .doc = "sub-sample peak: separable 3-point parabola or least-squares quadratic on 3^n"},
-          {.key = "zero_mean", .type = ParamType::boolean, .default_value = "false",
-           .doc = "false: eq. (1) as in the papers (TM_CCORR_NORMED); true: Pearson"},
-          {.key = "batch_mb", .type = ParamType::integer, .default_value = "256", .min = 1,
-           .max = 65536, .unit = "MB",
-           .doc = "CUDA memory bound for the batched lewis spectra / luo cross tables"},
-      },
-      .create = [](const ParamValues& p) { return std::make_unique<NccTrackStage>(p); },
-  };
+  return make_stage_info<NccTrackStage>(
+      "ncc_track", "NCC block matching between RF frames i-lag and i (2-D/3-D; standard, lewis, luo)");
 }
 
-NccTrackStage::NccTrackStage(const ParamValues& params)
-    : params_(params),
-      requested_method_(parse_method(params.text("method"))),
-      lag_(static_cast<int>(params.integer("lag"))) {}
+void NccTrackStage::declare(ParamSpec<Params>& spec) {
+  const std::string per_axis = " per axis [axial, lateral(, elevational)]";
+  spec.choice(&Params::method, "method",
+              {{"standard", ncc::Method::standard}, {"lewis", ncc::Method::lewis}, {"luo", ncc::Method::luo},
+               {"auto", ncc::Method::auto_select}},
+              {.doc = "NCC evaluation: eq. (1) directly, Lewis FFT + sum-tables, Luo-Konofagou sum-tables, "
+                      "or the fastest (timed once at configure)", .live = true});
+  spec.param(&Params::lag, "lag", {.min = 1, .max = 64, .unit = "frames", .doc = "pair frame i with frame i - lag", .live = true});
+  spec.param(&Params::kernel, "kernel", {.min = 1, .unit = "samples", .doc = "tracking window size" + per_axis, .live = true});
+  spec.param(&Params::search_min, "search_min", {.unit = "samples", .doc = "smallest shift" + per_axis, .live = true});
+  spec.param(&Params::search_max, "search_max", {.unit = "samples", .doc = "largest shift" + per_axis, .live = true});
+  spec.param(&Params::step, "step", {.min = 1, .unit = "samples", .doc = "estimation grid step" + per_axis, .live = true});
+  spec.param(&Params::points, "points", {.min = 0, .doc = "estimation points" + per_axis + "; 0 = as many as fit", .live = true});
+  spec.param(&Params::roi_start, "roi_start",
+             {.min = -1, .unit = "samples",
+              .doc = "first sample of the first window" + per_axis + "; -1 = centre the grid", .live = true});
+  spec.choice(&Params::fit, "fit", {{"parabola", ncc::Fit::parabola}, {"quadratic_surface", ncc::Fit::quadratic_surface}},
+              {.doc = "sub-sample peak: separable 3-point parabola or least-squares quadratic on 3^n", .live = true});
+  spec.param(&Params::zero_mean, "zero_mean", {.doc = "false: eq. (1) as in the papers (TM_CCORR_NORMED); true: Pearson", .live = true});
+  spec.param(&Params::batch_mb, "batch_mb",
+             {.min = 1, .max = 65536, .unit = "MB", .doc = "CUDA memory bound for the batched lewis spectra / luo cross tables"});
+}
+
+NccTrackStage::NccTrackStage(const Params& params)
+    : params_(params), requested_method_(params.method), lag_(params.lag) {}
 
 NccTrackStage::~NccTrackStage() = default;
 
-ncc::Method NccTrackStage::parse_method(const std::string& name) {
-  if (name == "standard") return ncc::Method::standard;
-  if (name == "lewis") return ncc::Method::lewis;
-  if (name == "luo") return ncc::Method::luo;
-  if (name == "auto") return ncc::Method::auto_select;
-  throw StageError("ncc_track: unknown method '" + name + "'");
-}
-
-ncc::Geometry NccTrackStage::geometry_for(const ParamValues& params, const TensorSpec& input) {
+ncc::Geometry NccTrackStage::geometry_for(const Params& params, const TensorSpec& input) {
   const int rank = static_cast<int>(input.axes.size());
   if (rank != 2 && rank != 3)
     throw StageError("ncc_track: expected a 2-D [lateral, axial] or 3-D [elevational, lateral, axial] "
                      "frame, got " + input.shape_string());
-  for (const char* key : {"kernel", "search_min", "search_max", "step", "points", "roi_start"})
-    if (static_cast<int>(params.integers(key).size()) > rank)
+  const std::pair<const char*, const std::vector<int>*> lists[] = {
+      {"kernel", &params.kernel}, {"search_min", &params.search_min}, {"search_max", &params.search_max},
+      {"step", &params.step},     {"points", &params.points},         {"roi_start", &params.roi_start}};
+  for (const auto& [key, items] : lists)
+    if (static_cast<int>(items->size()) > rank)
       throw StageError(std::string("ncc_track: ") + key + " has more items than the frame has axes (" +
                        std::to_string(rank) + ")");
   ncc::Geometry g{};
-  g.zero_mean = params.boolean("zero_mean");
-  g.fit = params.text("fit") == "quadratic_surface" ? ncc::Fit::quadratic_surface : ncc::Fit::parabola;
+  g.zero_mean = params.zero_mean;
+  g.fit = params.fit;
   static const char* axis_word[kDims] = {"axial", "lateral", "elevational"};
   for (int d = 0; d < kDims; ++d) {
     const bool present = d < rank;
     g.frame[d] = present ? static_cast<int>(input.axes[rank - 1 - d].size) : 1;
-    g.kernel[d] = list_item(params, "kernel", d, 1);
-    g.search_min[d] = list_item(params, "search_min", d, 0);
-    g.search_max[d] = list_item(params, "search_max", d, 0);
-    g.step[d] = list_item(params, "step", d, 1);
-    int points = present ? list_item(params, "points", d, 0) : 1;
-    int start = list_item(params, "roi_start", d, -1);
+    g.kernel[d] = list_item(params.kernel, d, 1);
+    g.search_min[d] = list_item(params.search_min, d, 0);
+    g.search_max[d] = list_item(params.search_max, d, 0);
+    g.step[d] = list_item(params.step, d, 1);
+    int points = present ? list_item(params.points, d, 0) : 1;
+    int start = list_item(params.roi_start, d, -1);
     const std::string where = std::string("ncc_track: ") + axis_word[d] + " axis: ";
     if (g.search_min[d] > g.search_max[d])
       throw StageError(where + "search_min " + std::to_string(g.search_min[d]) + " > search_max " +
@@ -189,7 +172,7 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
 #ifdef SONOPIPE_WITH_CUDA
   gpu_.reset();
 #endif
-  [[maybe_unused]] const std::size_t batch_bytes = static_cast<std::size_t>(params_.integer("batch_mb")) << 20;
+  [[maybe_unused]] const std::size_t batch_bytes = static_cast<std::size_t>(params_.batch_mb) << 20;
   const std::vector<int> key = shape_key(backend);
   const auto remembered = auto_choices_.find(key);
   const bool seen_before = remembered != auto_choices_.end();

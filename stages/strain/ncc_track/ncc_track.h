@@ -22,10 +22,27 @@ namespace cuda {
 class NccTracker;
 }
 
+// The stage's parameters; per-axis lists in [axial, lateral(, elevational)] order (ncc_track_params.h).
+struct NccTrackParams {
+  ncc::Method method = ncc::Method::auto_select;
+  int lag = 1;                            // frames
+  std::vector<int> kernel = {61, 11};     // samples
+  std::vector<int> search_min = {-5, -3};
+  std::vector<int> search_max = {5, 3};
+  std::vector<int> step = {10, 1};
+  std::vector<int> points = {0, 0};       // 0 = as many as fit
+  std::vector<int> roi_start = {-1, -1};  // -1 = centre the grid
+  ncc::Fit fit = ncc::Fit::parabola;
+  bool zero_mean = false;
+  std::int64_t batch_mb = 256;            // CUDA bound of the batched lewis / luo tables
+};
+
 class NccTrackStage : public Stage {
  public:
   static StageInfo info();
-  explicit NccTrackStage(const ParamValues& params);
+  using Params = NccTrackParams;
+  static void declare(ParamSpec<Params>& spec);
+  explicit NccTrackStage(const Params& params);
   ~NccTrackStage() override;
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
@@ -34,8 +51,7 @@ class NccTrackStage : public Stage {
   bool keeps_state() const override { return true; }
 
   // The tracking geometry for an input shape, or StageError saying what does not fit.
-  static ncc::Geometry geometry_for(const ParamValues& params, const TensorSpec& input);
-  static ncc::Method parse_method(const std::string& name);
+  static ncc::Geometry geometry_for(const Params& params, const TensorSpec& input);
 
   const ncc::Geometry& geometry() const { return geometry_; }
   ncc::Method method_in_use() const { return method_; }  // auto resolved after configure
@@ -56,7 +72,7 @@ class NccTrackStage : public Stage {
   ncc::Method resolve_auto_cpu();
   ncc::Method resolve_auto_cuda();
 
-  ParamValues params_;
+  Params params_;
   ncc::Method requested_method_;
   ncc::Method method_ = ncc::Method::standard;
   int lag_;

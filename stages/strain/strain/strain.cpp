@@ -47,34 +47,36 @@ double strain_at(const StrainStage::Grid& grid, int half_window, const U* field,
 }  // namespace
 
 StageInfo StrainStage::info() {
-  return {
-      .name = "strain",
-      .doc = "normal strains of a displacement field by the least-squares differentiator (+ median)",
-      .params = {
-          {.key = "window", .type = ParamType::integer, .default_value = "5", .min = 3, .max = 63,
-           .unit = "grid points", .doc = "odd length N = 2h+1 of the least-squares differentiator"},
-          {.key = "median", .type = ParamType::integer_list, .default_value = "[1]", .min = 1, .max = 9,
-           .unit = "grid points",
-           .doc = "median pre-filter window per axis [axial, lateral(, elevational)], odd, 1 = off"},
-      },
-      .create = [](const ParamValues& p) { return std::make_unique<StrainStage>(p); },
-  };
+  return make_stage_info<StrainStage>(
+      "strain", "normal strains of a displacement field by the least-squares differentiator (+ median)");
 }
 
-StrainStage::StrainStage(const ParamValues& params) {
-  const auto window = params.integer("window");
-  if (window % 2 == 0) throw ParamError("window", "an odd number of grid points", 0);
-  half_window_ = static_cast<int>(window / 2);
-  const auto& median = params.integers("median");
-  if (median.size() > 3) throw ParamError("median", "at most three items", 0);
-  int count = 1;
-  for (std::size_t d = 0; d < median.size(); ++d) {
-    if (median[d] % 2 == 0) throw ParamError("median", "odd window sizes", 0);
-    median_[d] = static_cast<int>(median[d]);
-    count *= median_[d];
+void StrainStage::declare(ParamSpec<Params>& spec) {
+  spec.param(&Params::window, "window",
+             {.min = 3, .max = 63, .unit = "grid points",
+              .doc = "odd length N = 2h+1 of the least-squares differentiator", .live = true});
+  spec.param(&Params::median, "median",
+             {.min = 1, .max = 9, .unit = "grid points",
+              .doc = "median pre-filter window per axis [axial, lateral(, elevational)], odd, 1 = off", .live = true});
+  spec.rule(&StrainStage::check);
+}
+
+void StrainStage::check(const Params& params) {
+  if (params.window % 2 == 0) throw ParamError("window", "an odd number of grid points", 0);
+  if (params.median.size() > 3) throw ParamError("median", "at most three items", 0);
+  std::int64_t count = 1;
+  for (std::int64_t size : params.median) {
+    if (size % 2 == 0) throw ParamError("median", "odd window sizes", 0);
+    count *= size;
   }
   if (count > strain::kMaxMedianCount)
     throw ParamError("median", "a window of at most " + std::to_string(strain::kMaxMedianCount) + " points", 0);
+}
+
+StrainStage::StrainStage(const Params& params) {
+  check(params);
+  half_window_ = static_cast<int>(params.window / 2);
+  for (std::size_t d = 0; d < params.median.size(); ++d) median_[d] = static_cast<int>(params.median[d]);
 }
 
 StagePlan StrainStage::configure(const FrameMeta&, const TensorSpec& input, Backend) {

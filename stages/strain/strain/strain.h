@@ -2,16 +2,25 @@
 // differentiator, with an optional median pre-filter. Conventions: stages/strain/strain/strain_params.h.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "sdk/registry.h"
 
 namespace sonopipe {
 
+struct StrainParams {
+  std::int64_t window = 5;                // odd N = 2h + 1 of the differentiator (grid points)
+  std::vector<std::int64_t> median = {1}; // median window per axis [axial, lateral(, elevational)]
+};
+
 class StrainStage : public Stage {
  public:
   static StageInfo info();
-  explicit StrainStage(const ParamValues& params);
+  using Params = StrainParams;
+  static void declare(ParamSpec<Params>& spec);
+  static void check(const Params& params);  // odd window, at most 3 odd median sizes; ParamError
+  explicit StrainStage(const Params& params);
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;

@@ -6,6 +6,9 @@
 namespace {
 class Nothing final : public sonopipe::Stage {
  public:
+  struct Params {};
+  static void declare(sonopipe::ParamSpec<Params>&) {}
+  explicit Nothing(const Params&) {}
   sonopipe::StagePlan configure(const sonopipe::FrameMeta&, const sonopipe::TensorSpec& in, sonopipe::Backend) override {
     return {.outputs = {{"out", in}}};
   }
@@ -14,6 +17,5 @@ class Nothing final : public sonopipe::Stage {
 }  // namespace
 
 SONOPIPE_STAGE_PLUGIN(registry) {
-  registry.add({.name = "convert", .doc = "clashes with the built-in convert", .params = {},
-                .create = [](const sonopipe::ParamValues&) { return std::make_unique<Nothing>(); }});
+  registry.add(sonopipe::make_stage_info<Nothing>("convert", "clashes with the built-in convert"));
 }

@@ -43,9 +43,9 @@ struct ChainResult {
 inline ChainResult run_arfi_chain(const sim::ArfiSimResult& set, const std::string& estimator,
                                   ThreadPool& pool, bool motion_filter = false, std::int64_t late_tracks = 10) {
   const FrameMeta& frame = set.meta;
-  ConvertStage convert(default_params(ConvertStage::info().params));
+  ConvertStage convert(ConvertStage::Params{});
   auto converted = run_stage_cpu(convert, frame, frame.payload, set.payload.data(), pool);
-  UpsampleStage upsample(default_params(UpsampleStage::info().params));
+  UpsampleStage upsample(UpsampleStage::Params{});
   const TensorSpec& c_spec = converted.plan.outputs[0].spec;
   auto upsampled = run_stage_cpu(upsample, frame, c_spec, converted.outputs[0].data(), pool);
   const StageInfo info = estimator == "kasai" ? LoupasStage::kasai_info() : LoupasStage::info();
@@ -59,7 +59,7 @@ inline ChainResult run_arfi_chain(const sim::ArfiSimResult& set, const std::stri
   result.quality.assign(estimated.as<float>(1), estimated.as<float>(1) + count);
   if (motion_filter) {
     std::map<std::string, RawParam> given{{"late_tracks", RawParam{{std::to_string(late_tracks)}}}};
-    MotionFilterStage filter(validate_params(MotionFilterStage::info().params, given));
+    MotionFilterStage filter(bind_params<MotionFilterStage>(given));
     auto filtered = run_stage_cpu(filter, frame, d_spec, estimated.outputs[0].data(), pool);
     result.displacement_um.assign(filtered.as<float>(), filtered.as<float>() + count);
   } else {

@@ -167,9 +167,9 @@ TEST_CASE("loupas and kasai on CUDA match the CPU reference within 0.001 um rms"
   config.seed = test::fresh_seed();
   config.drift_um_per_s = 300;
   const auto set = sim::simulate_arfi(config, &pool);
-  ConvertStage convert(default_params(ConvertStage::info().params));
+  ConvertStage convert(ConvertStage::Params{});
   auto converted = test::run_stage_cpu(convert, set.meta, set.meta.payload, set.payload.data(), pool);
-  UpsampleStage upsample(default_params(UpsampleStage::info().params));
+  UpsampleStage upsample(UpsampleStage::Params{});
   auto up = test::run_stage_cpu(upsample, set.meta, converted.plan.outputs[0].spec, converted.outputs[0].data(), pool);
   const TensorSpec& spec = up.plan.outputs[0].spec;
   // A dead stretch in location 0's reference line: zero-energy windows must be NaN on both sides.

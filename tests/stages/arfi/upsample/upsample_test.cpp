@@ -184,7 +184,7 @@ TEST_CASE("upsample passes input samples through exactly at i * factor, without 
   ThreadPool pool(2);
   for (const char* mode : {"subsets", "exact"}) {
     std::map<std::string, RawParam> given{{"mode", RawParam{{mode}}}};
-    UpsampleStage stage(validate_params(UpsampleStage::info().params, given));
+    UpsampleStage stage(bind_params<UpsampleStage>(given));
     FrameMeta frame = line_frame(DType::float32, lines, samples);
     auto run = test::run_stage_cpu(stage, frame, frame.payload, input.data(), pool);
     const TensorSpec& out = run.plan.outputs[0].spec;
@@ -221,7 +221,7 @@ TEST_CASE("complex lines upsample I and Q independently", "[upsample]") {
     q_part[n] = iq[n].imag();
   }
   ThreadPool pool(2);
-  UpsampleStage stage(default_params(UpsampleStage::info().params));
+  UpsampleStage stage(UpsampleStage::Params{});
   FrameMeta complex_frame = line_frame(DType::complex64, lines, samples);
   FrameMeta real_frame = line_frame(DType::float32, lines, samples);
   auto c = test::run_stage_cpu(stage, complex_frame, complex_frame.payload, iq.data(), pool);
@@ -248,7 +248,7 @@ TEST_CASE("rational factor 3/2 puts even input samples on outputs and keeps the 
 }
 
 TEST_CASE("upsample rejects inputs it cannot spline, with a reason", "[upsample]") {
-  UpsampleStage stage(default_params(UpsampleStage::info().params));
+  UpsampleStage stage(UpsampleStage::Params{});
   FrameMeta frame = line_frame(DType::int16, 2, 100);
   CHECK_THROWS_WITH(stage.configure(frame, frame.payload, Backend::cpu), Catch::Contains("complex64 or float32"));
   frame = line_frame(DType::float32, 2, 1);
@@ -279,7 +279,7 @@ TEST_CASE("upsample on CUDA matches the CPU reference (subsets, exact, real, com
   for (const Case& c : cases) {
     std::map<std::string, RawParam> given{{"mode", RawParam{{c.mode}}}, {"boundary", RawParam{{c.boundary}}},
                                           {"factor", RawParam{{c.factor}}}, {"factor_denominator", RawParam{{c.denominator}}}};
-    UpsampleStage stage(validate_params(UpsampleStage::info().params, given));
+    UpsampleStage stage(bind_params<UpsampleStage>(given));
     FrameMeta frame = line_frame(c.dtype, c.lines, c.samples);
     const std::size_t floats = static_cast<std::size_t>(c.lines * c.samples) * (c.dtype == DType::complex64 ? 2 : 1);
     std::mt19937_64 rng(test::fresh_seed());

@@ -24,7 +24,7 @@ RawParam item(const std::string& value) { return RawParam{{value}, false, 0}; }
 RawParam list(std::vector<std::string> values) { return RawParam{std::move(values), true, 0}; }
 
 std::unique_ptr<NccTrackStage> make_stage(std::map<std::string, RawParam> given) {
-  auto params = validate_params(NccTrackStage::info().params, given);
+  auto params = bind_params<NccTrackStage>(given);
   return std::make_unique<NccTrackStage>(params);
 }
 
@@ -108,15 +108,14 @@ Outputs run_cpu(NccTrackStage& stage, const TensorSpec& spec, const std::vector<
 }
 
 ncc::Geometry small_geometry_2d() {
-  auto params = validate_params(NccTrackStage::info().params,
+  auto params = bind_params<NccTrackStage>(
                                 {{"kernel", list({"21", "5"})}, {"search_min", list({"-4", "-2"})},
                                  {"search_max", list({"4", "2"})}, {"step", list({"7", "3"})}});
   return NccTrackStage::geometry_for(params, frame_spec({24, 160}));
 }
 
 ncc::Geometry small_geometry_3d(bool zero_mean) {
-  auto params = validate_params(
-      NccTrackStage::info().params,
+  auto params = bind_params<NccTrackStage>(
       {{"kernel", list({"15", "5", "3"})}, {"search_min", list({"-3", "-2", "-1"})},
        {"search_max", list({"4", "2", "1"})}, {"step", list({"9", "2", "1"})},
        {"zero_mean", item(zero_mean ? "true" : "false")}, {"fit", item("quadratic_surface")}});
@@ -134,7 +133,7 @@ TEST_CASE("ncc_track geometry centres the grid and rejects windows that leave th
   CHECK(g.start[0] + g.search_min[0] >= 0);
   CHECK(g.start[0] + g.reference_extent(0) - 1 + g.search_max[0] <= 159);
   // Kernel larger than the frame: a clear StageError naming the axis.
-  auto params = validate_params(NccTrackStage::info().params, {{"kernel", list({"200", "5"})}});
+  auto params = bind_params<NccTrackStage>({{"kernel", list({"200", "5"})}});
   CHECK_THROWS_WITH(NccTrackStage::geometry_for(params, frame_spec({24, 160})),
                     Catch::Contains("axial axis"));
   auto stage = make_stage({});

@@ -24,6 +24,7 @@ from sonopipe.web.intake import Intake
 log = logging.getLogger("sonopipe.web")
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"  # publish.endpoint of config/demo.yaml
+DEFAULT_CONTROL = "tcp://127.0.0.1:5557"  # control.endpoint of config/demo.yaml
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8088
 
@@ -37,6 +38,9 @@ def parse_arguments(argv):
                         help=f"address to serve the page on (default {DEFAULT_HOST}, this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"HTTP port (default {DEFAULT_PORT}; 0: any free port, printed)")
+    parser.add_argument("--control", default=DEFAULT_CONTROL,
+                        help=f"the daemon's control endpoint, for the live-parameter controls (default {DEFAULT_CONTROL}; "
+                             "'' shows no controls)")
     parser.add_argument("--pipeline", action="append", default=[],
                         help="show only this pipeline (repeatable; default: all)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -71,7 +75,11 @@ async def serve(options):
                     on_group=lambda group, context: loop.call_soon_threadsafe(hub.put_group, group, context),
                     on_status=lambda status: loop.call_soon_threadsafe(hub.put_status, status))
     hub = Hub(executor, intake.stats, lambda: intake.errors)
-    runner = web.AppRunner(make_application(hub), access_log=None, handle_signals=False)
+    control = None
+    if options.control:
+        from sonopipe.control import Control
+        control = Control(options.control, timeout_s=2.0)
+    runner = web.AppRunner(make_application(hub, control), access_log=None, handle_signals=False)
     await runner.setup()
     try:
         site = web.TCPSite(runner, options.host, options.port)
@@ -79,7 +87,8 @@ async def serve(options):
         port = runner.addresses[0][1]  # the port chosen when --port 0
         host = f"[{options.host}]" if ":" in options.host else options.host
         if not _is_loopback(options.host):
-            log.warning("serving on %s: anyone who can reach it sees the results (no authentication)", options.host)
+            log.warning("serving on %s: anyone who can reach it sees the results (no authentication)%s", options.host,
+                        " and can change live parameters (--control '' to refuse)" if control else "")
         intake.start()
         print(f"sonopipe-web: viewer at http://{host}:{port}/ (results from {options.endpoint})", flush=True)
         await stopping.wait()

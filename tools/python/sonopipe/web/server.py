@@ -7,6 +7,11 @@ and /ws, where each browser gets the hub's newest views and status one message a
     GET /stats.json       the viewer's counters, per browser and per daemon topic too (conflation)
     GET /ws               WebSocket: server -> page {"type": "view" | "status", ...};
                           page -> server {"type": "ack"} once it has drawn the last message
+    GET /controls.json    {"enabled": bool}: whether this viewer may change live parameters
+    POST /parameters      {"name": "<pipeline>.<stage>.<parameter>", "value": ...} -> the daemon's
+                          answer {"ok", "error", "generation", "value"} through this server's control
+                          connection (docs/live-parameters.md); the live parameters themselves, with
+                          their ranges and units, come with every status
 """
 import asyncio
 import json
@@ -22,9 +27,11 @@ log = logging.getLogger("sonopipe.web")
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
-def make_application(hub):
+def make_application(hub, control=None):
+    """`control`: a sonopipe.Control of the daemon (None: the page shows no controls)."""
     application = web.Application()
     application["hub"] = hub
+    application["control"] = control
     application["colormaps"] = json.dumps(colormaps.tables())
     application["sockets"] = set()
     application.on_shutdown.append(_close_sockets)
@@ -32,6 +39,8 @@ def make_application(hub):
     application.router.add_get("/colormaps.json", _colormaps)
     application.router.add_get("/stats.json", _stats)
     application.router.add_get("/ws", _websocket)
+    application.router.add_get("/controls.json", _controls)
+    application.router.add_post("/parameters", _set_parameter)
     application.router.add_static("/static/", STATIC_DIR)
     return application
 
@@ -48,6 +57,32 @@ async def _stats(request):
     hub = request.app["hub"]
     return web.json_response({**hub.counters(), "per_browser": hub.clients_counters(),
                               "skipped_on_intake_per_topic": hub.skipped_per_topic()})
+
+
+async def _controls(request):
+    return web.json_response({"enabled": request.app["control"] is not None})
+
+
+async def _set_parameter(request):
+    """One `set` on the daemon's control socket, off the event loop (it waits for the reply)."""
+    control = request.app["control"]
+    if control is None:
+        return web.json_response({"ok": False, "error": "this viewer has no control connection (--control)"})
+    try:
+        body = await request.json()
+        name, value = str(body["name"]), body["value"]
+    except (ValueError, KeyError, TypeError):
+        return web.json_response({"ok": False, "error": 'expected {"name": ..., "value": ...}'}, status=400)
+    from sonopipe.control import ControlError, yaml_text
+    loop = asyncio.get_running_loop()
+    try:
+        reply = await loop.run_in_executor(None, control.request, "set", name, yaml_text(value))
+    except ControlError as error:
+        log.info("set %s = %s refused: %s", name, value, error)
+        return web.json_response({"ok": False, "error": str(error).split(": ", 1)[-1]})
+    parameter = reply.parameters[0]
+    log.info("set %s = %s (generation %d)", parameter.name, parameter.value, reply.generation)
+    return web.json_response({"ok": True, "generation": reply.generation, "value": parameter.value})
 
 
 async def _websocket(request):

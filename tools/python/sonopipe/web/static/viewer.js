@@ -1,12 +1,16 @@
 // The page: one WebSocket to sonopipe-web; per pipeline a card with its latest images and status
 // numbers; the daemon's totals on top, the viewer's own counters (conflation) below. After
 // drawing a message the page acknowledges it; only then does the server send the next one.
+// Live parameters (docs/live-parameters.md): a slider per numeric live parameter with a declared
+// range (a list for choices), with its unit; a change goes to POST /parameters, which the server
+// applies through its control connection; the page shows the generation or the daemon's reason.
 // window.sonopipeViewer exposes what was drawn (for tests and the curious).
 "use strict";
 
 (() => {
   const CHAINS = {arfi: "ARFI", strain: "Strain", perfusion: "Perfusion", doppler: "Doppler", generic: "Generic"};
-  const state = {colormaps: null, views: {}, statusMessages: 0, cards: {}, status: null, viewer: null, errors: []};
+  const state = {colormaps: null, views: {}, statusMessages: 0, cards: {}, status: null, viewer: null, errors: [],
+                 controlsEnabled: false, lastSet: null};
 
   const number = value => Number(value ?? 0);
   const fixed = (value, decimals) => number(value).toFixed(decimals);
@@ -46,10 +50,79 @@
       item.append(element("dt", null, title), value);
       numbers.append(item);
     }
+    const controls = element("div", "controls");
     const panels = element("div", "panels");
-    section.append(head, numbers, panels);
+    section.append(head, numbers, controls, panels);
     document.getElementById("pipelines").append(section);  // the status lists pipelines in config order
-    return (state.cards[pipeline] = {section, head, numbers, panels, canvases: []});
+    return (state.cards[pipeline] = {section, head, numbers, controls, panels, canvases: [], inputs: {}});
+  }
+
+  // A step that moves a slider in round numbers: a power of ten near a thousandth of the range.
+  const stepOf = (min, max) => Math.pow(10, Math.floor(Math.log10((max - min) / 1000)));
+
+  async function setParameter(name, value, note) {
+    note.textContent = "…";
+    note.className = "note";
+    try {
+      const response = await fetch("/parameters", {method: "POST", headers: {"Content-Type": "application/json"},
+                                                   body: JSON.stringify({name, value})});
+      const reply = await response.json();
+      state.lastSet = {name, value, reply};
+      note.textContent = reply.ok ? `generation ${reply.generation}` : reply.error;
+      note.className = reply.ok ? "note ok" : "note refused";
+    } catch (error) {
+      state.lastSet = {name, value, reply: {ok: false, error: String(error)}};
+      note.textContent = String(error);
+      note.className = "note refused";
+    }
+  }
+
+  // One control per live parameter that has one: numbers with a finite range (slider), choices (list).
+  function parameterControl(target, parameter) {
+    const min = Number(parameter.min ?? 0), max = Number(parameter.max ?? 0);
+    const numeric = (parameter.type === "integer" || parameter.type === "real") && isFinite(min) && isFinite(max) && max > min;
+    if (!parameter.live || !(numeric || parameter.type === "choice")) return null;
+    const row = element("label", "control");
+    row.append(element("span", "control-name", parameter.name.split(".").slice(1).join(".")));
+    let input;
+    if (numeric) {
+      input = element("input");
+      input.type = "range";
+      input.min = String(min);
+      input.max = String(max);
+      input.step = parameter.type === "integer" ? "1" : String(stepOf(min, max));
+    } else {
+      input = element("select");
+      for (const choice of parameter.choices || []) input.append(element("option", null, choice));
+    }
+    input.dataset.parameter = parameter.name;
+    input.value = parameter.value;
+    const shown = element("output", "control-value", parameter.value);
+    const unit = element("span", "control-unit", parameter.unit || "");
+    const note = element("span", "note", "");
+    input.addEventListener("input", () => { input.dataset.editing = "1"; shown.textContent = input.value; });
+    input.addEventListener("change", async () => {
+      const value = parameter.type === "integer" ? parseInt(input.value, 10)
+                  : parameter.type === "real" ? Number(input.value) : input.value;
+      await setParameter(parameter.name, value, note);
+      delete input.dataset.editing;
+    });
+    row.title = parameter.doc || "";
+    row.append(input, shown, unit, note);
+    target.controls.append(row);
+    return {input, shown};
+  }
+
+  function showParameters(target, parameters) {
+    if (!state.controlsEnabled) return;
+    for (const parameter of parameters || []) {
+      if (!(parameter.name in target.inputs)) target.inputs[parameter.name] = parameterControl(target, parameter);
+      const control = target.inputs[parameter.name];
+      if (control && !control.input.dataset.editing) {  // the daemon's value, unless the user is moving it
+        control.input.value = parameter.value;
+        control.shown.textContent = parameter.value;
+      }
+    }
   }
 
   function showView(view) {
@@ -98,6 +171,7 @@
         setField(target.numbers, name, String(number(pipeline[name])));
       }
       setField(target.numbers, "queue", `${number(pipeline.queueDepth)}/${number(pipeline.queueCapacity)}`);
+      showParameters(target, pipeline.parameters);
     }
     const footer = document.getElementById("viewer");
     for (const [name, value] of Object.entries(viewer)) setField(footer, name, String(value));
@@ -148,12 +222,15 @@
 
   window.sonopipeViewer = {
     state: () => ({views: state.views, statusMessages: state.statusMessages, viewer: state.viewer,
-                   colormaps: state.colormaps !== null, errors: state.errors}),
+                   colormaps: state.colormaps !== null, errors: state.errors,
+                   controlsEnabled: state.controlsEnabled, lastSet: state.lastSet}),
     canvasStatistics,
   };
 
-  fetch("/colormaps.json").then(response => response.json()).then(tables => {
+  Promise.all([fetch("/colormaps.json").then(response => response.json()),
+               fetch("/controls.json").then(response => response.json())]).then(([tables, controls]) => {
     state.colormaps = tables;
+    state.controlsEnabled = Boolean(controls.enabled);
     connect();
   });
 })();

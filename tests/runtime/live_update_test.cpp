@@ -1,0 +1,217 @@
+// Live parameter changes in the executor (PipelineExecutor::update_stage): a change takes effect
+// between two frames, every result carries the generation its frame started with, nothing queued is
+// lost, a shape change re-plans the buffers, and stream states stay when their size does.
+#include "runtime/pipeline_executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "sdk/thread_pool.h"
+#include "tests/support/test_support.h"
+
+using namespace sonopipe;
+
+namespace {
+
+// Output float64 [length]: item 0 the stage's `value`, item 1 the frames its stream ran on this
+// state before (StageIo::state_frames), the rest `value` again. A state of `state_words` doubles.
+struct StampParams {
+  double value = 0;
+  std::int64_t length = 4;
+  std::int64_t state_words = 1;
+  bool stateful = false;
+};
+
+class StampStage : public Stage {
+ public:
+  explicit StampStage(StampParams params) : params_(params) {}
+  StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    if (params_.length > 8 * input.element_count()) throw StageError("stamp: longer than 8x its input");
+    StagePlan plan{.outputs = {{"stamp", TensorSpec{.dtype = DType::float64, .axes = {{"value", params_.length}}}}}};
+    if (params_.stateful) plan.state_bytes = static_cast<std::size_t>(params_.state_words) * sizeof(double);
+    return plan;
+  }
+  bool run_cpu(const StageIo& io) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    auto* out = static_cast<double*>(io.outputs[0]);
+    for (std::int64_t i = 0; i < params_.length; ++i) out[i] = params_.value;
+    out[1] = static_cast<double>(io.state_frames);
+    return true;
+  }
+  bool keeps_state() const override { return params_.stateful; }
+
+ private:
+  StampParams params_;
+};
+
+struct Stamp {
+  std::uint64_t sequence, generation;
+  std::int64_t length;
+  double value, state_frames;
+};
+
+struct Collector {
+  std::mutex mutex;
+  std::vector<Stamp> items;
+  std::atomic<std::uint64_t> errors{0};
+  ExecutorCallbacks callbacks() {
+    return {.publish =
+                [this](const PublishedResult& r) {
+                  const auto* v = static_cast<const double*>(r.data);
+                  std::lock_guard lock(mutex);
+                  items.push_back({r.frame.sequence, r.param_generation, r.spec.axes.at(0).size, v[0], v[1]});
+                },
+            .stage_error = [this](const FrameMeta&, const std::string&, const std::string&) { ++errors; }};
+  }
+};
+
+InputFrame frame_of(std::uint64_t sequence) {
+  InputFrame frame;
+  frame.meta.stream_id = 1;
+  frame.meta.sequence = sequence;
+  frame.meta.kind = FrameKind::rf;
+  frame.meta.payload.dtype = DType::float32;
+  frame.meta.payload.axes = {{"line", 2}, {"sample", 4}};
+  auto bytes = std::make_shared<std::vector<float>>(8, 1.0f);
+  frame.payload = std::shared_ptr<const std::byte>(bytes, reinterpret_cast<const std::byte*>(bytes->data()));
+  frame.payload_bytes = bytes->size() * sizeof(float);
+  frame.received_ns = 1;
+  return frame;
+}
+
+std::function<std::vector<PipelineStage>()> stamp_stages(StampParams params) {
+  return [params] {
+    std::vector<PipelineStage> stages;
+    stages.push_back({.label = "stamp", .stage = std::make_unique<StampStage>(params), .publish = true});
+    return stages;
+  };
+}
+
+// Value and length of generation g (g = 0: as started).
+double value_of(std::uint64_t g) { return 1.5 * static_cast<double>(g); }
+std::int64_t length_of(std::uint64_t g) { return 4 + static_cast<std::int64_t>(g % 5); }
+
+// Submits `frames` frames from one thread while `changes` changes go in from this one; returns
+// what was published.
+std::vector<Stamp> run_under_load(std::vector<int> devices, int frames, int changes, bool change_shape,
+                                  PipelineStats& stats) {
+  ThreadPool pool(2);
+  Collector got;
+  StampParams start{.value = value_of(0), .length = length_of(0)};
+  {
+    PipelineExecutor executor("live", devices, stamp_stages(start), {.slots = 3, .queue_depth = 16, .pool = &pool},
+                              got.callbacks());
+    std::thread feeder([&] {
+      for (int n = 0; n < frames; ++n) REQUIRE(executor.submit(frame_of(n)));
+    });
+    for (std::uint64_t g = 1; g <= static_cast<std::uint64_t>(changes); ++g) {
+      std::this_thread::sleep_for(std::chrono::microseconds(700));
+      StampParams next{.value = value_of(g), .length = change_shape ? length_of(g) : length_of(0)};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+    }
+    feeder.join();
+    executor.drain();
+    stats = executor.stats();
+  }
+  CHECK(got.errors == 0);
+  return got.items;
+}
+
+}  // namespace
+
+TEST_CASE("live changes under load: every result carries the generation its frame started with, none lost",
+          "[live]") {
+  constexpr int kFrames = 1500, kChanges = 40;
+  for (bool change_shape : {false, true}) {
+    CAPTURE(change_shape);
+    PipelineStats stats;
+    const std::vector<Stamp> items = run_under_load({0}, kFrames, kChanges, change_shape, stats);
+    REQUIRE(items.size() == kFrames);  // 0 frames lost
+    CHECK(stats.total.processed == kFrames);
+    CHECK(stats.total.stage_errors == 0);
+    std::uint64_t previous = 0;
+    std::map<std::uint64_t, int> per_generation;
+    for (std::size_t n = 0; n < items.size(); ++n) {
+      const Stamp& s = items[n];
+      REQUIRE(s.sequence == n);                   // order kept
+      REQUIRE(s.value == value_of(s.generation)); // the value in force when the frame started
+      REQUIRE(s.length == (change_shape ? length_of(s.generation) : length_of(0)));  // buffers re-planned
+      REQUIRE(s.generation >= previous);          // one lane: generations never go back
+      previous = s.generation;
+      ++per_generation[s.generation];
+    }
+    CHECK(items.back().generation <= kChanges);
+    CHECK(per_generation.size() > 1);  // changes landed while frames flowed
+    CHECK(stats.total.param_generation == items.back().generation);
+  }
+}
+
+TEST_CASE("live changes over several lanes: each lane swaps between its frames, generation matches value",
+          "[live]") {
+  constexpr int kFrames = 900, kChanges = 30;
+  PipelineStats stats;
+  const std::vector<Stamp> items = run_under_load({0, 1, 2}, kFrames, kChanges, true, stats);
+  REQUIRE(items.size() == kFrames);
+  for (std::size_t n = 0; n < items.size(); ++n) {
+    REQUIRE(items[n].sequence == n);
+    REQUIRE(items[n].value == value_of(items[n].generation));
+    REQUIRE(items[n].length == length_of(items[n].generation));
+  }
+}
+
+TEST_CASE("a change that keeps the state size keeps the stream's history; one that changes it starts afresh, counted",
+          "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  StampParams params{.value = 1, .length = 4, .state_words = 2, .stateful = true};
+  PipelineStats stats;
+  {
+    PipelineExecutor executor("state", {0}, stamp_stages(params), {.slots = 2, .queue_depth = 64, .pool = &pool},
+                              got.callbacks());
+    auto send = [&](int from, int to) {
+      for (int n = from; n < to; ++n) REQUIRE(executor.submit(frame_of(n)));
+      // Wait until these frames are through, so the change lands exactly before frame `to`.
+      while (executor.stats().total.processed < static_cast<std::uint64_t>(to))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    send(0, 10);
+    params.value = 2;  // same state size: the history stays
+    executor.update_stage(0, [params] { return std::make_unique<StampStage>(params); }, 1);
+    send(10, 20);
+    params.value = 3;
+    params.state_words = 5;  // another state size: the history starts afresh
+    executor.update_stage(0, [params] { return std::make_unique<StampStage>(params); }, 2);
+    send(20, 30);
+    executor.drain();
+    stats = executor.stats();
+  }
+  REQUIRE(got.items.size() == 30);
+  for (int n = 0; n < 30; ++n) {
+    const Stamp& s = got.items[n];
+    CHECK(s.generation == (n < 10 ? 0u : n < 20 ? 1u : 2u));
+    CHECK(s.value == (n < 10 ? 1 : n < 20 ? 2 : 3));
+    CHECK(s.state_frames == (n < 20 ? n : n - 20));
+  }
+  CHECK(stats.total.state_resets == 1);
+  CHECK(stats.total.param_changes == 2);
+}
+
+TEST_CASE("a candidate is tried on the frames the pipeline sees before it is accepted", "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  StampParams params{.value = 1, .length = 4};
+  PipelineExecutor executor("check", {0}, stamp_stages(params), {.slots = 2, .queue_depth = 8, .pool = &pool},
+                            got.callbacks());
+  StampStage too_long(StampParams{.value = 1, .length = 1000});
+  CHECK_NOTHROW(executor.check_stage(0, too_long));  // no frame yet: nothing to try it on
+  REQUIRE(executor.submit(frame_of(0)));
+  while (executor.stats().total.processed < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK_THROWS_WITH(executor.check_stage(0, too_long), Catch::Contains("longer than 8x its input"));
+  StampStage fits(StampParams{.value = 1, .length = 64});  // the frame has 8 elements
+  CHECK_NOTHROW(executor.check_stage(0, fits));
+  executor.drain();
+  CHECK(got.errors == 0);
+}
