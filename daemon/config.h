@@ -35,6 +35,9 @@ struct SecurityConfig {
   ControlStop control_stop = ControlStop::allow;
 };
 
+// publish.max_queued_bytes by default: three 41 MB full-resolution ARFI results, 256 of 512 KB.
+inline constexpr std::size_t kDefaultMaxQueuedBytes = std::size_t(128) << 20;
+
 struct DaemonConfig {
   std::string source;  // file the config came from (for messages)
 
@@ -43,6 +46,9 @@ struct DaemonConfig {
   bool ingest_bind = true;  // false: connect (e.g. SUB to a scanner's PUB)
   std::string publish_endpoint = "tcp://127.0.0.1:5556";
   int publish_high_water_mark = 1000;  // messages queued per subscriber before PUB drops
+  // Bytes of results queued per subscriber before its results are dropped (counted per subscriber):
+  // a subscriber that stops reading costs at most this much (daemon/publisher.h).
+  std::size_t publish_max_queued_bytes = kDefaultMaxQueuedBytes;
   std::string control_endpoint = "tcp://127.0.0.1:5557";
   double status_interval_s = 1.0;
 

@@ -46,6 +46,7 @@ class Daemon {
   // the daemon (never std::terminate).
   std::thread guarded_thread(const char* what, std::function<void()> body);
   std::uint64_t frames_unfinished() const;  // accepted by an executor, not yet done
+  void add_publish_status(v1::Status& status) const;  // queue bound, subscribers and their drops
 
   DaemonConfig config_;
   BackendSelection backend_;
