@@ -341,17 +341,18 @@ v1::Status Daemon::status() const {
 void Daemon::add_publish_status(v1::Status& status) const {
   const PublishStats publish = publisher_->stats();
   status.set_publish_max_queued_bytes(publish.max_queued_bytes);
-  status.set_publish_queue_messages(static_cast<std::uint32_t>(publish.queue_messages));
-  status.set_publish_largest_message_bytes(publish.largest_message_bytes);
   status.set_publish_bytes_held(publish.bytes_held);
   status.set_results_dropped_for_subscribers(publish.results_dropped);
+  status.set_subscribers_cut(publish.subscribers_cut);
   status.set_subscribers_watched(publish.subscribers_watched);
   for (const SubscriberInfo& info : publish.subscribers) {
     v1::SubscriberStatus* subscriber = status.add_subscribers();
     subscriber->set_peer(info.peer);
     subscriber->set_connected_s(info.connected_s);
-    subscriber->set_stalled(info.stalled);
+    subscriber->set_lagging(info.lagging);
+    subscriber->set_backlog_bytes(info.backlog_bytes);
     subscriber->set_results_dropped(info.results_dropped);
+    subscriber->set_cut(info.cut);
   }
 }
 

@@ -53,22 +53,21 @@ v1::ResultHeader result_header(const PublishedResult& result) {
   return header;
 }
 
-std::size_t queue_messages_for(const PublishLimits& limits, std::size_t message_bytes) {
-  // One message more than the queue holds is being written into the connection.
-  const std::size_t fit = limits.max_queued_bytes / std::max<std::size_t>(1, message_bytes);
-  return std::clamp<std::size_t>(fit > 0 ? fit - 1 : 0, 1, static_cast<std::size_t>(limits.high_water_mark));
-}
-
 Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
-    : socket_(context, zmq::socket_type::pub), limits_(limits),
-      queue_messages_(static_cast<std::size_t>(limits.high_water_mark)) {
+    : socket_(context, zmq::socket_type::pub), limits_(limits) {
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
-  if (configure) configure(socket_);
-  else subscribers_ = std::make_unique<SubscriberWatch>(context, socket_, "publish");
+  if (configure) {
+    configure(socket_);
+  } else {
+    subscribers_ = std::make_unique<SubscriberWatch>(context, socket_, "publish", limits_.max_queued_bytes,
+                                                     static_cast<std::size_t>(limits_.high_water_mark));
+  }
   socket_.bind(endpoint);
-  spdlog::info("publish: bound to {} (at most {} bytes and {} messages queued per subscriber)", endpoint,
-               limits_.max_queued_bytes, limits_.high_water_mark);
+  spdlog::info("publish: bound to {} (per subscriber at most {} messages queued{})", endpoint,
+               limits_.high_water_mark,
+               subscribers_ ? ", cut past a backlog of " + std::to_string(limits_.max_queued_bytes) + " bytes"
+                            : std::string(" (security.curve: max_queued_bytes does not apply)"));
   if (reachable_beyond_loopback(endpoint))
     spdlog::warn("publish: {} is reachable from other machines: anyone who reaches it receives every result; "
                  "bind 127.0.0.1 or ipc:// unless this is what you want", endpoint);
@@ -80,19 +79,18 @@ void Publisher::publish_result(const PublishedResult& result) {
   header.mutable_timing()->set_published_ns(wall_ns());
   header.SerializeToString(&header_bytes_);
   const std::string topic = result_topic(result.pipeline, result.output);
-  note_message_bytes(topic.size() + header_bytes_.size() + result.bytes);
-  if (subscribers_) subscribers_->before_result(queue_messages_);
+  if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
   zmq::message_t payload = payload_message(result);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(header_bytes_), zmq::send_flags::sndmore);
   socket_.send(payload, zmq::send_flags::none);
-  // (After a send: the socket has taken in the connections that arrived meanwhile.)
-  if (subscribers_ && subscribers_->read_events()) {
-    limit_pending_ = true;
-    trim_heartbeats_left_ = kTrimHeartbeats;  // (also when one left: the next heartbeats return its memory)
-  }
-  if (limit_pending_) apply_queue_limit();
+  read_subscriber_events();
+}
+
+void Publisher::read_subscriber_events() {
+  // A subscriber that left (or was cut) freed its queue: return the memory (return_freed_memory).
+  if (subscribers_ && subscribers_->read_events()) trim_until_ = std::chrono::steady_clock::now() + kTrimPeriod;
 }
 
 zmq::message_t Publisher::payload_message(const PublishedResult& result) {
@@ -119,36 +117,16 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result) {
   }, held);
 }
 
-void Publisher::note_message_bytes(std::size_t bytes) {
-  if (bytes <= largest_message_bytes_) return;
-  largest_message_bytes_ = bytes;
-  const std::size_t messages = queue_messages_for(limits_, bytes);
-  if (messages == queue_messages_) return;
-  spdlog::info("publish: results of up to {} bytes: at most {} of them queued per subscriber "
-               "(publish.max_queued_bytes {})", bytes, messages, limits_.max_queued_bytes);
-  queue_messages_ = messages;
-  limit_pending_ = true;
-}
-
-void Publisher::apply_queue_limit() {
-  // libzmq applies ZMQ_SNDHWM to the connections the socket holds now (not to a connection it has
-  // not taken in yet: that one gets the bind-time value until the next call).
-  socket_.set(zmq::sockopt::sndhwm, static_cast<int>(queue_messages_));
-  limit_pending_ = false;
-}
-
-void Publisher::return_freed_memory(bool subscriber_left) {
+void Publisher::return_freed_memory() {
   // glibc keeps freed heap memory for reuse: a stalled subscriber that held hundreds of MB and left
-  // would leave the RSS there. After a subscriber left (without a watch: once ZeroMQ let go of
-  // kTrimAfterFreedBytes), the next few heartbeats give the free heap back, so that the result
-  // buffers the executors release on their next frames are returned too.
+  // would leave the RSS there. After a subscriber left or was cut (read_subscriber_events; without a watch: once ZeroMQ
+  // let go of kTrimAfterFreedBytes), the heartbeats of the next kTrimPeriod give the free heap
+  // back, so that the spare result buffers the executors free a second later are returned too.
   const std::size_t held = bytes_held_->load(std::memory_order_relaxed);
-  const bool released = subscribers_ ? subscriber_left : held_peak_since_trim_ >= held + kTrimAfterFreedBytes;
-  if (released) trim_heartbeats_left_ = kTrimHeartbeats;
+  const auto now = std::chrono::steady_clock::now();
+  if (!subscribers_ && held_peak_since_trim_ >= held + kTrimAfterFreedBytes) trim_until_ = now + kTrimPeriod;
   held_peak_since_trim_ = held;
-  if (trim_heartbeats_left_ == 0) return;
-  --trim_heartbeats_left_;
-  malloc_trim(0);
+  if (now < trim_until_) malloc_trim(0);
 }
 
 void Publisher::publish_status(const v1::Status& status) {
@@ -156,21 +134,18 @@ void Publisher::publish_status(const v1::Status& status) {
   std::lock_guard lock(mutex_);
   socket_.send(zmq::buffer(std::string_view(kStatusTopic)), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
-  const std::size_t before = subscribers_ ? subscribers_->subscribers().size() : 0;
-  if (subscribers_) subscribers_->read_events();
-  const bool subscriber_left = subscribers_ && subscribers_->subscribers().size() < before;
-  apply_queue_limit();  // reaches subscribers that connected since the last result
-  return_freed_memory(subscriber_left);
+  read_subscriber_events();
+  return_freed_memory();
 }
 
 PublishStats Publisher::stats() {
   std::lock_guard lock(mutex_);
-  PublishStats stats{.max_queued_bytes = limits_.max_queued_bytes, .queue_messages = queue_messages_,
-                     .largest_message_bytes = largest_message_bytes_,
+  PublishStats stats{.max_queued_bytes = limits_.max_queued_bytes,
                      .bytes_held = bytes_held_->load(std::memory_order_relaxed),
                      .subscribers_watched = subscribers_ != nullptr};
   if (subscribers_) {
     stats.results_dropped = subscribers_->results_dropped_total();
+    stats.subscribers_cut = subscribers_->cut_total();
     stats.subscribers = subscribers_->subscribers();
   }
   return stats;

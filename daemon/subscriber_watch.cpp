@@ -1,12 +1,11 @@
 #include "daemon/subscriber_watch.h"
 
 #include <arpa/inet.h>
-#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -14,6 +13,15 @@ namespace sonopipe {
 namespace {
 
 constexpr int kConnectionEvents = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED;
+
+// This end of a connection (its local address), to tell our connection from a later one that got
+// the same descriptor number.
+std::string local_of(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return {};
+  return std::string(reinterpret_cast<const char*>(&address), length);
+}
 
 // The other end of a connection, for the status: address and port (tcp) or process id (ipc).
 std::string peer_of(int fd) {
@@ -41,8 +49,9 @@ std::string peer_of(int fd) {
 
 }  // namespace
 
-SubscriberWatch::SubscriberWatch(zmq::context_t& context, zmq::socket_t& socket, const std::string& name)
-    : monitor_(context, zmq::socket_type::pair) {
+SubscriberWatch::SubscriberWatch(zmq::context_t& context, zmq::socket_t& socket, const std::string& name,
+                                 std::size_t max_queued_bytes, std::size_t queue_messages)
+    : monitor_(context, zmq::socket_type::pair), max_queued_bytes_(max_queued_bytes), queue_messages_(queue_messages) {
   const std::string address = "inproc://sonopipe-subscribers-" + name;
   if (zmq_socket_monitor(socket.handle(), address.c_str(), kConnectionEvents) != 0)
     throw std::runtime_error("publish: cannot monitor the " + name + " socket: " + zmq_strerror(zmq_errno()));
@@ -51,15 +60,14 @@ SubscriberWatch::SubscriberWatch(zmq::context_t& context, zmq::socket_t& socket,
 }
 
 bool SubscriberWatch::read_events() {
-  bool changed = false;
+  bool left = false;
   while (true) {
     // Event: [uint16 id, uint32 value (the connection's fd)][endpoint]
     zmq::message_t first;
     if (!monitor_.recv(first, zmq::recv_flags::dontwait)) break;
     while (first.more()) {
       zmq::message_t rest;
-      if (!monitor_.recv(rest, zmq::recv_flags::dontwait)) break;
-      if (!rest.more()) break;
+      if (!monitor_.recv(rest, zmq::recv_flags::dontwait) || !rest.more()) break;
     }
     if (first.size() < 6) continue;
     std::uint16_t id = 0;
@@ -70,41 +78,53 @@ bool SubscriberWatch::read_events() {
     if (id == ZMQ_EVENT_ACCEPTED) {
       Subscriber subscriber;
       subscriber.info.peer = peer_of(fd);
+      subscriber.local = local_of(fd);
       subscriber.connected = std::chrono::steady_clock::now();
       by_fd_[fd] = std::move(subscriber);
-      changed = true;
     } else if (by_fd_.erase(fd) > 0) {
-      changed = true;
+      left = true;
     }
   }
-  return changed;
+  return left;
 }
 
-bool SubscriberWatch::moved(int fd, Subscriber& subscriber) const {
-  pollfd item{fd, POLLOUT, 0};
-  const bool writable = poll(&item, 1, 0) == 1 && (item.revents & POLLOUT);
-  int unsent = 0;
-  const long unsent_bytes = ioctl(fd, SIOCOUTQ, &unsent) == 0 ? unsent : -1;
-  const bool drained = unsent_bytes != subscriber.unsent_bytes;
-  subscriber.unsent_bytes = unsent_bytes;
-  return writable || drained;
-}
-
-void SubscriberWatch::before_result(std::size_t queue_messages) {
+void SubscriberWatch::before_result(std::size_t message_bytes) {
   for (auto& [fd, subscriber] : by_fd_) {
-    if (moved(fd, subscriber)) {
-      subscriber.results_stalled = 0;
-      subscriber.info.stalled = false;
+    if (subscriber.info.cut) continue;
+    pollfd item{fd, POLLOUT, 0};
+    if (poll(&item, 1, 0) == 1 && (item.revents & POLLOUT) && !(item.revents & (POLLERR | POLLHUP))) {
+      subscriber.info.lagging = false;
+      subscriber.info.backlog_bytes = 0;
+      subscriber.backlog_results = 0;
       continue;
     }
-    subscriber.info.stalled = true;
-    // The message being written when the connection stopped is already out of its queue; the
-    // queue takes `queue_messages` more.
-    if (++subscriber.results_stalled > queue_messages) {
+    subscriber.info.lagging = true;
+    // The result that filled its connection is still being written: it counts too.
+    if (subscriber.backlog_results == 0) subscriber.info.backlog_bytes = previous_message_bytes_;
+    if (subscriber.info.backlog_bytes + message_bytes > max_queued_bytes_) {
+      cut(fd, subscriber);
+      continue;
+    }
+    subscriber.info.backlog_bytes += message_bytes;
+    if (++subscriber.backlog_results > queue_messages_) {  // ZeroMQ's queue for it is full
       ++subscriber.info.results_dropped;
       ++dropped_total_;
     }
   }
+  previous_message_bytes_ = message_bytes;
+}
+
+void SubscriberWatch::cut(int fd, Subscriber& subscriber) {
+  // The descriptor is ours to shut down only while it is still this connection (ZeroMQ may have
+  // closed it and the number gone to a new socket before the monitor said so).
+  if (local_of(fd) != subscriber.local || peer_of(fd) != subscriber.info.peer) return;
+  shutdown(fd, SHUT_RDWR);  // ZeroMQ sees the connection end, and drops its queue
+  // Lost with it: its queue, the result being written and the one that would have passed the bound.
+  const std::uint64_t discarded = std::min<std::uint64_t>(subscriber.backlog_results, queue_messages_) + 2;
+  subscriber.info.results_dropped += discarded;
+  dropped_total_ += discarded;
+  subscriber.info.cut = true;
+  ++cut_total_;
 }
 
 std::vector<SubscriberInfo> SubscriberWatch::subscribers() const {

@@ -12,20 +12,20 @@ std::string ms(double value) {
   return text;
 }
 
-// The publish queues: the bound, and per subscriber whether it keeps up and what it lost.
+// The publish socket's subscribers: the bound, and per subscriber whether it keeps up and what it lost.
 void publish_text(const v1::Status& status, std::ostringstream& out) {
   if (status.publish_max_queued_bytes() == 0) return;  // a daemon from before the bound
-  out << "publish: at most " << status.publish_max_queued_bytes() << " bytes queued per subscriber ("
-      << status.publish_queue_messages() << " results of up to " << status.publish_largest_message_bytes()
-      << " bytes), " << status.publish_bytes_held() << " bytes held now, " << status.results_dropped_for_subscribers()
-      << " results dropped for subscribers\n";
+  out << "publish: a subscriber is cut past a backlog of " << status.publish_max_queued_bytes() << " bytes; "
+      << status.publish_bytes_held() << " bytes held now, " << status.results_dropped_for_subscribers()
+      << " results dropped for subscribers, " << status.subscribers_cut() << " cut\n";
   if (!status.subscribers_watched()) {
     out << "  subscribers: not watched (security.curve)\n";
     return;
   }
   for (const v1::SubscriberStatus& s : status.subscribers())
     out << "  subscriber " << s.peer() << ": connected " << ms(s.connected_s()) << " s, "
-        << (s.stalled() ? "stalled, " : "") << s.results_dropped() << " results dropped\n";
+        << (s.cut() ? "cut, " : s.lagging() ? "lagging, " : "") << "backlog " << s.backlog_bytes() << " bytes, "
+        << s.results_dropped() << " results dropped\n";
 }
 
 }  // namespace
