@@ -16,7 +16,7 @@ import numpy as np
 
 import client_library
 
-MATLAB_DIR = os.path.join(os.path.dirname(client_library.HEADER), "..", "..", "tools", "clients", "matlab")
+MATLAB_DIR = os.path.join(os.path.dirname(client_library.HEADER), "..", "tools", "clients", "matlab")
 
 # ------------------------------------------------------------------------------------------------
 # The MATLAB text
