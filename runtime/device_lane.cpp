@@ -275,6 +275,7 @@ void DeviceLane::process(InputFrame& frame) {
     acquire_stream_state(slot);
     if (options_.backend == Backend::cuda) enqueue_on_cuda(slot);
     else run_on_cpu(slot);
+    release_staged_payload(slot);
   } catch (const std::exception& e) {
     slot.failed = true;
     slot.error = e.what();
@@ -366,6 +367,14 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
       slot.output_pointers[out.stage][out.output] = current->data();
     }
   }
+}
+
+void DeviceLane::release_staged_payload(Slot& slot) {
+  // The socket's buffer is done with once the CPU stages have run or its bytes are in the slot's
+  // pinned input (a pinned payload is read by the H2D still in flight: it stays until completion).
+  // Handing it back now, not a frame later at completion, keeps fewer receive buffers alive: the
+  // allocator gives ZeroMQ's next receive memory that is already mapped instead of fresh pages.
+  if (options_.backend == Backend::cpu || !slot.frame.payload_pinned) slot.frame.payload.reset();
 }
 
 void DeviceLane::release_idle_spares(std::size_t output) {

@@ -173,6 +173,7 @@ class DeviceLane {
   void record_trace(const FrameTrace& trace);
   void prepare_result_buffers(Slot& slot);
   void release_idle_spares(std::size_t output);
+  void release_staged_payload(Slot& slot);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
   void refuse(const FrameMeta& frame, const std::string& why);
   void report_frame_done(const FrameMeta& frame);
