@@ -37,6 +37,7 @@
 #include <iostream>
 #include <numbers>
 #include <random>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -153,6 +154,7 @@ struct Row {
   bool cuda = false;
   double gpu_busy_ms = 0, gpu_bottleneck_ms = 0;  // per frame from the daemon's status (CUDA only)
   std::size_t daemon_rejected = 0;
+  double faults_per_frame = -1;  // the daemon's minor page faults per frame in the throughput run
 };
 
 // A stalled subscriber's cost (one per transport, at the largest frame size).
@@ -320,6 +322,19 @@ struct DaemonClient {
   }
 };
 
+// The process's minor page faults so far (/proc/<pid>/stat field 10), or -1.
+long minor_faults(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t end_of_name = text.rfind(')');
+  if (end_of_name == std::string::npos) return -1;
+  std::istringstream fields(text.substr(end_of_name + 2));
+  std::string field;
+  for (int i = 3; i <= 10 && fields >> field; ++i)
+    if (i == 10) return std::stol(field);
+  return -1;
+}
+
 void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame, const CoreOptions& options,
                std::uint64_t& sequence, Row& row) {
   std::int64_t received_ns = 0;
@@ -334,6 +349,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   // Throughput: a sender thread pushes N frames; this thread collects N results.
   const std::uint64_t first_sequence = sequence;
   sequence += options.frames;
+  const long faults_before = minor_faults(daemon.pid());
   const auto start = SteadyClock::now();
   std::thread sender([&] {
     BenchFrame local = frame;  // own header state; the payload is shared read-only
@@ -353,6 +369,8 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   const double seconds = tools::seconds_since(start);
   sender.join();
   row.daemon_fps = static_cast<double>(options.frames) / seconds;
+  if (const long faults_after = minor_faults(daemon.pid()); faults_before >= 0 && faults_after >= 0)
+    row.faults_per_frame = static_cast<double>(faults_after - faults_before) / static_cast<double>(options.frames);
 
   const v1::Status status = daemon.status();
   row.daemon_rejected = status.frames_rejected() - rejected_before;
@@ -473,7 +491,9 @@ void print_table(const std::vector<Row>& rows) {
     if (r.daemon_rejected) std::cout << "  [" << r.daemon_rejected << " rejected!]";
     std::cout << "\n";
   }
-  std::cout << "(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
+  std::cout << "daemon page faults per frame (throughput run; one per 4 KiB page touched for the first time):";
+  for (const Row& r : rows) std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0) << ";";
+  std::cout << "\n(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
                "daemon's output size, its I/O without its work;\n latency in ms: e2e = frame sent -> result received, one "
                "in flight; dmn = the daemon's received -> published; GB/s counts input bytes)\n";
 }
