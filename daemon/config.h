@@ -35,6 +35,9 @@ struct SecurityConfig {
   ControlStop control_stop = ControlStop::allow;
 };
 
+// publish.max_queued_bytes by default: three 41 MB full-resolution ARFI results, 256 of 512 KB.
+inline constexpr std::size_t kDefaultMaxQueuedBytes = std::size_t(128) << 20;
+
 struct DaemonConfig {
   std::string source;  // file the config came from (for messages)
 
@@ -56,6 +59,9 @@ struct DaemonConfig {
     std::uint32_t slots = 8;
     std::size_t payload_bytes = 0;  // 0: max_frame_bytes
   } publish_shm;
+  // Bytes of results queued per subscriber before its results are dropped (counted per subscriber):
+  // a subscriber that stops reading costs at most this much (daemon/publisher.h).
+  std::size_t publish_max_queued_bytes = kDefaultMaxQueuedBytes;
   std::string control_endpoint = "tcp://127.0.0.1:5557";
   double status_interval_s = 1.0;
 

@@ -54,8 +54,11 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     secure_publish = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "publish"); };
     secure_control = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "control"); };
   }
-  publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark,
-                                           secure_publish);
+  publisher_ = std::make_unique<Publisher>(
+      context_, config_.publish_endpoint,
+      PublishLimits{.high_water_mark = config_.publish_high_water_mark,
+                    .max_queued_bytes = config_.publish_max_queued_bytes},
+      secure_publish);
   if (!config_.publish_shm.endpoint.empty()) shm_publisher_ = std::make_unique<ShmPublisher>(config_);
   ExecutorCallbacks callbacks{
       .publish =
@@ -306,7 +309,26 @@ v1::Status Daemon::status() const {
   status.set_frames_processed(processed);
   status.set_results_published(published);
   status.set_frames_dropped(dropped);
+  add_publish_status(status);
   return status;
+}
+
+void Daemon::add_publish_status(v1::Status& status) const {
+  const PublishStats publish = publisher_->stats();
+  status.set_publish_max_queued_bytes(publish.max_queued_bytes);
+  status.set_publish_bytes_held(publish.bytes_held);
+  status.set_results_dropped_for_subscribers(publish.results_dropped);
+  status.set_subscribers_cut(publish.subscribers_cut);
+  status.set_subscribers_watched(publish.subscribers_watched);
+  for (const SubscriberInfo& info : publish.subscribers) {
+    v1::SubscriberStatus* subscriber = status.add_subscribers();
+    subscriber->set_peer(info.peer);
+    subscriber->set_connected_s(info.connected_s);
+    subscriber->set_lagging(info.lagging);
+    subscriber->set_backlog_bytes(info.backlog_bytes);
+    subscriber->set_results_dropped(info.results_dropped);
+    subscriber->set_cut(info.cut);
+  }
 }
 
 }  // namespace sonopipe

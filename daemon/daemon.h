@@ -43,6 +43,7 @@ class Daemon {
   // Runs `body` on a thread; an exception that reaches its top is logged and counted, and stops
   // the daemon (never std::terminate).
   std::thread guarded_thread(const char* what, std::function<void()> body);
+  void add_publish_status(v1::Status& status) const;  // queue bound, subscribers and their drops
 
   DaemonConfig config_;
   BackendSelection backend_;

@@ -2,8 +2,10 @@
 
 #include "daemon/endpoint.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "wire/wire.h"
@@ -54,13 +56,21 @@ v1::ResultHeader result_header(const PublishedResult& result) {
   return header;
 }
 
-Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark,
+Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
-    : socket_(context, zmq::socket_type::pub) {
-  socket_.set(zmq::sockopt::sndhwm, high_water_mark);
-  if (configure) configure(socket_);
+    : socket_(context, zmq::socket_type::pub), limits_(limits) {
+  socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
+  if (configure) {
+    configure(socket_);
+  } else {
+    subscribers_ = std::make_unique<SubscriberWatch>(context, socket_, "publish", limits_.max_queued_bytes,
+                                                     static_cast<std::size_t>(limits_.high_water_mark));
+  }
   socket_.bind(endpoint);
-  spdlog::info("publish: bound to {}", endpoint);
+  spdlog::info("publish: bound to {} (per subscriber at most {} messages queued{})", endpoint,
+               limits_.high_water_mark,
+               subscribers_ ? ", cut past a backlog of " + std::to_string(limits_.max_queued_bytes) + " bytes"
+                            : std::string(" (security.curve: max_queued_bytes does not apply)"));
   if (reachable_beyond_loopback(endpoint))
     spdlog::warn("publish: {} is reachable from other machines: anyone who reaches it receives every result; "
                  "bind 127.0.0.1 or ipc:// unless this is what you want", endpoint);
@@ -72,18 +82,54 @@ void Publisher::publish_result(const PublishedResult& result) {
   header.mutable_timing()->set_published_ns(wall_ns());
   header.SerializeToString(&header_bytes_);
   const std::string topic = result_topic(result.pipeline, result.output);
+  if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
+  zmq::message_t payload = payload_message(result);
+  held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(header_bytes_), zmq::send_flags::sndmore);
-  if (!result.owner) {
-    socket_.send(zmq::const_buffer(result.data, result.bytes), zmq::send_flags::none);
-    return;
-  }
-  // Zero copy: the message references the executor's result buffer and holds a reference to it
-  // until ZeroMQ has written it out (or dropped it), when the free function lets go.
-  auto* keep = new std::shared_ptr<const void>(result.owner);
-  zmq::message_t payload(const_cast<void*>(result.data), result.bytes,
-                         [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); }, keep);
   socket_.send(payload, zmq::send_flags::none);
+  read_subscriber_events();
+}
+
+void Publisher::read_subscriber_events() {
+  // A subscriber that left (or was cut) freed its queue: return the memory (return_freed_memory).
+  if (subscribers_ && subscribers_->read_events()) trim_until_ = std::chrono::steady_clock::now() + kTrimPeriod;
+}
+
+zmq::message_t Publisher::payload_message(const PublishedResult& result) {
+  // Zero copy: the message references the executor's result buffer and holds a reference to it
+  // until ZeroMQ has written it to every subscriber (or dropped it), when the free function lets go.
+  struct Held {
+    std::shared_ptr<const void> owner;
+    std::vector<std::byte> copy;  // when the result has no owner
+    std::size_t bytes;
+    std::shared_ptr<std::atomic<std::size_t>> bytes_held;
+  };
+  auto* held = new Held{result.owner, {}, result.bytes, bytes_held_};
+  const void* data = result.data;
+  if (!result.owner) {
+    const auto* bytes = static_cast<const std::byte*>(result.data);
+    held->copy.assign(bytes, bytes + result.bytes);
+    data = held->copy.data();
+  }
+  bytes_held_->fetch_add(result.bytes, std::memory_order_relaxed);
+  return zmq::message_t(const_cast<void*>(data), result.bytes, [](void*, void* hint) {
+    auto* done = static_cast<Held*>(hint);
+    done->bytes_held->fetch_sub(done->bytes, std::memory_order_relaxed);
+    delete done;
+  }, held);
+}
+
+void Publisher::return_freed_memory() {
+  // glibc keeps freed heap memory for reuse: a stalled subscriber that held hundreds of MB and left
+  // would leave the RSS there. After a subscriber left or was cut (read_subscriber_events; without a watch: once ZeroMQ
+  // let go of kTrimAfterFreedBytes), the heartbeats of the next kTrimPeriod give the free heap
+  // back, so that the spare result buffers the executors free a second later are returned too.
+  const std::size_t held = bytes_held_->load(std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  if (!subscribers_ && held_peak_since_trim_ >= held + kTrimAfterFreedBytes) trim_until_ = now + kTrimPeriod;
+  held_peak_since_trim_ = held;
+  if (now < trim_until_) malloc_trim(0);
 }
 
 void Publisher::publish_status(const v1::Status& status) {
@@ -91,6 +137,21 @@ void Publisher::publish_status(const v1::Status& status) {
   std::lock_guard lock(mutex_);
   socket_.send(zmq::buffer(std::string_view(kStatusTopic)), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(bytes), zmq::send_flags::none);
+  read_subscriber_events();
+  return_freed_memory();
+}
+
+PublishStats Publisher::stats() {
+  std::lock_guard lock(mutex_);
+  PublishStats stats{.max_queued_bytes = limits_.max_queued_bytes,
+                     .bytes_held = bytes_held_->load(std::memory_order_relaxed),
+                     .subscribers_watched = subscribers_ != nullptr};
+  if (subscribers_) {
+    stats.results_dropped = subscribers_->results_dropped_total();
+    stats.subscribers_cut = subscribers_->cut_total();
+    stats.subscribers = subscribers_->subscribers();
+  }
+  return stats;
 }
 
 void Publisher::close(int linger_milliseconds) {

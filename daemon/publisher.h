@@ -1,18 +1,53 @@
 // The PUB socket: results as [topic][ResultHeader][payload] on topic "result/<pipeline>/<output>",
 // and the heartbeat as [topic "status"][Status]. Safe to call from several threads (one mutex
 // around the socket).
+//
+// A subscriber that stops reading costs at most publish.max_queued_bytes: ZeroMQ queues up to
+// publish.high_water_mark messages per subscriber, and the subscriber watch (daemon/
+// subscriber_watch.h) cuts a subscriber whose backlog passes the byte bound; the results it lost
+// are counted for it. With CURVE the socket's monitor belongs to the CURVE gate: no watch, and a
+// queue is bounded by high_water_mark messages only. Result payloads are handed to ZeroMQ without
+// copying; the bytes ZeroMQ still holds are counted (bytes_held). After a subscriber left, the
+// heartbeats return the freed heap to the system for a while, so a stalled subscriber that left
+// leaves the daemon's RSS near where it was before.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <zmq.hpp>
 
+#include "daemon/subscriber_watch.h"
 #include "runtime/device_lane.h"
 #include "sonopipe/v1/result.pb.h"
 
 namespace sonopipe {
+
+struct PublishLimits {
+  int high_water_mark = 1000;                 // messages per subscriber queue, at most
+  std::size_t max_queued_bytes = 128 << 20;   // a subscriber's backlog, at most
+};
+
+struct PublishStats {
+  std::size_t max_queued_bytes = 0;
+  std::size_t bytes_held = 0;             // result bytes ZeroMQ holds (one copy, shared by its queues)
+  std::uint64_t results_dropped = 0;      // for subscribers, those that left included
+  std::uint64_t subscribers_cut = 0;      // connections shut down for passing the bound
+  bool subscribers_watched = false;       // false with security.curve (no per-subscriber counts)
+  std::vector<SubscriberInfo> subscribers;
+};
+
+// Without a subscriber watch: result bytes ZeroMQ let go of after which the heartbeat hands the
+// heap's free memory back to the system.
+inline constexpr std::size_t kTrimAfterFreedBytes = std::size_t(32) << 20;
+// How long after a subscriber left the heartbeats do so (its memory is freed over the next
+// frames: the executors free unused spare result buffers after a second).
+inline constexpr std::chrono::seconds kTrimPeriod{5};
 
 inline constexpr const char* kStatusTopic = "status";
 std::string result_topic(const std::string& pipeline, const std::string& output);
@@ -22,20 +57,34 @@ v1::ResultHeader result_header(const PublishedResult& result);
 
 class Publisher {
  public:
-  // `configure` sets socket options (CURVE) before the bind.
-  Publisher(zmq::context_t& context, const std::string& endpoint, int high_water_mark,
+  // `configure` sets socket options (CURVE) before the bind; a socket it configures gets no
+  // subscriber watch (its monitor is the CURVE gate's).
+  Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
             const std::function<void(zmq::socket_t&)>& configure = {});
 
   // Sends the payload without copying when the result has an owner (see PublishedResult).
   void publish_result(const PublishedResult& result);
+  // Also the heartbeat's upkeep: reads the watch's events, returns freed memory.
   void publish_status(const v1::Status& status);
+  PublishStats stats();
   // Gives queued messages up to `milliseconds` to leave, then closes the socket.
   void close(int linger_milliseconds);
 
  private:
+  // The payload as a message that references it (or a copy of it when it has no owner) and
+  // counts its bytes in bytes_held until ZeroMQ lets go of it.
+  zmq::message_t payload_message(const PublishedResult& result);
+  void read_subscriber_events();
+  void return_freed_memory();
+
   zmq::socket_t socket_;
+  const PublishLimits limits_;
+  std::unique_ptr<SubscriberWatch> subscribers_;  // null with CURVE
   std::mutex mutex_;
   std::string header_bytes_;  // reused between results
+  std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);
+  std::size_t held_peak_since_trim_ = 0;
+  std::chrono::steady_clock::time_point trim_until_;
 };
 
 }  // namespace sonopipe

@@ -45,6 +45,10 @@ constexpr std::uintptr_t kCpuInputAlignment = 8;
 // 8th, ... occurrence: a flood is told about, in a bounded number of lines, with its count.
 bool worth_a_line(std::uint64_t count) { return count > 0 && (count & (count - 1)) == 0; }
 
+// How long receivers must keep up before the spare result buffers they no longer hold are freed
+// (on CUDA freeing pinned memory waits for the device: not for every frame).
+constexpr std::chrono::nanoseconds kSpareIdle = std::chrono::seconds(1);
+
 }  // namespace
 
 struct DeviceLane::Slot {
@@ -224,6 +228,7 @@ void DeviceLane::configure(const FrameMeta& frame) {
     slot->copy_results.assign(published_outputs_.size(), false);
   }
   spare_results_.assign(published_outputs_.size(), {});
+  spares_needed_steady_ns_.assign(published_outputs_.size(), 0);
   configured_frame_ = frame;
   configured_ = true;
   std::lock_guard lock(description_mutex_);
@@ -337,6 +342,7 @@ void DeviceLane::process(InputFrame& frame) {
     acquire_stream_state(slot);
     if (options_.backend == Backend::cuda) enqueue_on_cuda(slot);
     else run_on_cpu(slot);
+    release_staged_payload(slot);
   } catch (const std::exception& e) {
     slot.failed = true;
     slot.error = e.what();
@@ -384,7 +390,10 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
     std::shared_ptr<Buffer>& own = slot.private_results[p];
     const bool was_private = own && current == own;
     slot.copy_results[p] = false;
-    if (was_private || held_by_receivers(current)) {
+    const bool needs_spare = was_private || held_by_receivers(current);
+    if (!needs_spare) release_idle_spares(p);
+    if (needs_spare) {
+      spares_needed_steady_ns_[p] = steady_ns();
       // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
       // take a released spare, or grow the spares up to the cap when receivers lag.
       std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
@@ -425,6 +434,22 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
       slot.output_pointers[out.stage][out.output] = current->data();
     }
   }
+}
+
+void DeviceLane::release_staged_payload(Slot& slot) {
+  // The socket's buffer is done with once the CPU stages have run or its bytes are in the slot's
+  // pinned input (a pinned payload is read by the H2D still in flight: it stays until completion).
+  // Handing it back now, not a frame later at completion, keeps fewer receive buffers alive: the
+  // allocator gives ZeroMQ's next receive memory that is already mapped instead of fresh pages.
+  if (options_.backend == Backend::cpu || !slot.frame.payload_pinned) slot.frame.payload.reset();
+}
+
+void DeviceLane::release_idle_spares(std::size_t output) {
+  // Receivers keep up again (e.g. a stalled subscriber left): after kSpareIdle without needing a
+  // spare, the spares they let go of are freed, so the memory a lagging receiver cost is returned.
+  std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[output];
+  if (spares.empty() || steady_ns() - spares_needed_steady_ns_[output] < kSpareIdle.count()) return;
+  std::erase_if(spares, [](const std::shared_ptr<Buffer>& spare) { return !held_by_receivers(spare); });
 }
 
 void DeviceLane::run_on_cpu(Slot& slot) {

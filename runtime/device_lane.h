@@ -17,6 +17,8 @@
 // Result buffers a receiver still holds are parked as spares, at most `max_spare_results` per
 // published output; past that the result is written to a slot-private buffer and published as
 // a copy (counted: results_copied), so a receiver that never lets go cannot pin more memory.
+// Spares are freed once receivers have kept up for a second (the memory of a stalled receiver
+// that left is returned).
 // Nothing thrown in the submit or completion thread escapes it: per frame it is a counted stage
 // or publish error; a description that failed to configure is refused without configuring again.
 #pragma once
@@ -200,6 +202,8 @@ class DeviceLane {
   void finish(Slot& slot);
   void record_trace(const FrameTrace& trace);
   void prepare_result_buffers(Slot& slot);
+  void release_idle_spares(std::size_t output);
+  void release_staged_payload(Slot& slot);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
   void refuse(const FrameMeta& frame, const std::string& why);
   void report_frame_done(const FrameMeta& frame);
@@ -226,6 +230,7 @@ class DeviceLane {
   // Host buffers of published outputs that a receiver still held when their slot came round
   // again, per published output; reused once released (submit thread only).
   std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
+  std::vector<std::int64_t> spares_needed_steady_ns_;  // [published output] last time a spare was taken
 
   std::vector<std::unique_ptr<Slot>> slots_;
   std::size_t next_slot_ = 0;

@@ -106,6 +106,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(config.cpu_threads == 0);
   CHECK(config.log_level == "info");
   CHECK(config.max_streams == 64);
+  CHECK(config.publish_max_queued_bytes == kDefaultMaxQueuedBytes);
   REQUIRE(config.pipelines.size() == 1);
   CHECK(config.pipelines[0].match.kinds.empty());
   CHECK(config.pipelines[0].stages[0].params.real("scale") == 1.0);
@@ -114,7 +115,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
 TEST_CASE("every key reaches its field", "[config]") {
   DaemonConfig config = parse(R"(
 ingest: {endpoint: "ipc:///tmp/a", pattern: sub, bind: false}
-publish: {endpoint: "ipc:///tmp/b", high_water_mark: 50, status_interval_s: 0.5}
+publish: {endpoint: "ipc:///tmp/b", high_water_mark: 50, max_queued_bytes: 2097152, status_interval_s: 0.5}
 control: {endpoint: "ipc:///tmp/c"}
 backend: cpu
 device: 1
@@ -138,6 +139,7 @@ pipelines:
   CHECK_FALSE(config.ingest_bind);
   CHECK(config.publish_endpoint == "ipc:///tmp/b");
   CHECK(config.publish_high_water_mark == 50);
+  CHECK(config.publish_max_queued_bytes == 2097152);
   CHECK(config.status_interval_s == 0.5);
   CHECK(config.control_endpoint == "ipc:///tmp/c");
   CHECK(config.backend == BackendChoice::cpu);
@@ -199,6 +201,8 @@ TEST_CASE("every config error names file:line, the key and what was expected", "
       {"ingest: {endpoint: \"\"}\n", "test.yaml:1: ingest.endpoint: expected a non-empty string"},
       {"ingest: tcp://x\n", "test.yaml:1: ingest: expected a mapping"},
       {"publish: {high_water_mark: 0}\n", "test.yaml:1: publish.high_water_mark: expected an integer in [1, 1000000], got '0'"},
+      {"publish: {max_queued_bytes: 1000}\n",
+       "test.yaml:1: publish.max_queued_bytes: expected an integer in [1048576, 1099511627776], got '1000'"},
       {"publish: {status_interval_s: fast}\n", "test.yaml:1: publish.status_interval_s: expected a number in [0.05, 3600], got 'fast'"},
       {"control: {endpoint: [a]}\n", "test.yaml:1: control.endpoint: expected a string"},
       {"backend: gpu\n", "test.yaml:1: backend: expected one of auto, cuda, cpu, got 'gpu'"},

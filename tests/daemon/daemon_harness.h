@@ -66,8 +66,8 @@ class DaemonHarness {
  public:
   // `settings` is YAML placed after the endpoint keys (pipelines, queue settings, ...).
   // `ingest` replaces the default ingest line (a PULL bound at endpoint("ingest")); "{dir}" in it
-  // and in `settings` stands for the temporary folder.
-  explicit DaemonHarness(std::string settings, std::string ingest = "") {
+  // and in `settings` stands for the temporary folder. `publish` adds keys to the publish map.
+  explicit DaemonHarness(std::string settings, std::string ingest = "", const std::string& publish = "") {
     char pattern[] = "/tmp/sonopipe-test-XXXXXX";
     if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -77,7 +77,8 @@ class DaemonHarness {
     for (auto at = ingest.find("{dir}"); at != std::string::npos; at = ingest.find("{dir}")) ingest.replace(at, 5, dir_);
     for (auto at = settings.find("{dir}"); at != std::string::npos; at = settings.find("{dir}")) settings.replace(at, 5, dir_);
     config << "ingest: " << ingest << "\n"
-           << "publish: {endpoint: \"" << endpoint("publish") << "\", status_interval_s: 0.1}\n"
+           << "publish: {endpoint: \"" << endpoint("publish") << "\", status_interval_s: 0.1"
+           << (publish.empty() ? "" : ", " + publish) << "}\n"
            << "control: {endpoint: \"" << endpoint("control") << "\"}\n"
            << settings << "\n";
   }

@@ -14,6 +14,22 @@ std::string ms(double value) {
   return text;
 }
 
+// The publish socket's subscribers: the bound, and per subscriber whether it keeps up and what it lost.
+void publish_text(const v1::Status& status, std::ostringstream& out) {
+  if (status.publish_max_queued_bytes() == 0) return;  // a daemon from before the bound
+  out << "publish: a subscriber is cut past a backlog of " << status.publish_max_queued_bytes() << " bytes; "
+      << status.publish_bytes_held() << " bytes held now, " << status.results_dropped_for_subscribers()
+      << " results dropped for subscribers, " << status.subscribers_cut() << " cut\n";
+  if (!status.subscribers_watched()) {
+    out << "  subscribers: not watched (security.curve)\n";
+    return;
+  }
+  for (const v1::SubscriberStatus& s : status.subscribers())
+    out << "  subscriber " << s.peer() << ": connected " << ms(s.connected_s()) << " s, "
+        << (s.cut() ? "cut, " : s.lagging() ? "lagging, " : "") << "backlog " << s.backlog_bytes() << " bytes, "
+        << s.results_dropped() << " results dropped\n";
+}
+
 }  // namespace
 
 std::string status_text(const v1::Status& status) {
@@ -38,6 +54,7 @@ std::string status_text(const v1::Status& status) {
     }
     out << ")\n";
   }
+  publish_text(status, out);
   for (const v1::PipelineStatus& p : status.pipelines()) {
     out << "pipeline " << p.name() << ": " << p.frames_accepted() << " accepted, " << p.frames_processed()
         << " processed, " << p.results_published() << " published, " << p.frames_dropped() << " dropped, "
