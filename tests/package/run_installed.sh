@@ -32,6 +32,16 @@ for name in libsonopipe-stage-sdk.so libsonopipe-client.so sonopipe.pc sonopipe-
   [ -n "$(find "$prefix/lib" -name "$name" -print -quit)" ] || fail "missing $name under $prefix/lib"
 done
 
+echo "-- every installed program answers --version with the one version (VERSION)"
+version="$(head -n 1 "$source_dir/VERSION")"
+for program in sonopiped sonopipe-sim sonopipe-replay sonopipe-record sonopipe-ctl sonopipe-keygen sonopipe-run \
+               sonopipe-import sonopipe-export sonopipe-igtl sonopipe-view sonopipe-web sonopipe-cohort; do
+  answer="$("$bin/$program" --version)" || fail "$program --version"
+  [ "$answer" = "$program $version" ] || fail "$program --version says '$answer', expected '$program $version'"
+done
+answer="$(PYTHONPATH="$python_dir" /usr/bin/python3 -c 'import sonopipe; print(sonopipe.__version__)')"
+[ "$answer" = "$version" ] || fail "the installed Python package says version '$answer', expected '$version'"
+
 echo "-- building examples/plugin-stage against the installed package only"
 cmake -S "$source_dir/examples/plugin-stage" -B "$work/plugin-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/plugin-configure.log" 2>&1 || { cat "$work/plugin-configure.log"; fail "configure"; }

@@ -19,7 +19,8 @@ set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}" "SONOPIPE
 # One environment variable per program or library the Python tests drive (SONOPIPE_<NAME>).
 foreach(pair IN ITEMS DAEMON:sonopiped SIM:sonopipe-sim RECORD:sonopipe-record REPLAY:sonopipe-replay
                      CTL:sonopipe-ctl CLIENT_LIBRARY:sonopipe_client
-                     IMPORT:sonopipe-import EXPORT:sonopipe-export RUN:sonopipe-run KEYGEN:sonopipe-keygen)
+                     IMPORT:sonopipe-import EXPORT:sonopipe-export RUN:sonopipe-run KEYGEN:sonopipe-keygen
+                     IGTL:sonopipe-igtl BENCH:sonopipe-bench PERFUSION:sonopipe-perfusion)
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 variable)
   list(GET pair 1 target)

@@ -1,10 +1,12 @@
 // sonopipe-bench: benchmark suites, one subcommand per chain; each prints a table.
 #include <iostream>
 
+#include "src/wire/version.h"
 #include "tools/bench/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-bench: measure throughput and latency (tables on stdout)"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-bench"));
   app.require_subcommand(1);
   sonopipe::bench::add_core_bench(app);
   sonopipe::bench::add_perfusion_bench(app);

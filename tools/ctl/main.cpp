@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "src/wire/version.h"
 #include "src/wire/wire.h"
 #include "tools/common/control_client.h"
 #include "tools/common/curve_options.h"
@@ -18,6 +19,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-ctl: status and stop for a running sonopiped"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-ctl"));
   std::string command, endpoint = "tcp://127.0.0.1:5557";
   bool json = false, wait = false;
   int timeout_ms = 3000;

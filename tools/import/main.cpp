@@ -5,12 +5,14 @@
 
 #include <iostream>
 
+#include "src/wire/version.h"
 #include "tools/import/importer.h"
 
 using namespace sonopipe;
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-import: convert a UFF / Verasonics / sonopipe acquisition into a sonopipe recording"};
+  app.set_version_flag("--version", version_line("sonopipe-import"));
   std::string source, output;
   formats::ImportOptions options;
   app.add_option("file", source, "the acquisition (format detected from its contents)")->required();

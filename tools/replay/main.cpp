@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "src/wire/version.h"
 #include "tools/common/curve_options.h"
 #include "tools/common/stop_signal.h"
 #include "tools/replay/player.h"
@@ -14,6 +15,7 @@ using namespace sonopipe;
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-replay: send a recording's frames to a sonopipe ingest endpoint"};
+  app.set_version_flag("--version", version_line("sonopipe-replay"));
   std::string path;
   replay::PlayerOptions options;
   std::string endpoint = "tcp://127.0.0.1:5555";

@@ -1,10 +1,12 @@
 // sonopipe-sim: writes synthetic recordings (HDF5, tools/common/recording.h), one subcommand per chain.
 #include <iostream>
 
+#include "src/wire/version.h"
 #include "tools/sim/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-sim: write synthetic recordings with ground truth"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-sim"));
   app.require_subcommand(1);
   sonopipe::sim::add_speckle_command(app);
   sonopipe::sim::add_perfusion_command(app);
