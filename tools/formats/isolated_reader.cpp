@@ -41,6 +41,9 @@ char* child_progress = nullptr;
 
 enum class Status : std::uint8_t { ok = 0, refused = 1 };
 
+// A request is a frame index; with this bit set it asks for the frame's FrameInfo only.
+constexpr std::uint64_t kFrameInfoRequest = std::uint64_t{1} << 63;
+
 // ---------------------------------------------------------------- bytes over the socket
 
 void append_number(std::string& out, std::uint64_t value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); }
@@ -173,6 +176,14 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
     std::uint64_t index = 0;
     if (receive_all(socket, &index, sizeof index, std::nullopt) != Received::all) ::_exit(0);  // the parent is done
     try {
+      if (index & kFrameInfoRequest) {
+        const AcquisitionReader::FrameInfo info = reader->frame_info(index & ~kFrameInfoRequest);
+        std::string body;
+        append_number(body, info.stream_id);
+        append_number(body, static_cast<std::uint64_t>(info.acquisition_time_ns));
+        if (!send_reply(socket, Status::ok, body)) ::_exit(0);
+        continue;
+      }
       const recording::Frame frame = reader->read_frame(index);
       std::string body;
       append_text(body, wire::frame_header_from_meta(frame.meta).SerializeAsString());
@@ -299,8 +310,9 @@ class Child {
 
 class ChildReader final : public AcquisitionReader {
  public:
-  ChildReader(const std::string& path, const ImportOptions& options, const Opener& open, const Limits& limits)
-      : path_(path), child_(path, limits, [&](int socket, char* progress) {
+  ChildReader(const std::string& path, const ImportOptions& options, const Opener& open, const std::string& parser,
+              const Limits& limits)
+      : path_(path), parser_(parser), child_(path, limits, [&](int socket, char* progress) {
           run_reader_child(socket, progress, path, options, open, limits);
         }) {
     Cursor summary(expect_reply());
@@ -319,6 +331,20 @@ class ChildReader final : public AcquisitionReader {
   std::string description() const override { return description_; }
   std::size_t frame_count() const override { return frame_count_; }
   std::map<std::string, std::string> source_attributes() const override { return attributes_; }
+
+  // Asked of the child: a reader's cheap override (a recording's index) stays cheap.
+  FrameInfo frame_info(std::size_t index) override {
+    if (!gone_.empty()) throw FormatError(gone_);
+    const std::uint64_t request = index | kFrameInfoRequest;
+    if (!child_.send(&request, sizeof request)) report_death();
+    const std::string body = expect_reply();
+    std::uint64_t stream_id = 0, time_ns = 0;
+    if (body.size() != sizeof stream_id + sizeof time_ns)
+      fail(path_, "", "the reader process sent a malformed frame info " + std::to_string(index));
+    std::memcpy(&stream_id, body.data(), sizeof stream_id);
+    std::memcpy(&time_ns, body.data() + sizeof stream_id, sizeof time_ns);
+    return {static_cast<std::uint32_t>(stream_id), static_cast<std::int64_t>(time_ns)};
+  }
 
   recording::Frame read_frame(std::size_t index) override {
     if (!gone_.empty()) throw FormatError(gone_);
@@ -351,7 +377,7 @@ class ChildReader final : public AcquisitionReader {
   [[noreturn]] void report_death() {
     const auto [object, how] = child_.death();
     try {
-      fail(path_, object, "libmatio failed reading it (damaged file?): " + how);
+      fail(path_, object, parser_ + " failed reading it (damaged file?): " + how);
     } catch (const FormatError& error) {
       gone_ = error.what();
       throw;
@@ -359,6 +385,7 @@ class ChildReader final : public AcquisitionReader {
   }
 
   std::string path_;
+  std::string parser_;
   Child child_;
   std::string description_;
   std::size_t frame_count_ = 0;
@@ -372,8 +399,28 @@ void set_limits(const Limits& limits) { current_limits = limits; }
 const Limits& limits() { return current_limits; }
 
 std::unique_ptr<AcquisitionReader> open_in_child(const std::string& path, const ImportOptions& options,
-                                                 const Opener& open, const Limits& limits) {
-  return std::make_unique<ChildReader>(path, options, open, limits);
+                                                 const Opener& open, const std::string& parser, const Limits& limits) {
+  return std::make_unique<ChildReader>(path, options, open, parser, limits);
+}
+
+int ask_in_child(const std::string& path, const std::string& parser, const std::string& doing,
+                 const std::function<int()>& question, int on_exception, const Limits& limits) {
+  Child child(path, limits, [&](int socket, char* progress) {
+    prepare_child(socket, progress, limits);
+    int answer = on_exception;
+    try {
+      answer = question();
+    } catch (...) {
+    }
+    send_reply(socket, Status::ok, std::string(1, static_cast<char>(answer)));
+    ::_exit(0);
+  });
+  const auto reply = child.reply(true);
+  if (!reply || reply->second.size() != 1) {
+    const auto [object, how] = child.death();
+    fail(path, object, parser + " failed " + doing + " (damaged file?): " + how);
+  }
+  return static_cast<unsigned char>(reply->second[0]);
 }
 
 std::optional<bool> check_in_child(const std::function<bool()>& check, const Limits& limits) {

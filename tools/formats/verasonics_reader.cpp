@@ -807,7 +807,7 @@ std::unique_ptr<AcquisitionReader> open_verasonics(const std::string& path, cons
           fail(file, "", "declares sizes too large to allocate (damaged file)");
         }
       },
-      child_limits(path));
+      "libmatio", child_limits(path));
 }
 
 }  // namespace sonopipe::formats

@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "tests/support/test_support.h"
 #include "tools/formats/acquisition_reader.h"
 #include "tools/formats/isolated_reader.h"
@@ -68,7 +70,7 @@ class TestReader final : public AcquisitionReader {
 std::unique_ptr<AcquisitionReader> open_test(const std::string& path, std::uint64_t seed, Behaviour behaviour) {
   return isolation::open_in_child(path, ImportOptions{}, [=](const std::string& file, const ImportOptions&) {
     return std::unique_ptr<AcquisitionReader>(std::make_unique<TestReader>(file, seed, behaviour));
-  });
+  }, "libmatio");
 }
 
 std::string error_of(const std::function<void()>& call) {
@@ -140,4 +142,30 @@ TEST_CASE("a check in a child process: its answer, or none when the child dies",
   CHECK(isolation::check_in_child([] { return false; }) == std::optional<bool>(false));
   CHECK(isolation::check_in_child([]() -> bool { throw std::runtime_error("no"); }) == std::optional<bool>(false));
   CHECK_FALSE(isolation::check_in_child([]() -> bool { std::abort(); }).has_value());
+}
+
+TEST_CASE("a question in a child process: its answer, the fallback for an exception, a FormatError when it dies",
+          "[formats][isolation]") {
+  CHECK(isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", [] { return 7; }, 0) == 7);
+  CHECK(isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", [] { return 255; }, 0) == 255);
+  CHECK(isolation::ask_in_child("x.h5", "libhdf5", "detecting its format",
+                                []() -> int { throw std::runtime_error("no"); }, 3) == 3);
+  const std::string crashed = error_of([] {
+    isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", []() -> int {
+      isolation::note_progress("/streams");
+      std::raise(SIGSEGV);
+      return 0;
+    }, 0);
+  });
+  INFO(crashed);
+  CHECK(crashed.rfind("x.h5: /streams: libhdf5 failed detecting its format (damaged file?): ", 0) == 0);
+  CHECK(crashed.find("signal " + std::to_string(SIGSEGV)) != std::string::npos);
+  isolation::set_limits({1, isolation::Limits{}.address_space_bytes});
+  const std::string hung = error_of([] {
+    isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", []() -> int {
+      for (;;) ::pause();
+    }, 0);
+  });
+  isolation::set_limits({});
+  CHECK(hung == "x.h5: /: libhdf5 failed detecting its format (damaged file?): no answer within 1 s (stopped)");
 }
