@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
@@ -33,7 +34,19 @@ namespace sonopipe::formats::isolation {
 
 namespace {
 
-Limits current_limits;
+// The defaults, with seconds_per_step from SONOPIPE_READER_SECONDS_PER_STEP when it holds a whole
+// number (docs/clients.md: slower disks or huge files want more, the damage tests less).
+Limits limits_from_environment() {
+  Limits limits;
+  if (const char* text = std::getenv("SONOPIPE_READER_SECONDS_PER_STEP")) {
+    char* end = nullptr;
+    const long seconds = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && seconds >= 0 && seconds <= 86400) limits.seconds_per_step = static_cast<int>(seconds);
+  }
+  return limits;
+}
+
+Limits current_limits = limits_from_environment();
 
 // The shared page where the child notes what it is reading (null outside a child).
 constexpr std::size_t kProgressBytes = 4096;
@@ -126,6 +139,48 @@ bool send_reply(int socket, Status status, const std::string& body) {
 
 // ---------------------------------------------------------------- the child
 
+// Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+// past U+10FFFF), as protobuf's string fields require.
+bool is_utf8(const std::string& text) {
+  const auto* byte = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = byte + text.size();
+  while (byte < end) {
+    const unsigned char lead = *byte++;
+    if (lead < 0x80) continue;
+    int more = 0;
+    std::uint32_t code = 0, least = 0;
+    if ((lead & 0xE0) == 0xC0) more = 1, code = lead & 0x1F, least = 0x80;
+    else if ((lead & 0xF0) == 0xE0) more = 2, code = lead & 0x0F, least = 0x800;
+    else if ((lead & 0xF8) == 0xF0) more = 3, code = lead & 0x07, least = 0x10000;
+    else return false;
+    if (end - byte < more) return false;
+    for (int k = 0; k < more; ++k) {
+      if ((byte[k] & 0xC0) != 0x80) return false;
+      code = (code << 6) | (byte[k] & 0x3F);
+    }
+    byte += more;
+    if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
+  }
+  return true;
+}
+
+// The first text of `meta` that is not UTF-8 ("attribute key", ...), or "" when all of it is. Such
+// a frame cannot travel as a FrameHeader (to the parent, or later to the daemon): it is refused.
+std::string text_not_utf8(const FrameMeta& meta) {
+  for (const Axis& axis : meta.payload.axes) {
+    if (!is_utf8(axis.name)) return "an axis name";
+    if (!is_utf8(axis.unit)) return "an axis unit";
+  }
+  if (!is_utf8(meta.payload.unit)) return "the unit";
+  for (const auto& [key, value] : meta.attributes) {
+    if (!is_utf8(key)) return "an attribute key";
+    if (!is_utf8(value)) return "the value of attribute '" + (is_utf8(key) ? key : std::string("?")) + "'";
+  }
+  for (const auto& [name, values] : meta.vectors)
+    if (!is_utf8(name)) return "a vector name";
+  return "";
+}
+
 // A message for an exception that is not a FormatError (which names its file and object itself).
 std::string refusal(const std::string& path, const std::string& what) {
   const std::string object = child_progress && child_progress[0] ? child_progress : "/";
@@ -185,6 +240,8 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
         continue;
       }
       const recording::Frame frame = reader->read_frame(index);
+      if (const std::string text = text_not_utf8(frame.meta); !text.empty())
+        fail(path, "frame " + std::to_string(index), text + " is not UTF-8 text (damaged file?)");
       std::string body;
       append_text(body, wire::frame_header_from_meta(frame.meta).SerializeAsString());
       body.append(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());

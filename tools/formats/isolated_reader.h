@@ -19,6 +19,7 @@ struct Limits {
   // Wall-clock time for opening the file, and again for each frame; the child is killed after it
   // (0: no limit). A legitimate v5 open takes milliseconds; the slowest legitimate frame read,
   // seconds (a v5 variable holds < 2 GiB, which libmatio inflates from its start for every frame).
+  // The environment variable SONOPIPE_READER_SECONDS_PER_STEP sets the default of every program.
   int seconds_per_step = 30;
   // Address space of the child (not applied under AddressSanitizer, which reserves terabytes).
   std::size_t address_space_bytes = std::size_t{8} << 30;

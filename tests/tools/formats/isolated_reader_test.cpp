@@ -22,7 +22,7 @@ namespace {
 constexpr std::size_t kSamples = 64;
 
 // A reader of `frames` int16 frames of random samples (seeded), with one behaviour on purpose.
-enum class Behaviour { good, refuses_frame_1, crashes_on_open, aborts_on_frame_1, hangs_on_frame_1 };
+enum class Behaviour { good, refuses_frame_1, crashes_on_open, aborts_on_frame_1, hangs_on_frame_1, latin1_key_in_frame_1 };
 
 recording::Frame expected_frame(std::uint64_t seed, std::size_t index) {
   recording::Frame frame;
@@ -57,6 +57,11 @@ class TestReader final : public AcquisitionReader {
       if (behaviour_ == Behaviour::aborts_on_frame_1) std::abort();
       if (behaviour_ == Behaviour::hangs_on_frame_1)
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (behaviour_ == Behaviour::latin1_key_in_frame_1) {
+        recording::Frame frame = expected_frame(seed_, index);
+        frame.meta.attributes["sond\xe9"] = "x";  // Latin-1, as damage in a UFF attribute name made it
+        return frame;
+      }
     }
     return expected_frame(seed_, index);
   }
@@ -125,6 +130,14 @@ TEST_CASE("a child killed by a signal becomes one FormatError naming the object 
     CHECK(message.find("signal " + std::to_string(SIGABRT)) != std::string::npos);
     CHECK(error_of([&] { reader->read_frame(0); }) == message);
   }
+}
+
+TEST_CASE("a frame whose text is not UTF-8 is refused with its file and frame, and the child goes on",
+          "[formats][isolation]") {
+  // protobuf's string fields (the child's transport, and the daemon's wire) take UTF-8 only.
+  auto reader = open_test("x.uff", 1, Behaviour::latin1_key_in_frame_1);
+  CHECK(error_of([&] { reader->read_frame(1); }) == "x.uff: frame 1: an attribute key is not UTF-8 text (damaged file?)");
+  CHECK(reader->read_frame(2).payload == expected_frame(1, 2).payload);
 }
 
 TEST_CASE("a child that never answers is stopped at the time limit", "[formats][isolation]") {
