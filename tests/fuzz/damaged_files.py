@@ -83,7 +83,9 @@ def check_import(path, work):
     """None when the program behaved, else what went wrong."""
     out = os.path.join(work, os.path.basename(path) + ".out.h5")
     try:
-        done = subprocess.run([program("import"), path, "--out", out], capture_output=True, text=True, timeout=TIMEOUT_S)
+        # Damaged object names reach the message: bytes that are not UTF-8 are shown escaped.
+        done = subprocess.run([program("import"), path, "--out", out], capture_output=True, text=True,
+                              errors="backslashreplace", timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"sonopipe-import: no exit within {TIMEOUT_S} s", "hang"
     if done.returncode < 0:
@@ -117,7 +119,7 @@ def check_run(path, work, config):
     out = os.path.join(work, "run-" + os.path.basename(path))
     try:
         done = subprocess.run([program("run"), "--config", config, path, "--out", out], capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+                              errors="backslashreplace", timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return f"sonopipe-run: no exit within {TIMEOUT_S} s"
     shutil.rmtree(out, ignore_errors=True)

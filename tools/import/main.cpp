@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "src/log_text.h"
 #include "src/wire/version.h"
 #include "tools/import/importer.h"
 
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
               << report.frames << " frames, " << static_cast<double>(report.bytes) / 1e6 << " MB" << std::endl;
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "sonopipe-import: " << e.what() << "\n";
+    // One line whatever the file held: a damaged object name may carry newlines or control bytes.
+    std::cerr << "sonopipe-import: " << log_safe(e.what(), 4096) << "\n";
     return 1;
   }
 }

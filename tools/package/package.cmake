@@ -5,7 +5,7 @@
 # lib/<multiarch>/libsonopipe-client.so, include/sonopipe/pipeline/*.h (the stage SDK),
 # include/sonopipe/sonopipe_client.h, lib/<multiarch>/cmake/sonopipe/ (find_package),
 # lib/<multiarch>/pkgconfig/sonopipe.pc and sonopipe-client.pc, lib/python3/dist-packages/sonopipe (Debian's python3 path),
-# share/sonopipe/config/*.yaml, share/sonopipe/matlab/*.m, share/doc/sonopipe/.
+# share/sonopipe/config/*.yaml, share/sonopipe/matlab/ (*.m and sonopipe_mex.c), share/doc/sonopipe/.
 include(CMakePackageConfigHelpers)
 
 set(SONOPIPE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sonopipe)

@@ -2,9 +2,10 @@
 
     from sonopipe import Subscriber, Publisher, Control, read_recording, write_recording
 
-The protobuf modules (sonopipe.v1.*_pb2) are generated at build time into the build tree; the
-environment variable SONOPIPE_PROTO_PY names their folder (see _proto.py). The launchers
-build/tools/python/sonopipe-python and env.sh set it.
+The protobuf modules (sonopipe.v1.*_pb2) are generated from proto/, never committed: by
+`pip install .` (setup.py) and `cmake --install` into the installed package, and by the build into
+the build tree, whose folder the environment variable SONOPIPE_PROTO_PY names (see _proto.py; the
+launchers build/tools/python/sonopipe-python and env.sh set it). docs/clients.md.
 """
 from sonopipe import _proto
 from sonopipe._version import __version__
