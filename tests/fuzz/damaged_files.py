@@ -10,7 +10,8 @@ goes through sonopipe-run (the same reader path replay takes). Run through the b
 sonopipe-python launcher; CTest runs 200 files (tests/fuzz/tests.cmake), the long run 1000:
     build/tools/python/sonopipe-python tests/fuzz/damaged_files.py --count 1000 --jobs 2
 with SONOPIPE_IMPORT, SONOPIPE_SIM, SONOPIPE_EXPORT, SONOPIPE_RUN naming the programs (CTest sets
-them). The seed is printed; --seed replays a run; --keep keeps the files of failures."""
+them). The seed is printed; --seed replays a run; --keep keeps the files of failures. Files that
+once failed are kept in tests/fuzz/regressions/damaged_files/ and checked first on every run."""
 import argparse
 import collections
 import concurrent.futures
@@ -149,6 +150,13 @@ def main():
             f.write(RUN_CONFIG)
         rng = random.Random(seed)
         jobs = []
+        # Files that once failed here (tests/fuzz/regressions/damaged_files/) come first, as they are.
+        regressions = os.path.join(HERE, "regressions", "damaged_files")
+        for name in sorted(os.listdir(regressions)) if os.path.isdir(regressions) else []:
+            work = os.path.join(folder, f"regression-{name}")
+            os.makedirs(work)
+            shutil.copy(os.path.join(regressions, name), work)
+            jobs.append((-1, os.path.join(work, name), work, f"regression {name}"))
         for index in range(args.count):
             original = originals[index % len(originals)]
             data, how = damage(contents[original], rng)
@@ -162,7 +170,7 @@ def main():
         def check(job):
             index, path, work, how = job
             problem, outcome = check_import(path, work)
-            if problem is None and index % 10 == 0:
+            if problem is None and index % 10 == 0:  # regression files (index -1) go through import only
                 problem = check_run(path, work, config)
             return index, path, how, problem, outcome
 

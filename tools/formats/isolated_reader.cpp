@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -193,6 +195,10 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
   for (int signal : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGALRM})
     ::signal(signal, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
+  // The child's only output is its reply: protobuf's own warnings about the file's text ("invalid
+  // UTF-8 data when parsing") would be extra lines on the tool's stderr, and the parse failure they
+  // come with is reported by the reader's FormatError anyway. Fatal ones still end the child.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 #ifndef SONOPIPE_SANITIZED
   const rlimit memory{limits.address_space_bytes, limits.address_space_bytes};
   ::setrlimit(RLIMIT_AS, &memory);
