@@ -504,32 +504,30 @@ void mexFunction(int nlhs, mxArray* plhs[], int nrhs, const mxArray* prhs[]) {
     if (nrhs < 2) usage("sender_open needs an endpoint");
     text_of(prhs[1], "the endpoint", endpoint, sizeof endpoint);
     const int lossless = nrhs >= 3 && !mxIsEmpty(prhs[2]) ? number_of(prhs[2], "lossless") != 0 : 1;
+    /* Every argument is read before anything is opened, so an argument error leaves nothing open. */
+    const int keyed = nrhs >= 4 && !mxIsEmpty(prhs[3]);
+    char server[64], client_public[64], client_secret[64];
+    if (keyed) curve_keys(prhs[3], server, client_public, client_secret);
     const int index = new_entry();
     sp_sender* sender = NULL;
     check(sp_sender_create(lossless, &sender), "sp_sender_create");
     struct handle_entry* entry = &handles[index];
-    entry->kind = HANDLE_SENDER;  /* in the table first, so a failure below leaves nothing open */
+    entry->kind = HANDLE_SENDER;
     entry->pointer = sender;
     entry->lossless = lossless;
     snprintf(entry->endpoint, sizeof entry->endpoint, "%s", endpoint);
-    if (nrhs >= 4 && !mxIsEmpty(prhs[3])) {
-      char server[64], client_public[64], client_secret[64];
-      curve_keys(prhs[3], server, client_public, client_secret);
-      const int status = sp_sender_set_curve(sender, server, client_public, client_secret);
-      if (status != SP_OK) {
-        const char* message = sp_last_error();
-        char copy[512];
-        snprintf(copy, sizeof copy, "%s", message);
-        close_entry(entry);
-        mexErrMsgIdAndTxt("sonopipe:client", "sp_sender_set_curve returned %d: %s", status, copy);
-      }
+    int status = SP_OK;
+    const char* what = "sp_sender_connect";
+    if (keyed) {
+      status = sp_sender_set_curve(sender, server, client_public, client_secret);
+      what = "sp_sender_set_curve";
     }
-    const int status = sp_sender_connect(sender, endpoint);
+    if (status == SP_OK) status = sp_sender_connect(sender, endpoint);
     if (status != SP_OK) {
       char copy[512];
       snprintf(copy, sizeof copy, "%s", sp_last_error());
       close_entry(entry);
-      mexErrMsgIdAndTxt("sonopipe:client", "sp_sender_connect returned %d: %s", status, copy);
+      mexErrMsgIdAndTxt("sonopipe:client", "%s returned %d: %s", what, status, copy);
     }
     plhs[0] = mxCreateDoubleScalar(index + 1);
   } else if (strcmp(command, "sender_set_timeout") == 0) {
@@ -558,6 +556,9 @@ void mexFunction(int nlhs, mxArray* plhs[], int nrhs, const mxArray* prhs[]) {
     text_of(prhs[1], "the endpoint", endpoint, sizeof endpoint);
     prefix[0] = '\0';
     if (nrhs >= 3 && !mxIsEmpty(prhs[2])) text_of(prhs[2], "the topic prefix", prefix, sizeof prefix);
+    const int keyed = nrhs >= 4 && !mxIsEmpty(prhs[3]);
+    char server[64], client_public[64], client_secret[64];
+    if (keyed) curve_keys(prhs[3], server, client_public, client_secret);
     const int index = new_entry();
     sp_subscriber* subscriber = NULL;
     check(sp_subscriber_create(&subscriber), "sp_subscriber_create");
@@ -568,9 +569,7 @@ void mexFunction(int nlhs, mxArray* plhs[], int nrhs, const mxArray* prhs[]) {
     snprintf(entry->prefix, sizeof entry->prefix, "%s", prefix);
     int status = SP_OK;
     const char* what = "sp_subscriber_connect";
-    if (nrhs >= 4 && !mxIsEmpty(prhs[3])) {
-      char server[64], client_public[64], client_secret[64];
-      curve_keys(prhs[3], server, client_public, client_secret);
+    if (keyed) {
       status = sp_subscriber_set_curve(subscriber, server, client_public, client_secret);
       what = "sp_subscriber_set_curve";
     }
