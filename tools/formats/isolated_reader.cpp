@@ -38,13 +38,18 @@ namespace {
 
 // The defaults, with seconds_per_step from SONOPIPE_READER_SECONDS_PER_STEP when it holds a whole
 // number (docs/clients.md: slower disks or huge files want more, the damage tests less).
-Limits limits_from_environment() {
-  Limits limits;
+std::optional<int> seconds_from_environment() {
   if (const char* text = std::getenv("SONOPIPE_READER_SECONDS_PER_STEP")) {
     char* end = nullptr;
     const long seconds = std::strtol(text, &end, 10);
-    if (end != text && *end == '\0' && seconds >= 0 && seconds <= 86400) limits.seconds_per_step = static_cast<int>(seconds);
+    if (end != text && *end == '\0' && seconds >= 0 && seconds <= 86400) return static_cast<int>(seconds);
   }
+  return std::nullopt;
+}
+
+Limits limits_from_environment() {
+  Limits limits;
+  if (const std::optional<int> seconds = seconds_from_environment()) limits.seconds_per_step = *seconds;
   return limits;
 }
 
@@ -459,6 +464,7 @@ class ChildReader final : public AcquisitionReader {
 }  // namespace
 
 void set_limits(const Limits& limits) { current_limits = limits; }
+bool time_limit_from_environment() { return seconds_from_environment().has_value(); }
 const Limits& limits() { return current_limits; }
 
 std::unique_ptr<AcquisitionReader> open_in_child(const std::string& path, const ImportOptions& options,

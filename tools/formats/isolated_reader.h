@@ -27,6 +27,8 @@ struct Limits {
 // The limits of later child processes (tests and fuzz harnesses shorten them).
 void set_limits(const Limits& limits);
 const Limits& limits();
+// Whether SONOPIPE_READER_SECONDS_PER_STEP chose the time limit (then it applies to every format).
+bool time_limit_from_environment();
 
 // Runs `open(path, options)` in a child process and returns a reader that asks it for frames.
 // `parser` names the library a death is blamed on ("libmatio", "libhdf5").
