@@ -41,6 +41,13 @@ for program in sonopiped sonopipe-sim sonopipe-replay sonopipe-record sonopipe-c
 done
 answer="$(PYTHONPATH="$python_dir" /usr/bin/python3 -c 'import sonopipe; print(sonopipe.__version__)')"
 [ "$answer" = "$version" ] || fail "the installed Python package says version '$answer', expected '$version'"
+config_version="$(find "$prefix/lib" -name sonopipeConfigVersion.cmake -print -quit)"
+grep -qx "set(PACKAGE_VERSION \"$version\")" "$config_version" || fail "$config_version is not version $version"
+for pc in sonopipe sonopipe-client; do
+  pc_file="$(find "$prefix/lib" -name "$pc.pc" -print -quit)"
+  answer="$(PKG_CONFIG_PATH="$(dirname "$pc_file")" pkg-config --modversion "$pc")"
+  [ "$answer" = "$version" ] || fail "pkg-config --modversion $pc says '$answer', expected '$version'"
+done
 
 echo "-- building examples/plugin-stage against the installed package only"
 cmake -S "$source_dir/examples/plugin-stage" -B "$work/plugin-build" -DCMAKE_PREFIX_PATH="$prefix" \
