@@ -37,7 +37,7 @@ echo "== 1/5 simulating 3 ARFI sets and writing them as UFF: $out/arfi.uff"
 "$import_uff" "$out/arfi.uff" --out "$out/arfi-from-uff.h5" --ensemble $((tracks + 1))
 
 echo "== 2/5 starting sonopiped --config config/arfi.yaml"
-"$bin/src/sonopiped" --config "$config" > "$out/sonopiped.log" 2>&1 &
+"$bin/daemon/sonopiped" --config "$config" > "$out/sonopiped.log" 2>&1 &
 daemon=$!
 cleanup() { kill "$daemon" "${recorder:-}" 2> /dev/null || true; }
 trap cleanup EXIT

@@ -38,7 +38,7 @@ echo "== 1/5 simulating acquisitions into $out"
   --cnr 50 --phantom territories --seed 13 > "$out/sim-perfusion.log"
 
 echo "== 2/5 starting sonopiped --config config/demo.yaml"
-"$bin/src/sonopiped" --config "$config" > "$out/sonopiped.log" 2>&1 &
+"$bin/daemon/sonopiped" --config "$config" > "$out/sonopiped.log" 2>&1 &
 daemon=$!
 cleanup() { kill "$daemon" "${recorder:-}" "${viewer:-}" 2> /dev/null || true; }
 trap cleanup EXIT

@@ -11,7 +11,7 @@ parts="${*:-tests core arfi strain perfusion}"
 wants() { [[ " $parts " == *" $1 "* ]]; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$logs"
-export SONOPIPE_SOURCE_DIR="$root" SONOPIPE_BINARY_DIR="$build" SONOPIPED="$build/src/sonopiped"
+export SONOPIPE_SOURCE_DIR="$root" SONOPIPE_BINARY_DIR="$build" SONOPIPED="$build/daemon/sonopiped"
 export SONOPIPE_STRAIN_TEST_BACKEND=cuda
 [ -d "$build/.bundle-libs" ] && export LD_LIBRARY_PATH="$build/.bundle-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$logs/gpu.txt"

@@ -66,7 +66,7 @@ case "$kind" in
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$suppressions/tsan.supp:log_path=$reports/tsan"
     # Every program that starts threads (the executor's pool, the daemon's loops, the strain tracker's
     # workers, the CURVE gate, the IGTLink senders, test threads) and every tool those tests start.
-    programs=(executor_test executor_state_test multi_device_executor_test placement_test frame_queue_test
+    programs=(device_lane_test device_lane_state_test pipeline_executor_test placement_test frame_queue_test
               daemon_test hardening_test ingest_test security_test resources_test service_notify_test
               plugin_config_test protobuf_log_test arfi_daemon_test strain_daemon_test perfusion_daemon_test
               beamform_daemon_test ncc_track_test strain_test faults_test soak_test

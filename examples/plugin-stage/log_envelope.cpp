@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "pipeline/plugin.h"
-#include "pipeline/thread_pool.h"
+#include "sdk/plugin.h"
+#include "sdk/thread_pool.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "pipeline/registry.h"
-#include "src/config.h"
+#include "stages/registry.h"
+#include "daemon/config.h"
 
 namespace {
 

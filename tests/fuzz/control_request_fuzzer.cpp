@@ -3,7 +3,7 @@
 // stop policy and for keyed and unkeyed clients. A reply must always encode.
 #include <cstdint>
 
-#include "src/control.h"
+#include "daemon/control.h"
 
 namespace {
 

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
-#include "src/ingest.h"
-#include "src/log_text.h"
-#include "src/wire/wire.h"
+#include "daemon/ingest.h"
+#include "wire/log_text.h"
+#include "wire/wire.h"
 
 namespace {
 constexpr std::size_t kMaxPayloadBytes = 64 * 1024;

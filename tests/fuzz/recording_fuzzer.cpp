@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tools/common/hdf5_util.h"
 #include "tools/common/recording.h"

@@ -5,7 +5,7 @@
 # installed daemon (plugin pipeline `log_envelope`) while the installed sonopipe-record records the
 # results, runs the installed sonopipe-run over the same frames, and checks every result value with
 # the installed Python package against numpy (and sonopipe-run's against the daemon's). Then
-# compiles tests/src/client/client_program.c with `pkg-config --cflags --libs sonopipe-client` alone
+# compiles tests/client/client_program.c with `pkg-config --cflags --libs sonopipe-client` alone
 # and runs it against the installed daemon (convert round trips byte for byte, every error path).
 #   run_installed.sh PREFIX SOURCE_DIR WORK_DIR
 set -euo pipefail
@@ -21,7 +21,7 @@ fail() { echo "run_installed: FAILED: $*" >&2; exit 1; }
 echo "-- installed files"
 for f in "$bin/sonopiped" "$bin/sonopipe-sim" "$bin/sonopipe-replay" "$bin/sonopipe-record" "$bin/sonopipe-ctl" \
          "$bin/sonopipe-keygen" "$prefix/lib/systemd/system/sonopiped.service" \
-         "$bin/sonopipe-view" "$bin/sonopipe-run" "$bin/sonopipe-cohort" "$prefix/include/sonopipe/pipeline/stage.h" "$prefix/include/sonopipe/pipeline/plugin.h" \
+         "$bin/sonopipe-view" "$bin/sonopipe-run" "$bin/sonopipe-cohort" "$prefix/include/sonopipe/sdk/stage.h" "$prefix/include/sonopipe/sdk/plugin.h" \
          "$python_dir/sonopipe/__init__.py" "$python_dir/sonopipe/v1/frame_pb2.py" "$prefix/share/sonopipe/config/demo.yaml" \
          "$prefix/include/sonopipe/sonopipe_client.h" "$prefix/share/sonopipe/matlab/SonopipeSender.m"; do
   [ -e "$f" ] || fail "missing $f"
@@ -107,7 +107,7 @@ echo "-- the same recording through the installed sonopipe-run; sonopipe-cohort 
 echo "-- a C program built with pkg-config sonopipe-client alone, run against the installed daemon"
 client_pc_dir="$(dirname "$(find "$prefix/lib" -name sonopipe-client.pc -print -quit)")"
 client_flags="$(PKG_CONFIG_PATH="$client_pc_dir" pkg-config --cflags --libs sonopipe-client)" || fail "pkg-config sonopipe-client"
-cc -std=c99 -Wall -Wextra -Werror "$source_dir/tests/src/client/client_program.c" $client_flags -o "$work/client_program" \
+cc -std=c99 -Wall -Wextra -Werror "$source_dir/tests/client/client_program.c" $client_flags -o "$work/client_program" \
   || fail "building client_program.c with pkg-config flags ($client_flags)"
 cat > "$work/client.yaml" <<YAML
 ingest: {endpoint: "ipc://$work/client-ingest"}

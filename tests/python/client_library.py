@@ -10,7 +10,7 @@ import unittest
 import support
 
 HEADER = os.path.join(os.environ.get("SONOPIPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-                      "src", "client", "sonopipe_client.h")
+                      "client", "sonopipe_client.h")
 
 # C type (spaces normalised, parameter name removed) -> ctypes type.
 _TYPES = {

@@ -34,7 +34,7 @@ RF_SCALE = 2.5
 
 
 def convert_reference(samples, scale):
-    """stages/common/convert.cpp convert_reference: out[i] = scale * float(in[i]) in float32."""
+    """stages/common/convert/convert.cpp convert_reference: out[i] = scale * float(in[i]) in float32."""
     return np.float32(scale) * samples.astype(np.float32)
 
 

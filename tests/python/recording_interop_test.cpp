@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tests/support/test_support.h"
 #include "tools/common/recording.h"
 

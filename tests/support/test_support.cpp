@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "pipeline/gpu_device.h"
+#include "runtime/gpu_device.h"
 
 namespace sonopipe::test {
 

@@ -81,7 +81,7 @@ TEST_CASE("replay -> sonopiped convert -> record is lossless, ordered and exact"
   const std::string frames_path = dir.path + "/frames.h5", results_path = dir.path + "/results.h5";
   simulate(frames_path, kFrames);
   const auto endpoints = tools::pick_endpoints("ipc", dir.path);
-  tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), convert_config(endpoints, "pull"), endpoints.control,
+  tools::DaemonLauncher daemon(test::binary_path("daemon/sonopiped"), convert_config(endpoints, "pull"), endpoints.control,
                                dir.path, seconds(30));
   Recorder recorder(dir.path, endpoints.publish, results_path, kFrames);
   const auto replay = test::run_tool({test::tool("replay"), frames_path, "--endpoint", endpoints.ingest, "--lossless",
@@ -102,7 +102,7 @@ TEST_CASE("live replay (PUB) into a daemon subscribing delivers every frame at a
   const std::string frames_path = dir.path + "/frames.h5", results_path = dir.path + "/results.h5";
   simulate(frames_path, kFrames);
   const auto endpoints = tools::pick_endpoints("ipc", dir.path);
-  tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), convert_config(endpoints, "sub"), endpoints.control,
+  tools::DaemonLauncher daemon(test::binary_path("daemon/sonopiped"), convert_config(endpoints, "sub"), endpoints.control,
                                dir.path, seconds(30));
   Recorder recorder(dir.path, endpoints.publish, results_path, kFrames);
   // The daemon binds its SUB; replay connects its PUB and starts once the subscription arrived.
@@ -118,7 +118,7 @@ TEST_CASE("live replay (PUB) into a daemon subscribing delivers every frame at a
 
 TEST_CASE("sonopipe-bench core runs against the real daemon and prints its table", "[tools][daemon][bench]") {
   const auto run = test::run_tool({test::binary_path("tools/bench/sonopipe-bench"), "core", "--daemon",
-                                   test::binary_path("src/sonopiped"), "--backend", "cpu", "--sizes-mb", "0.0625",
+                                   test::binary_path("daemon/sonopiped"), "--backend", "cpu", "--sizes-mb", "0.0625",
                                    "--transports", "ipc", "--frames", "10", "--latency-frames", "5", "--warmup", "2"},
                                   seconds(120));
   INFO(run.output);

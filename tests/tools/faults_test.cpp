@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "tests/src/daemon_harness.h"
+#include "tests/daemon/daemon_harness.h"
 #include "tests/tools/tool_test_support.h"
 #include "tools/common/recording.h"
 #include "tools/common/zmq_io.h"

@@ -25,8 +25,8 @@
 #include <regex>
 #include <sstream>
 
-#include "pipeline/thread_pool.h"
-#include "tests/src/daemon_harness.h"
+#include "sdk/thread_pool.h"
+#include "tests/daemon/daemon_harness.h"
 #include "tests/tools/tool_test_support.h"
 #include "tools/sim/arfi_sim.h"
 
@@ -54,7 +54,7 @@ std::string daemon_settings() {
 }
 
 sim::ArfiSimConfig small_arfi_set(std::uint64_t seed, double peak_um) {
-  sim::ArfiSimConfig config;  // as tests/src/arfi_daemon_test.cpp: small, quick on two cores
+  sim::ArfiSimConfig config;  // as tests/daemon/arfi_daemon_test.cpp: small, quick on two cores
   config.locations = 6;
   config.tracks = 30;
   config.samples = 240;

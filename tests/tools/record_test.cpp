@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tests/tools/tool_test_support.h"
 #include "tools/common/recording.h"
 #include "tools/common/zmq_io.h"

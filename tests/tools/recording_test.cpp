@@ -7,7 +7,7 @@
 #include <fstream>
 #include <random>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tests/support/test_support.h"
 #include "tools/common/hdf5_util.h"
 

@@ -6,7 +6,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tests/tools/tool_test_support.h"
 #include "tools/common/recording.h"
 #include "tools/common/zmq_io.h"

@@ -53,7 +53,7 @@ void write_file(const std::string& path, const std::string& text) {
 // The daemon path: sonopiped with `config`, sonopipe-record taking `results` results, sonopipe-replay.
 void run_through_daemon(const std::string& dir, const std::string& config, const tools::DaemonEndpoints& endpoints,
                         const std::string& input, const std::string& out, std::size_t results) {
-  tools::DaemonLauncher daemon(test::binary_path("src/sonopiped"), config, endpoints.control, dir, seconds(60));
+  tools::DaemonLauncher daemon(test::binary_path("daemon/sonopiped"), config, endpoints.control, dir, seconds(60));
   const std::string ready = dir + "/record.ready", log = dir + "/record.log";
   tools::ChildProcess recorder({test::tool("record"), "--out", out, "--endpoint", endpoints.publish, "--count",
                                 std::to_string(results), "--ready-file", ready},
@@ -138,7 +138,7 @@ TEST_CASE("sonopipe-run gives the daemon's 2-D strain results bit for bit", "[to
 }
 
 TEST_CASE("sonopipe-run gives the daemon's ARFI results bit for bit", "[tools][run][arfi]") {
-  // Small sets as in tests/src/arfi_daemon_test.cpp; one displacement_filtered per set.
+  // Small sets as in tests/daemon/arfi_daemon_test.cpp; one displacement_filtered per set.
   compare_paths("config/arfi.yaml",
                 {"arfi", "--sets", "3", "--locations", "6", "--tracks", "30", "--samples", "240", "--focus-m", "0.015",
                  "--depth-sigma-m", "0.003", "--lateral-sigma-m", "0.001", "--recovery-s", "0.001", "--threads", "2"},

@@ -63,7 +63,7 @@ TEST_CASE("replay --route over two daemons and record --from both: every frame o
     const std::string folder = dir.path + "/daemon" + std::to_string(d);
     std::filesystem::create_directories(folder);
     endpoints.push_back(tools::pick_endpoints("ipc", folder));
-    daemons.push_back(std::make_unique<tools::DaemonLauncher>(test::binary_path("src/sonopiped"),
+    daemons.push_back(std::make_unique<tools::DaemonLauncher>(test::binary_path("daemon/sonopiped"),
                                                               convert_config(endpoints.back()),
                                                               endpoints.back().control, folder, seconds(30)));
   }

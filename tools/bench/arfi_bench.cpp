@@ -14,18 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/gpu_device.h"
-#include "pipeline/thread_pool.h"
-#include "stages/common/convert.h"
-#include "stages/arfi/loupas.h"
-#include "stages/arfi/motion_filter.h"
-#include "stages/arfi/upsample.h"
+#include "runtime/gpu_device.h"
+#include "sdk/thread_pool.h"
+#include "stages/common/convert/convert.h"
+#include "stages/arfi/loupas/loupas.h"
+#include "stages/arfi/motion_filter/motion_filter.h"
+#include "stages/arfi/upsample/upsample.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/arfi_sim.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 #endif
 
 namespace sonopipe::bench {

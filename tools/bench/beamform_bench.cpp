@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/thread_pool.h"
-#include "stages/beamform/beamform.h"
+#include "sdk/thread_pool.h"
+#include "stages/beamform/beamform/beamform.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/device_ceilings.h"
 #include "tools/sim/channel_sim.h"
@@ -28,7 +28,7 @@
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 #endif
 
 namespace sonopipe::bench {

@@ -3,7 +3,7 @@
     build/tools/python/sonopipe-python tools/bench/cohort_bench.py --sim build/tools/sim/sonopipe-sim \
         --run build/tools/run/sonopipe-run [--recordings 8] [--workers 1 2]
 
-Simulates ARFI recordings (sets as in tests/src/arfi_daemon_test.cpp), then for each worker count
+Simulates ARFI recordings (sets as in tests/daemon/arfi_daemon_test.cpp), then for each worker count
 starts a LocalCluster (one GPU resource per worker, one CPU thread per sonopipe-run so a worker
 stands for one device), and times sonopipe.cohort.run_cohort over all recordings against it (the
 cluster's start is not timed). A benchmark, not a test: it prints a table and asserts nothing.

@@ -33,7 +33,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"
@@ -417,7 +417,7 @@ void print_goals(const std::vector<Row>& rows) {
 
 void run_core_bench(const CoreOptions& options_in) {
   CoreOptions options = options_in;
-  if (options.daemon.empty()) options.daemon = tools::path_next_to_executable("../../src/sonopiped");
+  if (options.daemon.empty()) options.daemon = tools::path_next_to_executable("../../daemon/sonopiped");
   namespace fs = std::filesystem;
   const bool own_dir = options.work_dir.empty();
   const fs::path work = own_dir ? fs::temp_directory_path() / ("sonopipe-bench-core-" + std::to_string(::getpid()))
@@ -473,7 +473,7 @@ void run_core_bench(const CoreOptions& options_in) {
 void add_core_bench(CLI::App& app) {
   auto options = std::make_shared<CoreOptions>();
   CLI::App* command = app.add_subcommand("core", "daemon throughput/latency (convert) vs raw ZeroMQ, tcp and ipc");
-  command->add_option("--daemon", options->daemon, "sonopiped binary (default: ../../src/sonopiped next to this tool)");
+  command->add_option("--daemon", options->daemon, "sonopiped binary (default: ../../daemon/sonopiped next to this tool)");
   command->add_option("--backend", options->backend, "auto | cuda | cpu")->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   command->add_option("--sizes-mb", options->sizes_mb, "input frame sizes in MiB")->capture_default_str();

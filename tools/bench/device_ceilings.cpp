@@ -7,7 +7,7 @@
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 #include "tools/bench/shared_gather.h"
 #endif
 

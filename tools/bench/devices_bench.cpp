@@ -1,5 +1,5 @@
 // `sonopipe-bench devices`: a config's first pipeline through the multi-device executor
-// (pipeline/multi_device_executor.h) on 1, 2, ... GPUs, in process (no sockets): frames/s
+// (runtime/pipeline_executor.h) on 1, 2, ... GPUs, in process (no sockets): frames/s
 // sustained, per-device frames and busy time. Inputs by the pipeline's frame kind: `iq` = the
 // ARFI simulator's set (the paper's 52 x 81 x 493 int16 IQ), `rf` = random int16 RF volumes of
 // --rf-shape (default the 3-D strain volume 8 x 128 x 1024), spread over --streams stream ids in
@@ -15,12 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/gpu_device.h"
-#include "pipeline/multi_device_executor.h"
-#include "pipeline/thread_pool.h"
-#include "src/config.h"
+#include "runtime/gpu_device.h"
+#include "runtime/pipeline_executor.h"
+#include "sdk/thread_pool.h"
+#include "daemon/config.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/arfi_sim.h"
+#include "stages/registry.h"
 
 namespace sonopipe::bench {
 namespace {
@@ -82,7 +83,7 @@ InputFrame frame_of(const Input& input, std::uint32_t stream, std::uint64_t sequ
 
 struct Measured {
   double frames_per_s = 0;
-  MultiDeviceStats stats;
+  PipelineStats stats;
 };
 
 Measured measure(const PipelineConfig& pipeline, const StageRegistry& registry, const std::vector<int>& devices,
@@ -100,7 +101,7 @@ Measured measure(const PipelineConfig& pipeline, const StageRegistry& registry, 
       .stage_error = [](const FrameMeta&, const std::string&, const std::string& why) {
         std::fprintf(stderr, "stage error: %s\n", why.c_str());
       }};
-  MultiDeviceExecutor executor(pipeline.name, devices, [&] { return build_stages(pipeline, registry); },
+  PipelineExecutor executor(pipeline.name, devices, [&] { return build_stages(pipeline, registry); },
                                {.backend = Backend::cuda, .slots = options.slots, .queue_depth = 8}, callbacks);
   std::uint64_t sequence = 1;  // 0 is the callback's "none yet"
   // Warm-up: every device configures its stages (plans, buffers) on its first frames.

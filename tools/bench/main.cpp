@@ -1,8 +1,8 @@
 // sonopipe-bench: benchmark suites, one subcommand per chain; each prints a table.
 #include <iostream>
 
-#include "src/wire/version.h"
 #include "tools/bench/commands.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-bench: measure throughput and latency (tables on stdout)"};

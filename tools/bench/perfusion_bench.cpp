@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/thread_pool.h"
-#include "stages/perfusion/perfusion_fit_gpu.h"
-#include "stages/perfusion/perfusion_fitter.h"
+#include "sdk/thread_pool.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fit_gpu.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fitter.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/perfusion_sim.h"
 

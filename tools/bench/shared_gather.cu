@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 
 namespace sonopipe::bench {
 

@@ -34,8 +34,8 @@
 #include <sstream>
 #include <thread>
 
-#include "pipeline/thread_pool.h"
-#include "src/wire/wire.h"
+#include "sdk/thread_pool.h"
+#include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/arfi_sim.h"
 #include "tools/common/daemon_launcher.h"
@@ -237,7 +237,7 @@ int run_churn(const SoakOptions& options, tools::DaemonLauncher& daemon, zmq::so
 int run_soak(const SoakOptions& options_in) {
   namespace fs = std::filesystem;
   SoakOptions options = options_in;
-  if (options.daemon.empty()) options.daemon = tools::path_next_to_executable("../../src/sonopiped");
+  if (options.daemon.empty()) options.daemon = tools::path_next_to_executable("../../daemon/sonopiped");
   const bool own_dir = options.work_dir.empty();
   const fs::path work = own_dir ? fs::temp_directory_path() / ("sonopipe-soak-" + std::to_string(::getpid()))
                                 : fs::path(options.work_dir);
@@ -403,7 +403,7 @@ void add_soak_bench(CLI::App& app) {
   CLI::App* command = app.add_subcommand("soak", "lossless soak: N small frames through convert, checked one by one");
   command->add_option("--chain", options->chain, "convert (small frames) | arfi (config/arfi.yaml's chain) | churn (ncc_track auto, shapes alternating)")
       ->capture_default_str()->check(CLI::IsMember({"convert", "arfi", "churn"}));
-  command->add_option("--daemon", options->daemon, "sonopiped binary (default: ../../src/sonopiped next to this tool)");
+  command->add_option("--daemon", options->daemon, "sonopiped binary (default: ../../daemon/sonopiped next to this tool)");
   command->add_option("--backend", options->backend, "cpu | cuda")->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--frames", options->frames, "frames after the warm-up")->capture_default_str()

@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/thread_pool.h"
-#include "stages/strain/ncc_reference.h"
-#include "stages/strain/ncc_track_params.h"
+#include "sdk/thread_pool.h"
+#include "stages/strain/ncc_track/ncc_reference.h"
+#include "stages/strain/ncc_track/ncc_track_params.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/device_ceilings.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
-#include "cuda/common/cuda_check.h"
-#include "cuda/strain/ncc_track.cuh"
+#include "stages/common/cuda_check.h"
+#include "stages/strain/ncc_track/ncc_track.cuh"
 #endif
 
 namespace sonopipe::bench {

@@ -1,6 +1,6 @@
 #include "tools/common/control_client.h"
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tools/common/zmq_io.h"
 
 namespace sonopipe::tools {

@@ -20,7 +20,7 @@ struct DaemonEndpoints {
 // "tcp": free loopback ports; "ipc": socket files in `directory`. Throws for other transports.
 DaemonEndpoints pick_endpoints(const std::string& transport, const std::string& directory);
 
-// <directory of the running executable>/<relative>, e.g. "../../src/sonopiped" from tools/bench/.
+// <directory of the running executable>/<relative>, e.g. "../../daemon/sonopiped" from tools/bench/.
 std::string path_next_to_executable(const std::string& relative);
 
 class DaemonLauncher {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/tensor.h"
+#include "sdk/tensor.h"
 
 namespace sonopipe::recording::hdf5 {
 

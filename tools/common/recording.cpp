@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tools/common/hdf5_util.h"
 
 namespace sonopipe::recording {

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/frame.h"
-#include "pipeline/tensor.h"
+#include "sdk/frame.h"
+#include "sdk/tensor.h"
 #include "sonopipe/v1/result.pb.h"
 
 namespace sonopipe::recording {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <zmq_addon.hpp>
 
-#include "src/curve/curve_keys.h"
+#include "curve/curve_keys.h"
 
 namespace sonopipe::tools {
 

@@ -11,11 +11,11 @@
 #include <iostream>
 #include <thread>
 
-#include "src/wire/version.h"
-#include "src/wire/wire.h"
 #include "tools/common/control_client.h"
 #include "tools/common/curve_options.h"
 #include "tools/ctl/status_text.h"
+#include "wire/version.h"
+#include "wire/wire.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-ctl: status and stop for a running sonopiped"};

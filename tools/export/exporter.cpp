@@ -7,7 +7,7 @@
 #include <functional>
 #include <stdexcept>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "stages/arfi/arfi_conventions.h"
 #include "stages/beamform/channel_conventions.h"
 #include "tools/common/recording.h"

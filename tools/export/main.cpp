@@ -4,8 +4,8 @@
 
 #include <iostream>
 
-#include "src/wire/version.h"
 #include "tools/export/exporter.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 

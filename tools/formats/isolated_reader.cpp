@@ -21,7 +21,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 
 // Sanitizers reserve terabytes of address space: an address-space limit would stop the child at once.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/tensor.h"
+#include "sdk/tensor.h"
 #include "tools/common/hdf5_util.h"
 #include "tools/formats/acquisition_reader.h"
 

@@ -10,7 +10,7 @@
 #include <optional>
 #include <sstream>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/stop_signal.h"
 #include "tools/common/published_message.h"

@@ -4,7 +4,7 @@
 //
 // Images of one result (ResultHeader axes, C order, last axis fastest):
 //  - a trailing axis named "component" gives one image per component, named after the component
-//    (ncc_track and strain order them [axial, lateral, elevational]: stages/strain/ncc_track_params.h);
+//    (ncc_track and strain order them [axial, lateral, elevational]: stages/strain/ncc_track/ncc_track_params.h);
 //  - one slow-time axis (track, time, ensemble, frame) is reduced to its peak: the largest finite value
 //    over that axis, NaN where none is finite (the ARFI peak-displacement map, as sonopipe-view draws it);
 //  - the 1 to 3 axes left are the image axes. Every other shape is refused.

@@ -5,9 +5,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "src/wire/version.h"
 #include "tools/common/stop_signal.h"
 #include "tools/igtl/bridge.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 

@@ -5,9 +5,9 @@
 
 #include <iostream>
 
-#include "src/log_text.h"
-#include "src/wire/version.h"
 #include "tools/import/importer.h"
+#include "wire/log_text.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 

@@ -8,8 +8,8 @@
 
 #include <iostream>
 
-#include "src/curve/curve_keys.h"
-#include "src/wire/version.h"
+#include "curve/curve_keys.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-keygen: a CURVE key pair for sonopiped's sockets or one of its clients"};

@@ -2,7 +2,7 @@
 #   cmake --install build --prefix /opt/sonopipe       programs, stage SDK, CMake/pkg-config files, Python
 #   (cd build && cpack -G DEB)                          sonopipe_<version>_amd64.deb
 # Layout under the prefix: bin/ (sonopiped, sonopipe-*), lib/<multiarch>/libsonopipe-stage-sdk.so,
-# lib/<multiarch>/libsonopipe-client.so, include/sonopipe/pipeline/*.h (the stage SDK),
+# lib/<multiarch>/libsonopipe-client.so, include/sonopipe/sdk/*.h (the stage SDK),
 # include/sonopipe/sonopipe_client.h, lib/<multiarch>/cmake/sonopipe/ (find_package),
 # lib/<multiarch>/pkgconfig/sonopipe.pc and sonopipe-client.pc, lib/python3/dist-packages/sonopipe (Debian's python3 path),
 # share/sonopipe/config/*.yaml, share/sonopipe/matlab/ (*.m and sonopipe_mex.c), share/doc/sonopipe/.
@@ -27,7 +27,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipeConfig.cmake ${CMAKE_CURRENT_B
 # found relative to the .pc file, so a moved prefix (or an unpacked .deb) still works.
 file(RELATIVE_PATH SONOPIPE_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${package_dir}/sonopipe.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc @ONLY)
-# And the C client library (src/client): `pkg-config --cflags --libs sonopipe-client`.
+# And the C client library (client/): `pkg-config --cflags --libs sonopipe-client`.
 configure_file(${package_dir}/sonopipe-client.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sonopipe-client.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sonopipe.pc ${CMAKE_CURRENT_BINARY_DIR}/sonopipe-client.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT sdk)

@@ -4,9 +4,9 @@
 
 #include <iostream>
 
-#include "src/wire/version.h"
 #include "tools/perfusion/nifti_volume.h"
 #include "tools/perfusion/perfusion_tool.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   using namespace sonopipe;

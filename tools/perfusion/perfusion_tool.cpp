@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <ostream>
 
-#include "pipeline/backend.h"
-#include "pipeline/thread_pool.h"
-#include "stages/perfusion/perfusion_fitter.h"
+#include "sdk/backend.h"
+#include "sdk/thread_pool.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fitter.h"
 #include "tools/perfusion/curve_csv.h"
 #include "tools/perfusion/nifti_volume.h"
 

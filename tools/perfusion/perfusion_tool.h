@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "stages/perfusion/perfusion_fit_params.h"
-#include "stages/perfusion/perfusion_fit_gpu.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fit_params.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fit_gpu.h"
 
 namespace sonopipe::perfusion_tool {
 

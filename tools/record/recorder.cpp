@@ -8,7 +8,7 @@
 #include <optional>
 #include <sstream>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
 #include "tools/common/stop_signal.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "src/wire/wire.h"
+#include "wire/wire.h"
 
 namespace sonopipe::replay {
 

@@ -6,10 +6,10 @@
 
 #include <iostream>
 
-#include "src/wire/version.h"
 #include "tools/common/curve_options.h"
 #include "tools/common/stop_signal.h"
 #include "tools/replay/player.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 

@@ -8,14 +8,15 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pipeline/gpu_device.h"
-#include "pipeline/multi_device_executor.h"
-#include "src/ingest.h"
-#include "src/publisher.h"
-#include "src/wire/wire.h"
+#include "runtime/gpu_device.h"
+#include "runtime/pipeline_executor.h"
+#include "daemon/ingest.h"
+#include "daemon/publisher.h"
+#include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
 #include "tools/formats/acquisition_reader.h"
+#include "stages/registry.h"
 
 namespace sonopipe::run {
 namespace {
@@ -71,7 +72,7 @@ class InputRun {
     const StageRegistry& registry = config.registry ? *config.registry : builtin_stages();
     const int visible_devices = backend.backend == Backend::cuda ? probe_gpu(config.device).device_count : 0;
     for (const PipelineConfig& pipeline : config.pipelines) {
-      executors_.push_back(std::make_unique<MultiDeviceExecutor>(
+      executors_.push_back(std::make_unique<PipelineExecutor>(
           pipeline.name, resolve_devices(pipeline, config, backend.backend, visible_devices),
           [&] { return build_stages(pipeline, registry); }, options, callbacks));
       matches_.push_back(pipeline.match);
@@ -133,7 +134,7 @@ class InputRun {
   }
 
   recording::Writer writer_;
-  std::vector<std::unique_ptr<MultiDeviceExecutor>> executors_;
+  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
   std::vector<FrameMatch> matches_;
   std::mutex mutex_;
   std::optional<std::string> error_;

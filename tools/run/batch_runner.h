@@ -18,8 +18,8 @@
 #include <functional>
 #include <string>
 
-#include "src/backend_choice.h"
-#include "src/config.h"
+#include "daemon/backend_choice.h"
+#include "daemon/config.h"
 
 namespace sonopipe {
 class ThreadPool;

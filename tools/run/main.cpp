@@ -13,15 +13,15 @@
 #include <iostream>
 #include <map>
 
-#include "pipeline/registry.h"
-#include "pipeline/thread_pool.h"
-#include "src/backend_choice.h"
-#include "src/config.h"
-#include "src/wire/version.h"
+#include "daemon/backend_choice.h"
+#include "daemon/config.h"
+#include "sdk/thread_pool.h"
+#include "stages/registry.h"
 #include "tools/common/stop_signal.h"
 #include "tools/run/batch_runner.h"
 #include "tools/run/progress_display.h"
 #include "tools/run/run_summary.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 

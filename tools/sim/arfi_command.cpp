@@ -6,7 +6,7 @@
 #include <iostream>
 #include <memory>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "tools/common/recording.h"
 #include "tools/sim/arfi_sim.h"
 #include "tools/sim/commands.h"

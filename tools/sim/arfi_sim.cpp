@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "stages/arfi/arfi_conventions.h"
 #include "tools/sim/sim_random.h"
 

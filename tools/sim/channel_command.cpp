@@ -9,7 +9,7 @@
 #include <numbers>
 #include <sstream>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "tools/common/recording.h"
 #include "tools/sim/channel_sim.h"
 #include "tools/sim/commands.h"

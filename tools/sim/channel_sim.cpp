@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "stages/beamform/channel_conventions.h"
 #include "tools/sim/sim_random.h"
 #include "tools/sim/speckle_sim.h"

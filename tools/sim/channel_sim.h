@@ -27,7 +27,7 @@
 #include <limits>
 #include <vector>
 
-#include "pipeline/frame.h"
+#include "sdk/frame.h"
 
 namespace sonopipe {
 class ThreadPool;

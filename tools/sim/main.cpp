@@ -1,8 +1,8 @@
 // sonopipe-sim: writes synthetic recordings (HDF5, tools/common/recording.h), one subcommand per chain.
 #include <iostream>
 
-#include "src/wire/version.h"
 #include "tools/sim/commands.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-sim: write synthetic recordings with ground truth"};

@@ -16,8 +16,8 @@
 #include <iostream>
 #include <memory>
 
-#include "stages/perfusion/perfusion_fit.h"
-#include "stages/perfusion/perfusion_fit_params.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fit.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fit_params.h"
 #include "tools/common/recording.h"
 #include "tools/perfusion/curve_csv.h"
 #include "tools/perfusion/nifti_volume.h"

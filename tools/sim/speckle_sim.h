@@ -14,8 +14,8 @@
 
 #include <memory>
 
-#include "pipeline/frame.h"
-#include "pipeline/thread_pool.h"
+#include "sdk/frame.h"
+#include "sdk/thread_pool.h"
 
 namespace sonopipe::sim {
 

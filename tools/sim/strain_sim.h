@@ -3,7 +3,7 @@
 // displacement and strain. Tests link it (library sonopipe_sim).
 //
 // Frames: float32, C order [lateral, axial] (2-D) or [elevational, lateral, axial] (3-D), axial
-// fastest, the layout ncc_track expects (stages/strain/ncc_track_params.h). Axis names "elevational",
+// fastest, the layout ncc_track expects (stages/strain/ncc_track/ncc_track_params.h). Axis names "elevational",
 // "lateral", "axial"; spacing in metres; axial origin 0 (depth), lateral/elevational centred.
 //
 // Model (a smooth analytic approximation, not a finite-element solution):
@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipeline/tensor.h"
+#include "sdk/tensor.h"
 
 namespace sonopipe::sim {
 

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "stages/arfi/arfi_conventions.h"
-#include "stages/common/convert.h"
-#include "stages/arfi/loupas.h"
-#include "stages/arfi/motion_filter.h"
-#include "stages/arfi/upsample.h"
+#include "stages/common/convert/convert.h"
+#include "stages/arfi/loupas/loupas.h"
+#include "stages/arfi/motion_filter/motion_filter.h"
+#include "stages/arfi/upsample/upsample.h"
 #include "tests/stages/common/stage_runner.h"
 #include "tests/support/test_support.h"
 #include "tools/sim/arfi_sim.h"

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <vector>
 
-#include "pipeline/stage.h"
-#include "pipeline/thread_pool.h"
+#include "sdk/stage.h"
+#include "sdk/thread_pool.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
-#include "cuda/common/cuda_check.h"
+#include "stages/common/cuda_check.h"
 #endif
 
 namespace sonopipe::test {

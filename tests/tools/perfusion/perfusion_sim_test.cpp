@@ -6,9 +6,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "pipeline/thread_pool.h"
-#include "stages/perfusion/perfusion_fit.h"
-#include "stages/perfusion/perfusion_fitter.h"
+#include "sdk/thread_pool.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fit.h"
+#include "stages/perfusion/perfusion_fit/perfusion_fitter.h"
 #include "tests/stages/perfusion/perfusion_test_data.h"
 #include "tools/common/recording.h"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <complex>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "stages/arfi/arfi_conventions.h"
 #include "tests/support/test_support.h"
 

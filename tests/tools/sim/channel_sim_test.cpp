@@ -5,7 +5,7 @@
 #include <numbers>
 #include <random>
 
-#include "pipeline/thread_pool.h"
+#include "sdk/thread_pool.h"
 #include "stages/beamform/channel_conventions.h"
 #include "tests/support/test_support.h"
 

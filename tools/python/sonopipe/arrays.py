@@ -19,7 +19,7 @@ _DTYPES = {
     common_pb2.ELEMENT_TYPE_FLOAT16: np.dtype("<f2"),
     common_pb2.ELEMENT_TYPE_UINT8: np.dtype("u1"),
 }
-# The names pipeline/tensor.h uses (dtype_name), as recordings store them.
+# The names sdk/tensor.h uses (dtype_name), as recordings store them.
 _NAMES = {
     common_pb2.ELEMENT_TYPE_INT16: "int16",
     common_pb2.ELEMENT_TYPE_FLOAT32: "float32",
@@ -43,7 +43,7 @@ def dtype_of(element_type):
 
 
 def element_type_name(element_type):
-    """'int16', 'complex64', ... (the names of pipeline/tensor.h)."""
+    """'int16', 'complex64', ... (the names of sdk/tensor.h)."""
     try:
         return _NAMES[element_type]
     except KeyError:

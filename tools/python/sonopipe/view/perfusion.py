@@ -3,7 +3,7 @@
 Two result layouts are understood:
 - the `perfusion_fit` stage's single output `perfusion_maps`, float64 [voxel, parameter = 9] with
   columns k_a, k_p, k_l, tau_a, tau_p, cost, iterations, evaluations, converged
-  (stages/perfusion/perfusion_fit.h);
+  (stages/perfusion/perfusion_fit/perfusion_fit.h);
 - one output per parameter named k_a, k_p, k_l.
 Maps with two or more spatial axes are shown as a plane (the middle slice of 3-D maps, or
 --slice). A flat voxel axis is laid out as a slice of "rows x columns" from, in order: --slice-shape,

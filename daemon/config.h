@@ -1,0 +1,80 @@
+// The daemon's YAML configuration (examples in config/). Every error names the file, the line,
+// the key and what was expected: "demo.yaml:12: pipelines[0].stages[1].params.scale: expected a
+// number (1/count)".
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/frame_queue.h"
+#include "runtime/pipeline_def.h"
+#include "sdk/registry.h"
+
+namespace sonopipe {
+
+enum class IngestPattern { pull, sub };        // pull: lossless (PUSH senders block); sub: live
+enum class NonFinitePolicy { reject, pass };   // NaN/Inf in float payloads
+enum class BackendChoice { automatic, cuda, cpu };
+enum class ControlStop { allow, keyed, disabled };  // who may send `stop` on the control socket
+
+std::string_view ingest_pattern_name(IngestPattern pattern);
+std::string_view backend_choice_name(BackendChoice choice);  // "auto", "cuda", "cpu"
+bool parse_backend_choice(std::string_view name, BackendChoice& out);
+std::string_view control_stop_name(ControlStop policy);  // "allow", "keyed", "disabled"
+
+// `security:` (docs/readme/security.md). Off by default: sockets are unauthenticated, as before.
+struct SecurityConfig {
+  // CURVE on the ingest, publish and control sockets; only the listed client keys get through.
+  bool curve = false;
+  std::string server_public_key, server_secret_key;  // Z85, from server_secret_key_file
+  std::vector<std::string> authorized_client_keys;   // Z85 public keys
+  ControlStop control_stop = ControlStop::allow;
+};
+
+struct DaemonConfig {
+  std::string source;  // file the config came from (for messages)
+
+  std::string ingest_endpoint = "tcp://127.0.0.1:5555";
+  IngestPattern ingest_pattern = IngestPattern::pull;
+  bool ingest_bind = true;  // false: connect (e.g. SUB to a scanner's PUB)
+  std::string publish_endpoint = "tcp://127.0.0.1:5556";
+  int publish_high_water_mark = 1000;  // messages queued per subscriber before PUB drops
+  std::string control_endpoint = "tcp://127.0.0.1:5557";
+  double status_interval_s = 1.0;
+
+  BackendChoice backend = BackendChoice::automatic;
+  int device = 0;             // the single device of every pipeline, unless `devices` is given
+  DeviceSelection devices;    // default for pipelines without their own `devices`
+  int slots = 3;
+  std::size_t queue_depth = 8;
+  OverflowPolicy overflow = OverflowPolicy::block;
+  std::size_t max_streams = 64;  // live stream states per pipeline (stateful stages); LRU evicted
+  std::size_t max_frame_bytes = std::size_t(256) << 20;
+  NonFinitePolicy non_finite = NonFinitePolicy::reject;
+  int cpu_threads = 0;  // 0: one per hardware thread
+  std::string log_level = "info";
+  std::vector<std::string> plugins;  // stage plugin libraries, resolved against the config's folder
+  SecurityConfig security;
+
+  std::vector<PipelineConfig> pipelines;
+  // The stages the pipelines were checked against and are built from: the registry given to
+  // parse_config plus every plugin's stages.
+  std::shared_ptr<const StageRegistry> registry;
+};
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses YAML text; `source_name` is used in messages (and relative plugin paths are resolved
+// against its folder). Plugins are loaded first; stage types and parameters are checked against
+// `registry` plus the plugins' stages. Throws ConfigError.
+DaemonConfig parse_config(const std::string& yaml_text, const std::string& source_name,
+                          const StageRegistry& registry);
+DaemonConfig load_config_file(const std::string& path, const StageRegistry& registry);
+
+}  // namespace sonopipe

@@ -1,0 +1,337 @@
+#include "daemon/daemon.h"
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/gpu_device.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+#include "daemon/service_notify.h"
+#include "stages/registry.h"
+
+namespace sonopipe {
+
+void block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+namespace {
+
+// Waits up to `milliseconds` for SIGINT/SIGTERM; returns the signal number or 0.
+int wait_for_stop_signal(int milliseconds) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec timeout{milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+  int signal = sigtimedwait(&set, nullptr, &timeout);
+  return signal > 0 ? signal : 0;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config, BackendSelection backend)
+    : config_(std::move(config)), backend_(std::move(backend)) {
+  // One CPU pool per pipeline: a pipeline busy in a long stage does not hold up the others' stages
+  // (idle workers sleep; when all pipelines are busy the OS shares the cores).
+  for (std::size_t i = 0; i < config_.pipelines.size(); ++i)
+    pools_.push_back(std::make_unique<ThreadPool>(config_.cpu_threads));
+  spdlog::info("backend {}: {} ({}; {} slots, queue {} {}, {} CPU threads per pipeline)", backend_name(backend_.backend),
+               backend_.reason, backend_.device_name, config_.slots, config_.queue_depth,
+               overflow_policy_name(config_.overflow), pools_.empty() ? 0 : pools_[0]->size());
+  // With security.curve every socket is a CURVE server behind one gate (ZAP handler + monitors).
+  std::function<void(zmq::socket_t&)> secure_ingest, secure_publish, secure_control;
+  if (config_.security.curve) {
+    curve_gate_ = std::make_unique<CurveGate>(
+        context_, curve::KeyPair{config_.security.server_public_key, config_.security.server_secret_key},
+        config_.security.authorized_client_keys);
+    secure_ingest = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "ingest"); };
+    secure_publish = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "publish"); };
+    secure_control = [this](zmq::socket_t& socket) { curve_gate_->secure(socket, "control"); };
+  }
+  publisher_ = std::make_unique<Publisher>(context_, config_.publish_endpoint, config_.publish_high_water_mark,
+                                           secure_publish);
+  ExecutorCallbacks callbacks{
+      .publish = [this](const PublishedResult& result) { publisher_->publish_result(result); },
+      .stage_error =
+          [this](const FrameMeta& frame, const std::string& pipeline, const std::string& why) {
+            rejects_.reject(wire::RejectReason::stage_error,
+                            "pipeline " + pipeline + ", stream " + std::to_string(frame.stream_id) +
+                                " sequence " + std::to_string(frame.sequence) + ": " + why);
+          },
+      .publish_error =
+          [](const FrameMeta& frame, const std::string& pipeline, const std::string& why) {
+            spdlog::error("pipeline {}, stream {} sequence {}: {}", pipeline, frame.stream_id, frame.sequence, why);
+          },
+  };
+  ExecutorOptions options{.backend = backend_.backend, .device_id = config_.device, .slots = config_.slots,
+                          .queue_depth = config_.queue_depth, .overflow = config_.overflow, .pool = nullptr,
+                          .max_streams = config_.max_streams};
+  const int visible_devices = backend_.backend == Backend::cuda ? probe_gpu(config_.device).device_count : 0;
+  const StageRegistry& registry = config_.registry ? *config_.registry : builtin_stages();
+  for (const PipelineConfig& pipeline : config_.pipelines) {
+    options.pool = pools_[executors_.size()].get();
+    if (backend_.backend == Backend::cpu && pipeline.devices.ids.size() + pipeline.devices.all > 1)
+      spdlog::info("pipeline {}: `devices` applies to the CUDA backend; the CPU backend runs it on its pool",
+                   pipeline.name);
+    std::vector<int> devices = resolve_devices(pipeline, config_, backend_.backend, visible_devices);
+    executors_.push_back(std::make_unique<PipelineExecutor>(
+        pipeline.name, devices, [&] { return build_stages(pipeline, registry); }, options, callbacks));
+    matches_.push_back(pipeline.match);
+    std::string chain, placement;
+    for (const StageConfig& stage : pipeline.stages) chain += (chain.empty() ? "" : " -> ") + stage.type;
+    for (int d : devices) placement += (placement.empty() ? "" : ", ") + std::to_string(d);
+    if (backend_.backend == Backend::cuda)
+      placement = (devices.size() > 1 ? "devices " : "device ") + placement +
+                  (devices.size() == 1 ? "" : executors_.back()->stream_affinity() ? " (streams stay on one device)"
+                                                                                  : " (frame by frame)");
+    else
+      placement = "cpu";
+    spdlog::info("pipeline {}: {} [{}]", pipeline.name, chain, placement);
+  }
+  ingest_ = std::make_unique<Ingest>(
+      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_, secure_ingest);
+  for (std::size_t i = 0; i < config_.pipelines.size(); ++i) {
+    has_own_ingest_.push_back(!config_.pipelines[i].ingest_endpoint.empty());
+    if (!has_own_ingest_.back()) continue;
+    DaemonConfig own = config_;
+    own.ingest_endpoint = config_.pipelines[i].ingest_endpoint;
+    own.ingest_pattern = IngestPattern::pull;
+    own.ingest_bind = true;
+    own_ingests_.push_back(std::make_unique<Ingest>(
+        context_, own, [this, i](InputFrame&& frame) { return dispatch_to(i, std::move(frame)); }, rejects_, secure_ingest));
+    own_ingest_pipelines_.push_back(i);
+    spdlog::info("pipeline {}: reads its own ingest socket", config_.pipelines[i].name);
+  }
+  control_ = std::make_unique<ControlServer>(
+      context_, config_.control_endpoint,
+      ControlHandler([this] { return status(); }, [this] { stop(); }, config_.security.control_stop), secure_control);
+  if (config_.security.control_stop != ControlStop::allow)
+    spdlog::info("control: stop {}", config_.security.control_stop == ControlStop::disabled
+                                         ? "disabled" : "only for clients with an authorized CURVE key");
+  if (curve_gate_) curve_gate_->start();
+}
+
+Daemon::~Daemon() = default;
+
+bool Daemon::dispatch(InputFrame&& frame) {
+  // A frame may feed several pipelines; all but the last get a copy sharing the payload.
+  auto takes = [&](std::size_t i) { return !has_own_ingest_[i] && matches_[i].matches(frame.meta); };
+  int last = -1;
+  for (std::size_t i = 0; i < executors_.size(); ++i)
+    if (takes(i)) last = static_cast<int>(i);
+  if (last < 0) return false;
+  for (int i = 0; i < last; ++i)
+    if (takes(static_cast<std::size_t>(i))) executors_[i]->submit(frame);
+  executors_[last]->submit(std::move(frame));
+  return true;
+}
+
+bool Daemon::dispatch_to(std::size_t pipeline, InputFrame&& frame) {
+  if (!matches_[pipeline].matches(frame.meta)) return false;
+  executors_[pipeline]->submit(std::move(frame));
+  return true;
+}
+
+void Daemon::stop() { stop_requested_.store(true); }
+
+std::thread Daemon::guarded_thread(const char* what, std::function<void()> body) {
+  return std::thread([this, what, body = std::move(body)] {
+    std::string why;
+    try {
+      body();
+      return;
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+      why = "an exception that is not a std::exception";
+    }
+    thread_errors_.fetch_add(1);
+    spdlog::error("{} thread failed: {}; stopping (exit code 1)", what, why);
+    stop_requested_.store(true);
+  });
+}
+
+std::uint64_t Daemon::frames_unfinished() const {
+  std::uint64_t unfinished = 0;
+  for (const auto& executor : executors_) {
+    const LaneStats stats = executor->stats().total;
+    const std::uint64_t done = stats.processed + stats.stage_errors + stats.dropped;
+    if (stats.accepted > done) unfinished += stats.accepted - done;
+  }
+  return unfinished;
+}
+
+int Daemon::run() {
+  std::atomic<bool> stop_ingest{false}, stop_control{false};
+  std::vector<std::thread> ingest_threads;
+  ingest_threads.push_back(guarded_thread("ingest", [&] { ingest_->run(stop_ingest); }));
+  for (auto& own : own_ingests_)
+    ingest_threads.push_back(guarded_thread("ingest", [&, reader = own.get()] { reader->run(stop_ingest); }));
+  std::thread control_thread = guarded_thread("control", [&] { control_->run(stop_control); });
+  spdlog::info("sonopiped ready");
+  service::notify_ready();  // every socket was bound in the constructor
+  const auto watchdog = service::watchdog_interval();
+  auto next_watchdog = std::chrono::steady_clock::now();
+
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(config_.status_interval_s));
+  auto next_status = std::chrono::steady_clock::now();
+  // The status heartbeat and systemd's watchdog, both kept up during the drain too.
+  auto heartbeat = [&] {
+    if (watchdog.count() > 0 && std::chrono::steady_clock::now() >= next_watchdog) {
+      service::notify_watchdog();
+      next_watchdog = std::chrono::steady_clock::now() + watchdog;
+    }
+    if (std::chrono::steady_clock::now() < next_status) return;
+    publisher_->publish_status(status());
+    next_status += interval;
+    if (next_status < std::chrono::steady_clock::now()) next_status = std::chrono::steady_clock::now() + interval;
+  };
+  while (!stop_requested_.load()) {
+    if (int signal = wait_for_stop_signal(50)) {
+      spdlog::info("{} received: draining", signal == SIGINT ? "SIGINT" : "SIGTERM");
+      break;
+    }
+    heartbeat();
+  }
+  // Drain: stop reading (after what ZeroMQ already holds), finish and publish everything accepted
+  // while the heartbeat goes on, then say goodbye. A second signal cuts the drain short.
+  service::notify_stopping();
+  draining_.store(true);
+  stop_ingest.store(true);
+  std::atomic<bool> executors_drained{false};
+  std::thread drainer = guarded_thread("drain", [&] {
+    struct Done {  // also when a drain throws: the loop below must end
+      std::atomic<bool>& flag;
+      ~Done() { flag.store(true); }
+    } done{executors_drained};
+    for (std::thread& thread : ingest_threads) thread.join();
+    for (auto& executor : executors_) executor->drain();
+  });
+  while (!executors_drained.load()) {
+    if (wait_for_stop_signal(50)) {
+      const std::uint64_t abandoned = frames_unfinished();
+      frames_abandoned_.store(abandoned);
+      spdlog::error("second stop signal during the drain: stopping now; {} accepted frame(s) not processed",
+                    abandoned);
+      publisher_->publish_status(status());
+      publisher_->close(200);
+      spdlog::default_logger()->flush();
+      std::_Exit(kForcedStopExitCode);  // the executors may be inside a long stage: no orderly join
+    }
+    heartbeat();
+  }
+  drainer.join();
+  drained_.store(true);
+  v1::Status final_status = status();
+  publisher_->publish_status(final_status);
+  publisher_->close(2000);
+  stop_control.store(true);
+  control_thread.join();
+  spdlog::info("stopped: {} frames received ({} read after the stop, {} more discarded), {} processed, {} results "
+               "published, {} rejected, {} dropped",
+               final_status.frames_received(), final_status.frames_read_at_stop(),
+               final_status.frames_discarded_at_stop(), final_status.frames_processed(),
+               final_status.results_published(), final_status.frames_rejected(), final_status.frames_dropped());
+  return thread_errors_.load() > 0 ? 1 : 0;
+}
+
+v1::Status Daemon::status() const {
+  v1::Status status;
+  status.set_schema_version(wire::kSchemaVersion);
+  status.set_uptime_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  status.set_backend(std::string(backend_name(backend_.backend)));
+  status.set_backend_reason(backend_.reason);
+  status.set_device_name(backend_.device_name);
+  std::uint64_t received = 0, missing = 0, read_at_stop = 0, discarded_at_stop = 0;
+  if (ingest_) {
+    received = ingest_->received();
+    missing = ingest_->missing();
+    read_at_stop = ingest_->read_at_stop();
+    discarded_at_stop = ingest_->discarded_at_stop();
+  }
+  for (const auto& own : own_ingests_) {
+    received += own->received();
+    missing += own->missing();
+    read_at_stop += own->read_at_stop();
+    discarded_at_stop += own->discarded_at_stop();
+  }
+  status.set_frames_received(received);
+  status.set_frames_missing(missing);
+  status.set_frames_rejected(rejects_.total());
+  for (const auto& [reason, count] : rejects_.by_reason()) (*status.mutable_rejected_by_reason())[reason] = count;
+  status.set_draining(draining_.load());
+  status.set_drained(drained_.load());
+  status.set_thread_errors(thread_errors_.load());
+  status.set_frames_read_at_stop(read_at_stop);
+  status.set_frames_discarded_at_stop(discarded_at_stop);
+  status.set_frames_abandoned(frames_abandoned_.load());
+  if (curve_gate_) {
+    status.set_clients_refused(curve_gate_->refused());
+    for (const auto& [socket, count] : curve_gate_->refused_by_socket())
+      (*status.mutable_clients_refused_by_socket())[socket] = count;
+  }
+  std::uint64_t processed = 0, published = 0, dropped = 0;
+  for (const auto& executor : executors_) {
+    PipelineStats all = executor->stats();
+    const LaneStats& stats = all.total;
+    processed += stats.processed;
+    published += stats.published;
+    dropped += stats.dropped;
+    v1::PipelineStatus* p = status.add_pipelines();
+    for (const DeviceStats& device : all.devices) {
+      v1::DeviceStatus* d = p->add_devices();
+      d->set_device(device.device);
+      d->set_frames_processed(device.processed);
+      d->set_busy_ms_total(device.busy_ms_total);
+      d->set_queue_depth(static_cast<std::uint32_t>(device.queue_depth));
+      d->set_streams(static_cast<std::uint32_t>(device.streams));
+    }
+    p->set_streams_forgotten(all.streams_forgotten);
+    p->set_name(stats.name);
+    p->set_frames_accepted(stats.accepted);
+    p->set_frames_processed(stats.processed);
+    p->set_results_published(stats.published);
+    p->set_frames_dropped(stats.dropped);
+    p->set_queue_depth(static_cast<std::uint32_t>(stats.queue_depth));
+    p->set_slots(static_cast<std::uint32_t>(stats.slots));
+    p->set_latency_ms_p50(stats.latency_ms.p50);
+    p->set_latency_ms_p99(stats.latency_ms.p99);
+    p->set_h2d_ms_p50(stats.h2d_ms.p50);
+    p->set_d2h_ms_p50(stats.d2h_ms.p50);
+    p->set_stage_errors(stats.stage_errors);
+    p->set_h2d_ms_p99(stats.h2d_ms.p99);
+    p->set_d2h_ms_p99(stats.d2h_ms.p99);
+    p->set_busy_ms_p50(stats.busy_ms.p50);
+    p->set_interval_ms_p50(stats.interval_ms.p50);
+    p->set_queue_capacity(static_cast<std::uint32_t>(config_.queue_depth));
+    p->set_publish_errors(stats.publish_errors);
+    p->set_results_copied(stats.results_copied);
+    p->set_streams_live(static_cast<std::uint32_t>(stats.streams_live));
+    p->set_streams_evicted(stats.streams_evicted);
+    for (const StageStats& stage : stats.stages) {
+      v1::StageTiming* t = status.add_stages();
+      t->set_pipeline(stats.name);
+      t->set_stage(stage.label);
+      t->set_compute_ms_p50(stage.compute_ms.p50);
+      t->set_compute_ms_p99(stage.compute_ms.p99);
+      t->set_enqueue_ms_p50(stage.enqueue_ms.p50);
+      t->set_enqueue_ms_p99(stage.enqueue_ms.p99);
+      t->set_frames(stage.compute_ms.count);
+    }
+  }
+  status.set_frames_processed(processed);
+  status.set_results_published(published);
+  status.set_frames_dropped(dropped);
+  return status;
+}
+
+}  // namespace sonopipe

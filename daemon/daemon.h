@@ -1,0 +1,81 @@
+// The sonopiped process: ingest -> per-pipeline executors -> publisher, plus the control socket,
+// the status heartbeat and the signal-driven drain. main.cpp parses flags and builds one of these.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+#include <memory>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "runtime/device_lane.h"
+#include "runtime/pipeline_executor.h"
+#include "sdk/thread_pool.h"
+#include "daemon/backend_choice.h"
+#include "daemon/config.h"
+#include "daemon/control.h"
+#include "daemon/curve_gate.h"
+#include "daemon/ingest.h"
+#include "daemon/publisher.h"
+#include "daemon/reject_log.h"
+
+namespace sonopipe {
+
+class Daemon {
+ public:
+  // Binds every socket and starts the executors; throws on bad endpoints or stage setup.
+  Daemon(DaemonConfig config, BackendSelection backend);
+  ~Daemon();
+
+  // Serves until stop() is called or SIGINT/SIGTERM arrives (the caller must have blocked those
+  // signals in every thread, see block_stop_signals()), then drains every accepted frame, sending
+  // heartbeats meanwhile. Returns the exit code: 0 after a drain, 1 when a daemon thread failed
+  // (logged, counted; the daemon still drains). A second signal during the drain stops at once
+  // (the frames not processed are logged and counted) with kForcedStopExitCode.
+  int run();
+  void stop();
+  v1::Status status() const;
+
+ private:
+  bool dispatch(InputFrame&& frame);          // frames of the shared ingest socket
+  bool dispatch_to(std::size_t pipeline, InputFrame&& frame);  // frames of a pipeline's own socket
+  // Runs `body` on a thread; an exception that reaches its top is logged and counted, and stops
+  // the daemon (never std::terminate).
+  std::thread guarded_thread(const char* what, std::function<void()> body);
+  std::uint64_t frames_unfinished() const;  // accepted by an executor, not yet done
+
+  DaemonConfig config_;
+  BackendSelection backend_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
+  std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
+  RejectLog rejects_;
+  std::vector<std::unique_ptr<ThreadPool>> pools_;  // one per pipeline (CPU backend)
+  std::unique_ptr<Publisher> publisher_;
+  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
+  std::vector<FrameMatch> matches_;  // parallel to executors_
+  std::unique_ptr<Ingest> ingest_;
+  // Pipelines with an ingest socket of their own (pipelines[i].ingest): its reader, and the
+  // pipeline it feeds. The shared socket's frames skip these pipelines.
+  std::vector<std::unique_ptr<Ingest>> own_ingests_;
+  std::vector<std::size_t> own_ingest_pipelines_;
+  std::vector<bool> has_own_ingest_;  // parallel to executors_
+  std::unique_ptr<ControlServer> control_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> drained_{false};
+  std::atomic<std::uint64_t> thread_errors_{0};
+  std::atomic<std::uint64_t> frames_abandoned_{0};
+};
+
+// Blocks SIGINT and SIGTERM in the calling thread and every thread it starts later; call first
+// thing in main(). Daemon::run() then waits for them with sigtimedwait.
+void block_stop_signals();
+
+// Exit code after a second SIGINT/SIGTERM cut the drain short.
+inline constexpr int kForcedStopExitCode = 4;
+
+}  // namespace sonopipe

@@ -1,0 +1,626 @@
+#include "runtime/device_lane.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "sdk/thread_pool.h"
+
+namespace sonopipe {
+namespace {
+
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return (to_ns - from_ns) * 1e-6; }
+
+// True while a receiver still holds `buffer`; when not, the slot may write into it again. A
+// receiver drops its reference after its last read (a release decrement) on another thread, and
+// use_count() is only a relaxed load: the acquire fence orders those reads before our writes (found
+// by ThreadSanitizer, pipeline_executor_test). TSan does not model fences; it sees the same
+// order through the probe copy's increment (acquire-release in libstdc++).
+bool held_by_receivers(const std::shared_ptr<Buffer>& buffer) {
+  if (buffer.use_count() > 1) return true;
+  if (buffer) {
+    const std::shared_ptr<Buffer> probe = buffer;
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return false;
+}
+
+// The CPU stages read the payload in place when it is aligned for the widest element type
+// (float64, complex64); otherwise it is copied into the slot's aligned input first. Large ZeroMQ
+// messages usually arrive 8-byte aligned.
+constexpr std::uintptr_t kCpuInputAlignment = 8;
+
+// Repeated events (evictions, copied results, publish errors) are logged at their 1st, 2nd, 4th,
+// 8th, ... occurrence: a flood is told about, in a bounded number of lines, with its count.
+bool worth_a_line(std::uint64_t count) { return count > 0 && (count & (count - 1)) == 0; }
+
+}  // namespace
+
+struct DeviceLane::Slot {
+  // Memory: host for the CPU backend; device (+ pinned host for copies) for CUDA.
+  Buffer input_host;                      // pinned staging of the payload (CUDA), aligned copy (CPU)
+  Buffer input_device;
+  std::vector<std::vector<Buffer>> outputs;   // [stage][output]
+  std::vector<std::vector<void*>> output_pointers;
+  std::vector<Buffer> workspace, staging;     // [stage]
+  // [published output] host memory the results are published from (pinned for CUDA). CPU stages
+  // write published outputs straight into these; CUDA copies them back into these.
+  std::vector<std::shared_ptr<Buffer>> results;
+  // [published output] used instead when the spare cap is reached: never handed to a receiver,
+  // published as a copy (copy_results[p]); allocated on first need.
+  std::vector<std::shared_ptr<Buffer>> private_results;
+  std::vector<bool> copy_results;
+  StreamStates::Entry* state = nullptr;  // the frame's stream state (stateful stages), submit thread
+
+  // CUDA handles (null on the CPU backend), created once.
+  std::unique_ptr<GpuStreamHandle> stream;
+  std::unique_ptr<GpuEvent> start, after_h2d, done;
+  std::vector<std::unique_ptr<GpuEvent>> after_stage;
+
+  // The frame in flight.
+  InputFrame frame;
+  bool produced = false;
+  bool failed = false;
+  std::string error;
+  std::size_t stages_run = 0;
+  std::vector<double> enqueue_ms, cpu_compute_ms;  // [stage]
+  std::int64_t compute_start_ns = 0, compute_end_ns = 0, compute_start_steady_ns = 0;
+  bool busy = false;
+};
+
+DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
+                                   ExecutorOptions options, ExecutorCallbacks callbacks)
+    : name_(std::move(name)), stages_(std::move(stages)), options_(options),
+      callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow),
+      stream_states_(options.max_streams), started_steady_ns_(steady_ns()) {
+  if (stages_.empty()) throw std::invalid_argument("pipeline '" + name_ + "' has no stages");
+  if (options_.slots < 1) throw std::invalid_argument("slots must be at least 1");
+  if (options_.backend == Backend::cpu && !options_.pool)
+    throw std::invalid_argument("the CPU backend needs a thread pool");
+  if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    stage_compute_ms_.push_back(std::make_unique<SampleWindow>());
+    stage_enqueue_ms_.push_back(std::make_unique<SampleWindow>());
+  }
+  for (int s = 0; s < options_.slots; ++s) {
+    auto slot = std::make_unique<Slot>();
+    slot->outputs.resize(stages_.size());
+    slot->output_pointers.resize(stages_.size());
+    slot->workspace.resize(stages_.size());
+    slot->staging.resize(stages_.size());
+    slot->enqueue_ms.assign(stages_.size(), 0.0);
+    slot->cpu_compute_ms.assign(stages_.size(), 0.0);
+    if (options_.backend == Backend::cuda) {
+      slot->stream = std::make_unique<GpuStreamHandle>();
+      slot->start = std::make_unique<GpuEvent>();
+      slot->after_h2d = std::make_unique<GpuEvent>();
+      slot->done = std::make_unique<GpuEvent>();
+      for (std::size_t i = 0; i < stages_.size(); ++i)
+        slot->after_stage.push_back(std::make_unique<GpuEvent>());
+    }
+    slots_.push_back(std::move(slot));
+  }
+  if (options_.backend == Backend::cuda) {
+    epoch_ = std::make_unique<GpuEvent>();
+    epoch_->record(slots_[0]->stream->get());
+    epoch_->synchronize();
+  }
+  submit_thread_ = std::thread([this] { submit_loop(); });
+  completion_thread_ = std::thread([this] { completion_loop(); });
+}
+
+DeviceLane::~DeviceLane() { drain(); }
+
+bool DeviceLane::submit(InputFrame frame) {
+  if (!queue_.push(std::move(frame))) return false;
+  accepted_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void DeviceLane::drain() {
+  std::call_once(drained_, [this] {
+    queue_.close();
+    if (submit_thread_.joinable()) submit_thread_.join();
+    if (completion_thread_.joinable()) completion_thread_.join();
+  });
+}
+
+bool DeviceLane::same_description(const FrameMeta& frame, const FrameMeta& c) {
+  if (!(frame.payload == c.payload) || frame.kind != c.kind ||
+      frame.sampling_frequency_hz != c.sampling_frequency_hz ||
+      frame.center_frequency_hz != c.center_frequency_hz ||
+      frame.demodulation_frequency_hz != c.demodulation_frequency_hz ||
+      frame.speed_of_sound_m_per_s != c.speed_of_sound_m_per_s || frame.vectors.size() != c.vectors.size())
+    return false;
+  // Side vectors: their names and lengths shape the work; their values are read per frame.
+  for (auto a = frame.vectors.begin(), b = c.vectors.begin(); a != frame.vectors.end(); ++a, ++b)
+    if (a->first != b->first || a->second.size() != b->second.size()) return false;
+  return true;
+}
+
+void DeviceLane::configure(const FrameMeta& frame) {
+  configured_ = false;
+  const Backend backend = options_.backend;
+  stage_inputs_.clear();
+  plans_.clear();
+  published_outputs_.clear();
+  TensorSpec input = frame.payload;
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    stage_inputs_.push_back(input);
+    StagePlan plan = stages_[i].stage->configure(frame, input, backend);
+    if (plan.outputs.empty())
+      throw StageError("stage '" + stages_[i].label + "' declared no outputs");
+    if (stages_[i].publish) {
+      for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
+        std::string output_name = stages_[i].output_prefix + plan.outputs[o].name;
+        for (const PublishedOutput& other : published_outputs_)
+          if (other.name == output_name)
+            throw StageError("output '" + output_name + "' is published twice in pipeline '" + name_ +
+                             "'; give one of the stages a name");
+        published_outputs_.push_back({i, o, output_name, plan.outputs[o].spec});
+      }
+    }
+    input = plan.outputs[0].spec;
+    plans_.push_back(std::move(plan));
+  }
+
+  const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
+  const MemoryKind staging_memory = backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
+  // A new description starts every stream's history afresh.
+  std::vector<std::size_t> state_bytes(stages_.size(), 0);
+  for (std::size_t i = 0; i < stages_.size(); ++i)
+    if (stages_[i].stage->keeps_state()) state_bytes[i] = plans_[i].state_bytes;
+  stream_states_.configure(std::move(state_bytes), data_memory);
+  streams_live_.store(0, std::memory_order_relaxed);
+  for (auto& slot : slots_) {
+    slot->input_host.reserve(staging_memory, frame.payload.byte_size());
+    if (backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
+    for (std::size_t i = 0; i < stages_.size(); ++i) {
+      const StagePlan& plan = plans_[i];
+      slot->outputs[i].resize(plan.outputs.size());
+      slot->output_pointers[i].resize(plan.outputs.size());
+      for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
+        slot->outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size());
+        slot->output_pointers[i][o] = slot->outputs[i][o].data();
+      }
+      slot->workspace[i].reserve(data_memory, plan.workspace_bytes);
+      slot->staging[i].reserve(staging_memory, plan.host_staging_bytes);
+    }
+    // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
+    slot->results.clear();
+    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+      slot->results.push_back(std::make_shared<Buffer>());
+      slot->results[p]->reserve(staging_memory, published_outputs_[p].spec.byte_size());
+    }
+    slot->private_results.assign(published_outputs_.size(), nullptr);
+    slot->copy_results.assign(published_outputs_.size(), false);
+  }
+  spare_results_.assign(published_outputs_.size(), {});
+  configured_frame_ = frame;
+  configured_ = true;
+}
+
+void DeviceLane::submit_loop() {
+  std::string device_error;
+  if (options_.backend == Backend::cuda) {
+    try {
+      use_gpu_device(options_.device_id);
+    } catch (const std::exception& e) {
+      device_error = std::string("selecting the CUDA device failed: ") + e.what();
+    }
+  }
+  while (std::optional<InputFrame> frame = queue_.pop()) {
+    if (!device_error.empty()) refuse(frame->meta, device_error);  // counted, never lost
+    else process(*frame);
+  }
+  {
+    std::lock_guard lock(slot_mutex_);
+    submit_finished_ = true;
+  }
+  slot_changed_.notify_all();
+}
+
+void DeviceLane::process(InputFrame& frame) {
+  if (!configured_ || !same_description(frame.meta, configured_frame_)) {
+    // A description that failed is refused as it was, without configuring (and planning) again.
+    if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
+      refuse(frame.meta, failed_why_);
+      return;
+    }
+    // Buffers are shared by the ring: wait until no slot is in flight before resizing them.
+    {
+      std::unique_lock lock(slot_mutex_);
+      slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+    }
+    try {
+      configure(frame.meta);
+      failed_frame_.reset();
+    } catch (const std::exception& e) {
+      configured_ = false;
+      failed_frame_ = frame.meta;
+      failed_why_ = e.what();
+      refuse(frame.meta, failed_why_);
+      return;
+    }
+  }
+  Slot& slot = *slots_[next_slot_];
+  {
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return !slot.busy; });
+    slot.busy = true;
+  }
+  slot.frame = std::move(frame);
+  slot.produced = false;
+  slot.failed = false;
+  slot.error.clear();
+  slot.stages_run = 0;
+  try {
+    prepare_result_buffers(slot);  // may allocate: a failure is this frame's error
+    acquire_stream_state(slot);
+    if (options_.backend == Backend::cuda) enqueue_on_cuda(slot);
+    else run_on_cpu(slot);
+  } catch (const std::exception& e) {
+    slot.failed = true;
+    slot.error = e.what();
+    if (slot.stream) {
+      try {
+        slot.done->record(slot.stream->get());  // the slot is reused only after its work ends
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  {
+    std::lock_guard lock(slot_mutex_);
+    in_flight_.push_back(next_slot_);
+  }
+  issued_.fetch_add(1, std::memory_order_release);
+  slot_changed_.notify_all();
+  next_slot_ = (next_slot_ + 1) % slots_.size();
+}
+
+void DeviceLane::acquire_stream_state(Slot& slot) {
+  slot.state = nullptr;
+  if (stream_states_.empty_state()) return;
+  const std::uint32_t stream_id = slot.frame.meta.stream_id;
+  if (options_.backend == Backend::cuda && stream_states_.would_evict(stream_id)) {
+    // The evicted stream's buffers may still be read by work in flight on another slot.
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+  }
+  bool evicted = false;
+  slot.state = &stream_states_.acquire(stream_id, evicted);
+  streams_live_.store(stream_states_.live(), std::memory_order_relaxed);
+  if (evicted) {
+    const std::uint64_t count = streams_evicted_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (worth_a_line(count))
+      spdlog::warn("pipeline {}: more than {} live streams: the least recently used one's state is forgotten "
+                   "for stream {} ({} evicted so far; max_streams)", name_, stream_states_.capacity(),
+                   stream_id, count);
+  }
+}
+
+void DeviceLane::prepare_result_buffers(Slot& slot) {
+  const MemoryKind kind = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
+  for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+    std::shared_ptr<Buffer>& current = slot.results[p];
+    std::shared_ptr<Buffer>& own = slot.private_results[p];
+    const bool was_private = own && current == own;
+    slot.copy_results[p] = false;
+    if (was_private || held_by_receivers(current)) {
+      // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
+      // take a released spare, or grow the spares up to the cap when receivers lag.
+      std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
+      if (!was_private) spares.push_back(std::move(current));
+      std::shared_ptr<Buffer> released;
+      for (std::size_t i = 0; i < spares.size(); ++i) {
+        if (!held_by_receivers(spares[i])) {
+          released = std::move(spares[i]);
+          spares[i] = std::move(spares.back());
+          spares.pop_back();
+          break;
+        }
+      }
+      if (!released && spares.size() < options_.max_spare_results) {
+        released = std::make_shared<Buffer>();
+        released->reserve(kind, published_outputs_[p].spec.byte_size());
+      }
+      if (released) {
+        current = std::move(released);
+      } else {
+        // Cap reached (a receiver that never lets go): publish a copy from the slot's own buffer.
+        if (!own) {
+          own = std::make_shared<Buffer>();
+          own->reserve(kind, published_outputs_[p].spec.byte_size());
+        }
+        current = own;
+        slot.copy_results[p] = true;
+        const std::uint64_t count = results_copied_.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (worth_a_line(count))
+          spdlog::warn("pipeline {}: receivers hold {} result buffers of output {}: results are published as "
+                       "copies until they let go ({} so far; results_copied)", name_, spares.size(),
+                       published_outputs_[p].name, count);
+      }
+    }
+    // CPU stages write published outputs directly into the result buffer.
+    if (options_.backend == Backend::cpu) {
+      const PublishedOutput& out = published_outputs_[p];
+      slot.output_pointers[out.stage][out.output] = current->data();
+    }
+  }
+}
+
+void DeviceLane::run_on_cpu(Slot& slot) {
+  const void* input = slot.frame.payload.get();
+  if (reinterpret_cast<std::uintptr_t>(input) % kCpuInputAlignment != 0) {
+    std::memcpy(slot.input_host.data(), input, slot.frame.payload_bytes);
+    input = slot.input_host.data();
+  }
+  slot.compute_start_ns = wall_ns();
+  slot.compute_start_steady_ns = steady_ns();
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
+               .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
+               .host_staging = slot.staging[i].data(),
+               .state = slot.state ? slot.state->buffers[i].data() : nullptr, .pool = options_.pool,
+               .state_frames = slot.state ? slot.state->frames[i] : 0};
+    const std::int64_t before = steady_ns();
+    const bool produced = stages_[i].stage->run_cpu(io);
+    if (slot.state) ++slot.state->frames[i];
+    slot.cpu_compute_ms[i] = ms_between(before, steady_ns());
+    slot.enqueue_ms[i] = slot.cpu_compute_ms[i];
+    slot.stages_run = i + 1;
+    if (!produced) {
+      slot.compute_end_ns = wall_ns();
+      return;
+    }
+    input = slot.output_pointers[i][0];
+  }
+  slot.produced = true;
+  slot.compute_end_ns = wall_ns();
+}
+
+void DeviceLane::enqueue_on_cuda(Slot& slot) {
+  GpuStream stream = slot.stream->get();
+  const std::size_t bytes = slot.frame.payload_bytes;
+  // Pageable bytes from the socket go through the slot's pinned buffer so the H2D is asynchronous.
+  const void* host_input = slot.frame.payload.get();
+  if (!slot.frame.payload_pinned) {
+    std::memcpy(slot.input_host.data(), host_input, bytes);
+    host_input = slot.input_host.data();
+  }
+  slot.start->record(stream);
+  copy_to_device_async(slot.input_device.data(), host_input, bytes, stream);
+  slot.after_h2d->record(stream);
+  const void* input = slot.input_device.data();
+  bool produced = true;
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    Stage& stage = *stages_[i].stage;
+    if (stage.keeps_state()) {
+      // Frame order for stateful stages: wait for the previous frame's run of this stage, which
+      // lives on the previous slot of the ring (slots are used round-robin).
+      const std::size_t previous = (next_slot_ + slots_.size() - 1) % slots_.size();
+      if (previous != next_slot_ && slots_[previous]->stages_run > i)
+        slots_[previous]->after_stage[i]->wait_on(stream);
+    }
+    StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
+               .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
+               .host_staging = slot.staging[i].data(),
+               .state = slot.state ? slot.state->buffers[i].data() : nullptr, .stream = stream,
+               .pool = options_.pool, .state_frames = slot.state ? slot.state->frames[i] : 0};
+    const std::int64_t before = steady_ns();
+    produced = stage.run_cuda(io);
+    if (slot.state) ++slot.state->frames[i];
+    slot.enqueue_ms[i] = ms_between(before, steady_ns());
+    slot.after_stage[i]->record(stream);
+    slot.stages_run = i + 1;
+    if (!produced) break;
+    input = slot.output_pointers[i][0];
+  }
+  if (produced) {
+    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+      const PublishedOutput& out = published_outputs_[p];
+      copy_to_host_async(slot.results[p]->data(), slot.output_pointers[out.stage][out.output],
+                         out.spec.byte_size(), stream);
+    }
+  }
+  slot.done->record(stream);
+  slot.produced = produced;
+}
+
+void DeviceLane::completion_loop() {
+  if (options_.backend == Backend::cuda) {
+    try {
+      use_gpu_device(options_.device_id);
+    } catch (const std::exception&) {
+      // The submit thread reports it per frame; waiting on events needs no current device.
+    }
+  }
+  while (true) {
+    std::size_t index = 0;
+    {
+      std::unique_lock lock(slot_mutex_);
+      slot_changed_.wait(lock, [&] { return !in_flight_.empty() || submit_finished_; });
+      if (in_flight_.empty()) return;
+      index = in_flight_.front();
+    }
+    Slot& slot = *slots_[index];
+    finish(slot);
+    slot.frame.payload.reset();  // hand the socket's buffer back now, not when the slot is reused
+    {
+      std::lock_guard lock(slot_mutex_);
+      in_flight_.pop_front();
+      slot.busy = false;
+    }
+    slot_changed_.notify_all();
+  }
+}
+
+void DeviceLane::finish(Slot& slot) {
+  const bool cuda = options_.backend == Backend::cuda;
+  double busy_ms = 0.0;
+  ResultTiming timing{.received_ns = slot.frame.received_ns};
+  if (cuda && !slot.failed) {
+    try {
+      slot.done->synchronize();
+      const std::int64_t seen_done_ns = wall_ns();
+      const double h2d = slot.after_h2d->milliseconds_since(*slot.start);
+      double stages_ms = 0.0;
+      const GpuEvent* previous = slot.after_h2d.get();
+      for (std::size_t i = 0; i < slot.stages_run; ++i) {
+        const double ms = slot.after_stage[i]->milliseconds_since(*previous);
+        stage_compute_ms_[i]->add(ms);
+        stages_ms += ms;
+        previous = slot.after_stage[i].get();
+      }
+      const double d2h = slot.done->milliseconds_since(*previous);
+      h2d_ms_.add(h2d);
+      d2h_ms_.add(d2h);
+      busy_ms = h2d + stages_ms + d2h;
+      timing.compute_end_ns = seen_done_ns - static_cast<std::int64_t>(d2h * 1e6);
+      timing.compute_start_ns = timing.compute_end_ns - static_cast<std::int64_t>(stages_ms * 1e6);
+      if (options_.trace_capacity > 0) {
+        const double start_ms = slot.start->milliseconds_since(*epoch_);
+        record_trace({slot.frame.meta.sequence, start_ms, start_ms + h2d, start_ms + h2d + stages_ms,
+                      start_ms + busy_ms});
+      }
+    } catch (const std::exception& e) {
+      slot.failed = true;
+      slot.error = e.what();
+    }
+  } else if (!cuda) {
+    for (std::size_t i = 0; i < slot.stages_run; ++i) {
+      stage_compute_ms_[i]->add(slot.cpu_compute_ms[i]);
+      busy_ms += slot.cpu_compute_ms[i];
+    }
+    timing.compute_start_ns = slot.compute_start_ns;
+    timing.compute_end_ns = slot.compute_end_ns;
+    if (options_.trace_capacity > 0 && !slot.failed) {
+      const double start_ms = ms_between(started_steady_ns_, slot.compute_start_steady_ns);
+      record_trace({slot.frame.meta.sequence, start_ms, start_ms, start_ms + busy_ms, start_ms + busy_ms});
+    }
+  }
+  if (slot.failed) {
+    if (cuda) {
+      try {
+        slot.done->synchronize();  // work issued before the error still reads the slot's buffers
+      } catch (const std::exception&) {
+      }
+    }
+    report_stage_error(slot.frame.meta, slot.error);
+    report_frame_done(slot.frame.meta);
+    return;
+  }
+  for (std::size_t i = 0; i < slot.stages_run; ++i) stage_enqueue_ms_[i]->add(slot.enqueue_ms[i]);
+  busy_ms_.add(busy_ms);
+  busy_ns_total_.fetch_add(static_cast<std::uint64_t>(busy_ms * 1e6), std::memory_order_relaxed);
+  // Counted before the results leave, so whoever has received a result finds it in the status;
+  // published first, so that a status showing a frame processed shows its results published.
+  const bool publishing = slot.produced && callbacks_.publish;
+  if (publishing) published_.fetch_add(published_outputs_.size(), std::memory_order_release);
+  processed_.fetch_add(1, std::memory_order_release);
+  if (publishing) {
+    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+      const PublishedOutput& out = published_outputs_[p];
+      std::shared_ptr<const void> owner;
+      if (!slot.copy_results[p]) owner = slot.results[p];
+      try {
+        callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
+                                           .spec = out.spec, .data = slot.results[p]->data(),
+                                           .bytes = out.spec.byte_size(), .timing = timing,
+                                           .backend = options_.backend, .owner = std::move(owner)});
+      } catch (const std::exception& e) {
+        published_.fetch_sub(1, std::memory_order_relaxed);
+        const std::uint64_t count = publish_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
+        if (callbacks_.publish_error && worth_a_line(count)) {
+          try {
+            callbacks_.publish_error(slot.frame.meta, name_,
+                                     "publishing " + out.name + " failed (" + std::to_string(count) +
+                                         " so far): " + e.what());
+          } catch (const std::exception&) {
+          }
+        }
+      }
+    }
+  }
+  const std::int64_t now_steady = steady_ns();
+  latency_ms_.add(ms_between(slot.frame.received_ns, wall_ns()));
+  if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));
+  last_completion_steady_ns_ = now_steady;
+  report_frame_done(slot.frame.meta);
+}
+
+void DeviceLane::report_stage_error(const FrameMeta& frame, const std::string& why) {
+  stage_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (!callbacks_.stage_error) return;
+  try {
+    callbacks_.stage_error(frame, name_, why);
+  } catch (const std::exception&) {
+    // Reporting must not end the thread; the frame is counted above.
+  }
+}
+
+// A frame refused before it got a slot. With a frame_done receiver it is reported once every frame
+// issued before it has left, so frame_done stays in frame order.
+void DeviceLane::refuse(const FrameMeta& frame, const std::string& why) {
+  if (callbacks_.frame_done) {
+    std::unique_lock lock(slot_mutex_);
+    slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+  }
+  report_stage_error(frame, why);
+  report_frame_done(frame);
+}
+
+void DeviceLane::report_frame_done(const FrameMeta& frame) {
+  if (callbacks_.frame_done) callbacks_.frame_done(frame);
+}
+
+void DeviceLane::record_trace(const FrameTrace& trace) {
+  std::lock_guard lock(trace_mutex_);
+  if (traces_.size() == options_.trace_capacity) traces_.pop_front();
+  traces_.push_back(trace);
+}
+
+std::vector<FrameTrace> DeviceLane::traces() const {
+  std::lock_guard lock(trace_mutex_);
+  return {traces_.begin(), traces_.end()};
+}
+
+LaneStats DeviceLane::stats() const {
+  LaneStats stats;
+  stats.name = name_;
+  stats.accepted = accepted_.load();
+  stats.issued = issued_.load(std::memory_order_acquire);
+  stats.processed = processed_.load(std::memory_order_acquire);  // before published: see finish()
+  stats.published = published_.load(std::memory_order_acquire);
+  stats.dropped = queue_.dropped();
+  stats.stage_errors = stage_errors_.load();
+  stats.publish_errors = publish_errors_.load(std::memory_order_relaxed);
+  stats.results_copied = results_copied_.load(std::memory_order_relaxed);
+  stats.streams_live = streams_live_.load(std::memory_order_relaxed);
+  stats.streams_evicted = streams_evicted_.load(std::memory_order_relaxed);
+  stats.queue_depth = queue_.depth();
+  stats.slots = options_.slots;
+  stats.latency_ms = latency_ms_.percentiles();
+  stats.h2d_ms = h2d_ms_.percentiles();
+  stats.d2h_ms = d2h_ms_.percentiles();
+  stats.busy_ms = busy_ms_.percentiles();
+  stats.interval_ms = interval_ms_.percentiles();
+  stats.busy_ms_total = busy_ns_total_.load(std::memory_order_relaxed) * 1e-6;
+  for (std::size_t i = 0; i < stages_.size(); ++i)
+    stats.stages.push_back({stages_[i].label, stage_compute_ms_[i]->percentiles(),
+                            stage_enqueue_ms_[i]->percentiles()});
+  return stats;
+}
+
+}  // namespace sonopipe

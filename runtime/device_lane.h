@@ -1,0 +1,222 @@
+// One device's lane of a pipeline (runtime/pipeline_executor.h runs one lane per device): a queue
+// in front, a ring of slots, a submit thread and a completion thread.
+//
+// Data flow per frame: the submit thread takes the next frame from the queue, waits for the next
+// slot in the ring to be free, and issues the frame's work on that slot — on CUDA: copy into the
+// slot's pinned input, H2D on the slot's stream, every stage on that stream, D2H of the published
+// outputs, events between the steps; on the CPU: every stage in turn, each parallelised on the
+// thread pool. The completion thread takes slots in submission order, waits for their work (CUDA
+// event), publishes their results and frees the slot. With S slots, frame N+1's H2D overlaps frame
+// N's kernels and frame N-1's D2H; results always leave in frame order.
+//
+// Buffers are sized by Stage::configure() and grow only when the input description changes, so
+// same-shaped frames never allocate. Stages that keep state run in frame order across slots (the
+// stream waits on the previous frame's event for that stage) and keep one state per stream id
+// (runtime/stream_states.h, at most `max_streams` live, least recently used evicted).
+//
+// Result buffers a receiver still holds are parked as spares, at most `max_spare_results` per
+// published output; past that the result is written to a slot-private buffer and published as
+// a copy (counted: results_copied), so a receiver that never lets go cannot pin more memory.
+// Nothing thrown in the submit or completion thread escapes it: per frame it is a counted stage
+// or publish error; a description that failed to configure is refused without configuring again.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sdk/backend.h"
+#include "runtime/frame_queue.h"
+#include "runtime/gpu_resources.h"
+#include "runtime/pipeline_def.h"
+#include "runtime/sample_window.h"
+#include "runtime/stream_states.h"
+
+namespace sonopipe {
+
+class ThreadPool;
+
+struct ExecutorOptions {
+  Backend backend = Backend::cpu;
+  int device_id = 0;               // CUDA device
+  int slots = 2;                   // frames in flight (>= 1; >= 2 to overlap)
+  std::size_t queue_depth = 8;     // frames waiting in front of the executor
+  OverflowPolicy overflow = OverflowPolicy::block;
+  ThreadPool* pool = nullptr;      // CPU backend: required
+  std::size_t trace_capacity = 0;  // keep the timelines of the last N frames (tests, benchmarks)
+  std::size_t max_streams = 64;        // live per-stream states of stateful stages
+  std::size_t max_spare_results = 8;   // parked result buffers per published output
+};
+
+// Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
+// events, so the timelines of different slots can be compared to see copies and kernels overlap).
+struct FrameTrace {
+  std::uint64_t sequence = 0;
+  double h2d_start_ms = 0, h2d_end_ms = 0;  // CPU: both = compute start
+  double compute_end_ms = 0;                // last stage finished
+  double d2h_end_ms = 0;                    // CPU: = compute_end_ms
+};
+
+// Wall-clock instants of one frame's trip (ns since the Unix epoch). On CUDA compute_start/end
+// are derived from the slot's events: end = when the host saw the frame finish minus the D2H
+// time, start = end minus the stages' GPU time.
+struct ResultTiming {
+  std::int64_t received_ns = 0;
+  std::int64_t compute_start_ns = 0;
+  std::int64_t compute_end_ns = 0;
+};
+
+// One published array. `data` is host memory valid during the callback; a receiver that wants
+// to send it without copying keeps `owner` (a reference to the buffer) until it is done: the
+// executor never reuses a result buffer somebody else still holds.
+struct PublishedResult {
+  const std::string& pipeline;
+  const std::string& output;
+  const FrameMeta& frame;
+  const TensorSpec& spec;
+  const void* data;
+  std::size_t bytes;
+  ResultTiming timing;
+  Backend backend;
+  std::shared_ptr<const void> owner;
+};
+
+struct ExecutorCallbacks {
+  // Called from the completion thread, in frame order.
+  std::function<void(const PublishedResult&)> publish;
+  // A frame the pipeline could not process (StageError from configure or an error from a stage).
+  std::function<void(const FrameMeta& frame, const std::string& pipeline, const std::string& why)>
+      stage_error;
+  // Called once per frame that left the executor (published, produced nothing, or refused by a
+  // stage), from the thread that finished it, in frame order and after its publish/stage_error
+  // calls. The multi-device executor uses it to release results in frame order across devices.
+  std::function<void(const FrameMeta& frame)> frame_done;
+  // A result the publish callback threw on (the frame was processed; the result is lost, counted
+  // in publish_errors). Called at the 1st, 2nd, 4th, 8th, ... error, so a flood logs few lines.
+  std::function<void(const FrameMeta& frame, const std::string& pipeline, const std::string& why)>
+      publish_error;
+};
+
+struct StageStats {
+  std::string label;
+  Percentiles compute_ms;  // CUDA: GPU time between the events around the stage; CPU: wall time
+  Percentiles enqueue_ms;  // host time spent in run_*() (the whole compute on the CPU backend)
+};
+
+struct LaneStats {
+  std::string name;
+  std::uint64_t accepted = 0;     // frames handed to this pipeline (queued)
+  std::uint64_t issued = 0;       // frames whose work was issued on a slot (in flight until processed)
+  std::uint64_t processed = 0;    // frames that went through every stage (with or without output)
+  std::uint64_t published = 0;    // results published
+  std::uint64_t dropped = 0;      // discarded by the overflow policy
+  std::uint64_t stage_errors = 0; // frames refused by a stage
+  std::uint64_t publish_errors = 0;  // results the publish callback threw on
+  std::uint64_t results_copied = 0;  // results published from a private buffer (spare cap reached)
+  std::size_t streams_live = 0;      // streams with state (stateful stages)
+  std::uint64_t streams_evicted = 0; // least recently used streams forgotten (max_streams)
+  std::size_t queue_depth = 0;
+  int slots = 0;
+  Percentiles latency_ms;   // received -> last result published
+  Percentiles h2d_ms;       // CUDA only
+  Percentiles d2h_ms;       // CUDA only
+  Percentiles busy_ms;      // per frame: H2D + stages + D2H (CUDA) or stages (CPU)
+  Percentiles interval_ms;  // between consecutive frame completions
+  double busy_ms_total = 0; // sum of busy_ms over every processed frame
+  std::vector<StageStats> stages;
+};
+
+class DeviceLane {
+ public:
+  DeviceLane(std::string name, std::vector<PipelineStage> stages, ExecutorOptions options,
+                   ExecutorCallbacks callbacks);
+  ~DeviceLane();  // drains
+  DeviceLane(const DeviceLane&) = delete;
+  DeviceLane& operator=(const DeviceLane&) = delete;
+
+  const std::string& name() const { return name_; }
+  // Queues a frame (blocks or drops per the overflow policy). False after drain() began.
+  bool submit(InputFrame frame);
+  // Stops taking frames, finishes and publishes every queued one, joins the threads. Idempotent.
+  void drain();
+  LaneStats stats() const;
+  // The last `trace_capacity` frames' timelines, oldest first.
+  std::vector<FrameTrace> traces() const;
+
+ private:
+  struct Slot;
+  struct PublishedOutput {
+    std::size_t stage = 0, output = 0;
+    std::string name;
+    TensorSpec spec;
+  };
+
+  void submit_loop();
+  void completion_loop();
+  static bool same_description(const FrameMeta& frame, const FrameMeta& reference);
+  void process(InputFrame& frame);
+  void acquire_stream_state(Slot& slot);
+  void configure(const FrameMeta& frame);
+  void run_on_cpu(Slot& slot);
+  void enqueue_on_cuda(Slot& slot);
+  void finish(Slot& slot);
+  void record_trace(const FrameTrace& trace);
+  void prepare_result_buffers(Slot& slot);
+  void report_stage_error(const FrameMeta& frame, const std::string& why);
+  void refuse(const FrameMeta& frame, const std::string& why);
+  void report_frame_done(const FrameMeta& frame);
+
+  const std::string name_;
+  std::vector<PipelineStage> stages_;
+  const ExecutorOptions options_;
+  const ExecutorCallbacks callbacks_;
+  FrameQueue queue_;
+
+  // Set by configure() (submit thread, while no slot is in flight).
+  bool configured_ = false;
+  FrameMeta configured_frame_;
+  std::vector<TensorSpec> stage_inputs_;
+  std::vector<StagePlan> plans_;
+  std::vector<PublishedOutput> published_outputs_;
+  StreamStates stream_states_;  // submit thread only
+  std::atomic<std::size_t> streams_live_{0};
+  std::atomic<std::uint64_t> streams_evicted_{0};
+  // The last description configure() refused and why: frames like it are refused without
+  // configuring again (submit thread only).
+  std::optional<FrameMeta> failed_frame_;
+  std::string failed_why_;
+  // Host buffers of published outputs that a receiver still held when their slot came round
+  // again, per published output; reused once released (submit thread only).
+  std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::size_t next_slot_ = 0;
+  std::mutex slot_mutex_;
+  std::condition_variable slot_changed_;
+  std::deque<std::size_t> in_flight_;  // slot indices in submission order
+  bool submit_finished_ = false;
+
+  std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
+  std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0};
+  std::atomic<std::uint64_t> busy_ns_total_{0};
+  SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
+  std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;
+  std::int64_t last_completion_steady_ns_ = 0;
+  const std::int64_t started_steady_ns_;
+  std::unique_ptr<GpuEvent> epoch_;  // CUDA: time origin of the traces
+  mutable std::mutex trace_mutex_;
+  std::deque<FrameTrace> traces_;
+
+  std::thread submit_thread_, completion_thread_;
+  std::once_flag drained_;
+};
+
+}  // namespace sonopipe

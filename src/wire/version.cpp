@@ -1,9 +1,0 @@
-#include "src/wire/version.h"
-
-namespace sonopipe {
-
-const char* version() { return SONOPIPE_VERSION; }  // defined for this file alone (src/wire/CMakeLists.txt)
-
-std::string version_line(const std::string& program) { return program + " " + version(); }
-
-}  // namespace sonopipe

@@ -1,0 +1,471 @@
+#include "stages/beamform/beamform/beamform.cuh"
+
+#include <type_traits>
+#include <utility>
+
+#include "stages/common/cuda_check.h"
+
+namespace sonopipe::cuda {
+
+namespace {
+
+template <int C>
+__global__ void spline_lines(const float* input, std::int64_t lines, std::int64_t samples, float* m, float* c) {
+  const std::int64_t line = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (line >= lines) return;
+  beamform::spline_line<float, C>(input + line * samples * C, samples,
+                                  reinterpret_cast<spline::Vec<float, C>*>(m) + line * samples, c + line * samples);
+}
+
+// Position (x, z) of output pixel (lateral i, depth j); lines: the transmit's source lateral position.
+__device__ inline void pixel_position(const BeamformLaunch& launch, std::int64_t i, std::int64_t j, float& x, float& z) {
+  const float depth = launch.depth_min_m + launch.depth_step_m * static_cast<float>(j);
+  x = 0.0f, z = depth;
+  switch (launch.grid) {
+    case BeamformLaunch::Grid::linear: x = launch.lateral_min + launch.lateral_step * static_cast<float>(i); break;
+    case BeamformLaunch::Grid::sector: {
+      const float angle = launch.lateral_min + launch.lateral_step * static_cast<float>(i);
+      x = depth * sinf(angle);
+      z = depth * cosf(angle);
+      break;
+    }
+    case BeamformLaunch::Grid::lines: x = launch.setup.transmits[i].source_x_m; break;
+  }
+}
+
+// The pixel's sum with the math shared with the CPU reference (stages/beamform/beamform/das.h).
+template <int C>
+__device__ inline void das_pixel_to_output(const BeamformLaunch& launch, std::int64_t i, std::int64_t j) {
+  float x, z;
+  pixel_position(launch, i, j, x, z);
+  int t_begin = 0, t_end = static_cast<int>(launch.transmits);
+  if (launch.grid == BeamformLaunch::Grid::lines) t_begin = static_cast<int>(i), t_end = t_begin + 1;
+  const std::int64_t elements = launch.setup.elements, samples = launch.setup.samples;
+  const auto* m = reinterpret_cast<const spline::Vec<float, C>*>(launch.spline_m);
+  const spline::Vec<float, C> value =
+      beamform::das_pixel<float, C>(launch.setup, x, z, t_begin, t_end, [&](int t, int e) {
+        const std::int64_t line = t * elements + e;
+        return beamform::Line<float, C>{launch.input + line * samples * C, m ? m + line * samples : nullptr};
+      });
+  float* out = static_cast<float*>(launch.output) + (i * launch.depth + j) * C;
+  for (int c = 0; c < C; ++c) out[c] = value.v[c];
+}
+
+// Depth is the fastest output axis: neighbouring threads take neighbouring depths of one lateral
+// position, so their delays (and the channel samples they read) are close together.
+template <int C>
+__global__ void delay_and_sum(BeamformLaunch launch) {
+  const std::int64_t pixel = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (pixel >= launch.lateral * launch.depth) return;
+  const std::int64_t i = pixel / launch.depth;
+  das_pixel_to_output<C>(launch, i, pixel - i * launch.depth);
+}
+
+// The tiled kernel. A block takes kTileLateral x kTileDepth pixels. Per element it stages in shared
+// memory, for every transmit, the kTileSamples samples around the block centre's sample position:
+// transmit (plane, diverging) and receive times both change by at most |p - q| / c between pixels p
+// and q, so every pixel's position lies within 2 |p - centre| f_s / c of the centre's. Each staged
+// entry k holds the line's value halfway between samples k and k + 1 and the slope to k + 1, so a
+// term is one shared-memory read and one fused multiply-add per channel (entry_at_midpoint() finds the
+// entry and the offset from its midpoint); samples outside [0, samples - 1] are staged as zeros,
+// so positions near and outside the ends of the recording interpolate as the reference does
+// (beamform_conventions.h). The next element's samples are loaded into
+// registers while the current one is summed. A block whose window would not fit (a coarse grid)
+// sums with das_pixel. Summation order and phasors are the reference's (das.h): transmit phasor per
+// term, receive phasor and apodisation per element. What every pixel of the block needs of an
+// element (position, the centre's receive start) is computed once per block into shared memory.
+constexpr int kTileThreads = kTileLateral * kTileDepth;
+constexpr int kTilePass = 12;      // transmits per pass over the elements (registers per thread)
+// Blocks per SM the register budget must allow (latency hiding). RF: 4 (64 registers, a few
+// spills; 3 measured no faster). IQ: 2 (up to 128 registers, no spills) measured 2 % faster on the
+// H100 than 3 (80 registers with spills in the element loop).
+template <int C>
+constexpr int kTileMinBlocks = C == 1 ? 4 : 2;
+constexpr int kTileLoads = (kTilePass * kTileSamples + kTileThreads - 1) / kTileThreads;
+static_assert(kTileChunk <= kTileThreads, "one thread fills one element's row of the block's table");
+
+template <int C>
+struct TileTypes;
+template <>
+struct TileTypes<1> {
+  using Sample = float;
+  using Entry = float2;  // midpoint value, slope
+};
+template <>
+struct TileTypes<2> {
+  using Sample = float2;
+  using Entry = float4;  // midpoint re, im, slope re, im
+};
+
+// Per-launch constants of the tiled kernel, computed on the host so that they stay in the constant
+// bank (kernel parameters) rather than registers.
+struct TileConstants {
+  float samples_per_m;   // f_s / c: receive range to samples
+  float cycles_per_m;    // f_dem / c: receive range to carrier cycles
+  float origin_samples;  // sample_origin * f_s
+  int samples;
+  float taper, inverse_taper;  // the window as a Tukey window (beamform_conventions.h)
+  unsigned magic_bias;         // kMagicBits * sizeof(Entry), taken out of the tiles' address
+};
+
+// An element as the block's pixels see it: receive positions are counted from receive_start, the
+// floor of the block centre's receive position (samples).
+struct alignas(16) TileElement {
+  float x_m, z_m;
+  float receive_offset;  // element delay * f_s - receive_start (samples)
+  int receive_start;
+};
+struct TileElementExtra {
+  float phase;  // IQ: f_dem * element delay (cycles)
+  int inside;   // 1: every sample the pass stages lies in [0, samples - 2] (no bounds checks)
+};
+
+// For a position p - 1/2 (samples, window coordinates) in a row of entries: the entry k = round(p -
+// 1/2) whose midpoint k + 1/2 is nearest to p, and the offset p - (k + 1/2) in [-1/2, 1/2]. Adding
+// 1.5 * 2^23 leaves the rounded integer in the low mantissa bits, without a float-to-int conversion
+// (valid for |p| < 2^22, guaranteed by the window). The entry's shared-memory address is then those
+// bits times the entry size plus a base with the constant's bits taken out (32-bit shared addresses
+// wrap): one multiply-add, the row and tile offsets being immediates of the load.
+constexpr float kMagic = 12582912.0f;
+constexpr unsigned kMagicBits = 0x4B400000u;
+
+template <int Offset>
+__device__ inline float4 load_shared(unsigned address, float4*) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4+%5];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(address), "n"(Offset));
+  return v;
+}
+template <int Offset>
+__device__ inline float2 load_shared(unsigned address, float2*) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2+%3];" : "=f"(v.x), "=f"(v.y) : "r"(address), "n"(Offset));
+  return v;
+}
+template <int Offset>
+__device__ inline void store_shared(unsigned address, float4 v) {
+  asm volatile("st.shared.v4.f32 [%0+%1], {%2, %3, %4, %5};" ::"r"(address), "n"(Offset), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w));
+}
+template <int Offset>
+__device__ inline void store_shared(unsigned address, float2 v) {
+  asm volatile("st.shared.v2.f32 [%0+%1], {%2, %3};" ::"r"(address), "n"(Offset), "f"(v.x), "f"(v.y));
+}
+
+// Entry nearest to position p (given as p - 1/2) in the row at `Offset` bytes from the tiles'
+// biased base (tiles' address - kMagicBits * sizeof(Entry)), and the offset from its midpoint.
+template <typename Entry, int Offset>
+__device__ inline Entry entry_at_midpoint(unsigned biased_tiles, float position_minus_half, float& offset) {
+  const float rounded = position_minus_half + kMagic;
+  offset = position_minus_half - (rounded - kMagic);
+  return load_shared<Offset>(biased_tiles + __float_as_uint(rounded) * static_cast<unsigned>(sizeof(Entry)),
+                             static_cast<Entry*>(nullptr));
+}
+
+// f(std::integral_constant<int, K>) for K = 0, 1, ...: an unrolled loop whose index is a constant.
+template <int... K, typename F>
+__device__ inline void for_each_index(std::integer_sequence<int, K...>, F&& f) {
+  (f(std::integral_constant<int, K>{}), ...);
+}
+
+// 1 / sqrt(x), flushing denormals (the distances here are far from them).
+__device__ inline float fast_rsqrt(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Phasor exp(j 2 pi cycles), the phase reduced to [-1/2, 1/2] cycles first (float keeps it exact enough).
+__device__ inline void phasor_of_cycles(float cycles, float& re, float& im) {
+  cycles -= rintf(cycles);
+  __sincosf(6.283185307179586f * cycles, &im, &re);
+}
+
+// |d| from |d|^2 with the reciprocal square root unit (relative error ~1e-7: ~1e-4 samples at 5 cm).
+__device__ inline float length_from_squared(float squared) {
+  return squared > 0.0f ? squared * fast_rsqrt(squared) : 0.0f;
+}
+
+template <int C>
+__global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
+    delay_and_sum_tiled(BeamformLaunch launch, TileConstants constants) {
+  using Sample = typename TileTypes<C>::Sample;
+  using Entry = typename TileTypes<C>::Entry;
+  // Row kTilePass of each tile is a spare that the staging lanes with no entry this pass write to.
+  __shared__ Entry tile[2][kTilePass + 1][kTileSamples];
+  __shared__ TileElement table[kTileChunk];
+  __shared__ TileElementExtra table_extra[kTileChunk];
+  __shared__ float block_extent[4][kTileThreads / 32];
+  __shared__ float centre[2];
+  __shared__ float centre_transmit[kTilePass];
+
+  const beamform::DasSetup<float>& s = launch.setup;
+  const int tid = threadIdx.y * kTileDepth + threadIdx.x;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kTileDepth) + threadIdx.x;
+  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kTileLateral) + threadIdx.y;
+  const bool active = j < launch.depth && i < launch.lateral;
+  float x, z;
+  pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
+
+  // The block's extent (x range, deepest z) and its largest distance from the centre pixel.
+  if (threadIdx.x == kTileDepth / 2 && threadIdx.y == kTileLateral / 2) centre[0] = x, centre[1] = z;
+  float x_min = x, x_max = x, z_max = z;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    x_min = fminf(x_min, __shfl_xor_sync(~0u, x_min, offset));
+    x_max = fmaxf(x_max, __shfl_xor_sync(~0u, x_max, offset));
+    z_max = fmaxf(z_max, __shfl_xor_sync(~0u, z_max, offset));
+  }
+  __syncthreads();
+  const float cx = centre[0], cz = centre[1];
+  float reach = sqrtf((x - cx) * (x - cx) + (z - cz) * (z - cz));
+  for (int offset = 16; offset > 0; offset >>= 1) reach = fmaxf(reach, __shfl_xor_sync(~0u, reach, offset));
+  if ((tid & 31) == 0) {
+    block_extent[0][tid >> 5] = x_min, block_extent[1][tid >> 5] = x_max;
+    block_extent[2][tid >> 5] = z_max, block_extent[3][tid >> 5] = reach;
+  }
+  __syncthreads();
+  for (int w = 0; w < kTileThreads / 32; ++w) {
+    x_min = fminf(x_min, block_extent[0][w]), x_max = fmaxf(x_max, block_extent[1][w]);
+    z_max = fmaxf(z_max, block_extent[2][w]), reach = fmaxf(reach, block_extent[3][w]);
+  }
+  // Staged samples: centre position - half ... + half + 1.
+  const float half_span = tile_half_span(reach, s.inverse_c, s.sampling_frequency_hz);
+  if (!(2.0f * half_span + 2.0f <= float(kTileSamples))) {
+    if (active) das_pixel_to_output<C>(launch, i, j);
+    return;  // uniform over the block: no barrier follows for anyone
+  }
+  const int half = static_cast<int>(half_span);
+
+  // Receive aperture of the block: elements with |x_e - x| <= z / (2 F#) for some pixel.
+  int element_begin = 0, element_end = s.elements;
+  if (launch.elements_ascending && s.f_number > 0.0f) {
+    const float reach_x = z_max / (2.0f * s.f_number) * 1.0001f;  // a hair wider: apodisation decides
+    int a = 0, b = s.elements;
+    while (a < b) {
+      const int m = (a + b) >> 1;
+      if (s.element_x_m[m] < x_min - reach_x) a = m + 1; else b = m;
+    }
+    element_begin = a;
+    b = s.elements;
+    while (a < b) {
+      const int m = (a + b) >> 1;
+      if (s.element_x_m[m] <= x_max + reach_x) a = m + 1; else b = m;
+    }
+    element_end = a;
+  }
+
+  const int samples = constants.samples;  // run() checks that line and sample indices fit an int
+  // apodisation() with the pixel's 1 / h computed once (no division per element); a pixel at z <= 0
+  // with an F-number has no aperture and adds nothing.
+  const bool contributes = active && (s.f_number <= 0.0f || z > 0.0f);
+  const float inverse_half_width = s.f_number > 0.0f && z > 0.0f ? 2.0f * s.f_number / z : 0.0f;
+  float sum_re = 0.0f, sum_im = 0.0f;
+  // Staging layout: only the span = 2 half + 2 entries a pixel can read are staged, the pass's
+  // count x span of them spread evenly: thread tid takes entries tid + r kTileThreads (row-major).
+  const int span = 2 * half + 2;
+  for (int first = 0; first < static_cast<int>(launch.transmits); first += kTilePass) {
+    const int count = min(kTilePass, static_cast<int>(launch.transmits) - first);
+    float local[kTilePass], phasor_re[kTilePass], phasor_im[kTilePass];
+    __syncthreads();  // the previous pass is done with centre_transmit and the tiles
+    // Rows of transmits this pass lacks hold zeros and their positions point inside the row, so
+    // every pass sums kTilePass terms per element without a branch (the missing ones add 0).
+    for (int slot = tid; slot < 2 * (kTilePass + 1) * kTileSamples; slot += kTileThreads) {
+      const int row = slot / kTileSamples % (kTilePass + 1);
+      if (row >= count) (&tile[0][0][0])[slot] = Entry{};
+    }
+#pragma unroll
+    for (int k = 0; k < kTilePass; ++k) {
+      // local: the transmit's part of (position - 1/2) in window coordinates (entry_at_midpoint()).
+      local[k] = float(half), phasor_re[k] = 0.0f, phasor_im[k] = 0.0f;
+      if (k < count) {
+        const beamform::Transmit<float>& transmit = s.transmits[first + k];
+        const float time_s = beamform::transmit_time_s(transmit, x, z, s.inverse_c) + transmit.delay_s;
+        const float centre_start = floorf(
+            (beamform::transmit_time_s(transmit, cx, cz, s.inverse_c) + transmit.delay_s) * s.sampling_frequency_hz -
+            constants.origin_samples);
+        if (tid == 0) centre_transmit[k] = centre_start;
+        local[k] = time_s * s.sampling_frequency_hz - constants.origin_samples - centre_start + float(half) - 0.5f;
+        if constexpr (C == 2) phasor_of_cycles(s.demodulation_frequency_hz * time_s, phasor_re[k], phasor_im[k]);
+      }
+    }
+    __syncthreads();
+    // The pass stages count x span entries, entry index = tid + r kTileThreads for load slot r: a
+    // warp takes 32 consecutive ones, so a slot is idle for whole warps past the last (one branch)
+    // and only the warp at the end has lanes without an entry (they load a neighbour's samples and
+    // store to the spare row). Per slot: the first sample relative to the receive start, where
+    // that sample lies for element 0 counted from the pass's first line (run() keeps it an int),
+    // and the shared-memory address of the entry it fills in tile 0.
+    const int staged = count * span;
+    int warp_slots = 0;  // load slots with entries for this warp
+    int stage_offset[kTileLoads], slot_line[kTileLoads];
+    unsigned slot_entry[kTileLoads];
+    const Sample* pass_input =
+        reinterpret_cast<const Sample*>(launch.input) + static_cast<std::int64_t>(first) * s.elements * samples;
+    const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0]));
+#pragma unroll
+    for (int r = 0; r < kTileLoads; ++r) {
+      const int index = tid + r * kTileThreads, used = min(index, staged - 1);
+      if ((index & ~31) < staged) warp_slots = r + 1;
+      const int row = used / span, q = used - row * span;
+      stage_offset[r] = static_cast<int>(centre_transmit[row]) - half + q;
+      slot_line[r] = row * s.elements * samples + stage_offset[r];
+      slot_entry[r] = tiles + (index < staged ? row * kTileSamples + q : kTilePass * kTileSamples + (tid & 31)) *
+                                  static_cast<unsigned>(sizeof(Entry));
+    }
+    const unsigned biased_tiles = tiles - constants.magic_bias;
+
+    for (int chunk = element_begin; chunk < element_end; chunk += kTileChunk) {
+      const int chunk_end = min(chunk + kTileChunk, element_end);
+      __syncthreads();  // everyone is done with the previous chunk's table and tiles
+      if (tid < chunk_end - chunk) {
+        const int e = chunk + tid;
+        const float ex = s.element_x_m[e], ez = s.element_z_m[e], delay = s.element_delay_s[e];
+        const float receive_start = floorf(
+            (sqrtf((cx - ex) * (cx - ex) + (cz - ez) * (cz - ez)) * s.inverse_c + delay) * s.sampling_frequency_hz);
+        const int start = static_cast<int>(receive_start);
+        int pass_low = samples, pass_high = -samples;  // staged samples relative to the receive start
+        for (int row = 0; row < count; ++row) {
+          pass_low = min(pass_low, static_cast<int>(centre_transmit[row]) - half);
+          pass_high = max(pass_high, static_cast<int>(centre_transmit[row]) - half + span - 1);
+        }
+        table[tid] = TileElement{ex, ez, delay * s.sampling_frequency_hz - receive_start, start};
+        table_extra[tid] = TileElementExtra{s.demodulation_frequency_hz * delay,
+                                            start + pass_low >= 0 && start + pass_high < samples - 1};
+      }
+      __syncthreads();
+
+      Sample first_sample[kTileLoads], next_sample[kTileLoads];
+      // Loads element e's staged samples; a window reaching outside [0, samples - 2] (same for
+      // the whole block) takes the checked path, which reads zero for a sample outside the line.
+      auto prefetch = [&](int e) {
+        const int start = table[e - chunk].receive_start;
+        const int element_offset = e * samples + start;
+        if (table_extra[e - chunk].inside) {
+#pragma unroll
+          for (int r = 0; r < kTileLoads; ++r) {
+            if (r >= warp_slots) break;
+            const Sample* value = pass_input + (slot_line[r] + element_offset);
+            first_sample[r] = __ldg(value), next_sample[r] = __ldg(value + 1);
+          }
+        } else {  // each read clamped into the line, its value kept only when it was inside
+#pragma unroll
+          for (int r = 0; r < kTileLoads; ++r) {
+            if (r >= warp_slots) break;
+            const int sample = stage_offset[r] + start;
+            const int first_read = min(max(sample, 0), samples - 1), next_read = min(max(sample + 1, 0), samples - 1);
+            const Sample* line = pass_input + (slot_line[r] + element_offset - sample);
+            const Sample a = __ldg(line + first_read), b = __ldg(line + next_read);
+            first_sample[r] = first_read == sample ? a : Sample{};
+            next_sample[r] = next_read == sample + 1 ? b : Sample{};
+          }
+        }
+      };
+      // One element: stage its samples into tile `Buffer`, prefetch the next, sum the pixel's terms.
+      // The two tiles alternate; a compile-time buffer keeps every shared-memory offset an immediate.
+      auto element_step = [&](int e, auto buffer) {
+        constexpr int kTileBytes = (kTilePass + 1) * kTileSamples * sizeof(Entry);
+        constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
+#pragma unroll
+        for (int r = 0; r < kTileLoads; ++r) {
+          if (r < warp_slots) {
+            if constexpr (C == 2) {
+              const float slope_re = next_sample[r].x - first_sample[r].x;
+              const float slope_im = next_sample[r].y - first_sample[r].y;
+              store_shared<kBufferOffset>(slot_entry[r], make_float4(fmaf(0.5f, slope_re, first_sample[r].x),
+                                                                     fmaf(0.5f, slope_im, first_sample[r].y), slope_re,
+                                                                     slope_im));
+            } else {
+              const float slope = next_sample[r] - first_sample[r];
+              store_shared<kBufferOffset>(slot_entry[r], make_float2(fmaf(0.5f, slope, first_sample[r]), slope));
+            }
+          }
+        }
+        __syncthreads();  // this tile is complete; the other was last read before the previous barrier
+        if (e + 1 < chunk_end) prefetch(e + 1);
+        const TileElement element = table[e - chunk];
+        const float dx = x - element.x_m, dz = z - element.z_m;
+        const float weight =
+            beamform::tukey_window(constants.taper, constants.inverse_taper, fabsf(dx) * inverse_half_width);
+        if (!contributes || weight == 0.0f) return;
+        const float range_m = length_from_squared(fmaf(dx, dx, dz * dz));
+        const float receive_local = fmaf(range_m, constants.samples_per_m, element.receive_offset);
+        float element_re = 0.0f, element_im = 0.0f;  // element_im: IQ only
+        (void)element_im;
+        auto term = [&](auto k) {
+          constexpr int kRow = decltype(k)::value;
+          float offset;
+          const Entry entry = entry_at_midpoint<Entry, kBufferOffset + kRow * kTileSamples * int(sizeof(Entry))>(
+              biased_tiles, local[kRow] + receive_local, offset);
+          if constexpr (C == 2) {
+            const float re = fmaf(offset, entry.z, entry.x), im = fmaf(offset, entry.w, entry.y);
+            element_re = fmaf(re, phasor_re[kRow], fmaf(-im, phasor_im[kRow], element_re));
+            element_im = fmaf(re, phasor_im[kRow], fmaf(im, phasor_re[kRow], element_im));
+          } else {
+            element_re += fmaf(offset, entry.y, entry.x);
+          }
+        };
+        for_each_index(std::make_integer_sequence<int, kTilePass>{}, term);
+        if constexpr (C == 2) {
+          float re, im;
+          phasor_of_cycles(fmaf(range_m, constants.cycles_per_m, table_extra[e - chunk].phase), re, im);
+          re *= weight, im *= weight;
+          sum_re = fmaf(element_re, re, fmaf(-element_im, im, sum_re));
+          sum_im = fmaf(element_re, im, fmaf(element_im, re, sum_im));
+        } else {
+          sum_re = fmaf(element_re, weight, sum_re);
+        }
+      };
+      prefetch(chunk);
+      for (int e = chunk; e < chunk_end; e += 2) {
+        element_step(e, std::integral_constant<int, 0>{});
+        if (e + 1 < chunk_end) element_step(e + 1, std::integral_constant<int, 1>{});
+      }
+    }
+  }
+  if (!active) return;
+  float* out = static_cast<float*>(launch.output) + (i * launch.depth + j) * C;
+  out[0] = sum_re;
+  if constexpr (C == 2) out[1] = sum_im;
+}
+template <int C>
+void run(const BeamformLaunch& launch, cudaStream_t stream) {
+  constexpr std::int64_t kIntLimit = 0x7fffffff;
+  const bool tiled = !launch.setup.cubic && launch.grid != BeamformLaunch::Grid::lines && !launch.focused_transmits &&
+                     launch.setup.samples < kIntLimit && launch.transmits * launch.setup.elements < kIntLimit &&
+                     kTilePass * launch.setup.elements * launch.setup.samples < kIntLimit;
+  if (tiled) {
+    const dim3 blocks(static_cast<unsigned>((launch.depth + kTileDepth - 1) / kTileDepth),
+                      static_cast<unsigned>((launch.lateral + kTileLateral - 1) / kTileLateral));
+    const beamform::DasSetup<float>& s = launch.setup;
+    const float taper = beamform::window_taper(s.window, s.tukey_alpha);
+    const TileConstants constants{s.inverse_c * s.sampling_frequency_hz,
+                                  s.inverse_c * s.demodulation_frequency_hz,
+                                  s.sample_origin_s * s.sampling_frequency_hz,
+                                  static_cast<int>(s.samples),
+                                  taper,
+                                  taper > 0.0f ? 1.0f / taper : 0.0f,
+                                  kMagicBits * static_cast<unsigned>(sizeof(typename TileTypes<C>::Entry))};
+    delay_and_sum_tiled<C><<<blocks, dim3(kTileDepth, kTileLateral), 0, stream>>>(launch, constants);
+    SONOPIPE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  constexpr int kThreads = 256;
+  if (launch.setup.cubic) {
+    const std::int64_t lines = launch.transmits * launch.setup.elements;
+    spline_lines<C><<<static_cast<unsigned>((lines + 127) / 128), 128, 0, stream>>>(
+        launch.input, lines, launch.setup.samples, launch.spline_m, launch.spline_c);
+    SONOPIPE_CUDA_CHECK_LAUNCH();
+  }
+  const std::int64_t pixels = launch.lateral * launch.depth;
+  delay_and_sum<C><<<static_cast<unsigned>((pixels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(launch);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void beamform(const BeamformLaunch& launch, cudaStream_t stream) {
+  if (launch.channels == 1) run<1>(launch, stream);
+  else run<2>(launch, stream);
+}
+
+}  // namespace sonopipe::cuda

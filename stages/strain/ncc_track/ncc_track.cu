@@ -1,0 +1,303 @@
+// Orchestration of the ncc_track CUDA path: buffers (allocated once), the launch sequence of each
+// method, batching of the Lewis spectra and the Luo cross tables, and the auto timing.
+#include "stages/strain/ncc_track/ncc_track.cuh"
+
+#include <cufft.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "stages/common/cuda_check.h"
+#include "stages/strain/ncc_track/ncc_kernels.cuh"
+
+namespace sonopipe::cuda {
+namespace {
+
+using ncc::kDims;
+namespace k = ncc_kernels;
+
+void check_cufft(cufftResult result, const char* what) {
+  if (result != CUFFT_SUCCESS)
+    throw CudaError(std::string("cuFFT ") + what + " failed with code " + std::to_string(result));
+}
+
+// Smallest n >= m with no prime factor above 7 (sizes cuFFT handles fastest).
+int good_fft_size(int m) {
+  for (int n = std::max(1, m);; ++n) {
+    int r = n;
+    for (int p : {2, 3, 5, 7})
+      while (r % p == 0) r /= p;
+    if (r == 1) return n;
+  }
+}
+
+template <typename T>
+T* device_alloc(std::size_t count, std::size_t& total) {
+  if (count == 0) return nullptr;
+  void* p = nullptr;
+  SONOPIPE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
+  total += count * sizeof(T);
+  return static_cast<T*>(p);
+}
+
+}  // namespace
+
+struct NccTracker::Impl {
+  ncc::Geometry geo{};
+  std::size_t common_bytes = 0, luo_bytes = 0, lewis_bytes = 0;
+  float* maps = nullptr;
+  unsigned* point_flags = nullptr;
+  double* sum = nullptr;
+  double *f2 = nullptr, *f1 = nullptr, *g2 = nullptr, *g1 = nullptr;
+  int reference_extent[kDims], target_extent[kDims];
+  // luo
+  double* cross = nullptr;
+  int luo_batch = 1;
+  // lewis
+  int fft_size[kDims] = {1, 1, 1};
+  int lewis_batch = 1;
+  std::size_t fft_total = 0, spectrum_total = 0;
+  float *windows = nullptr, *regions = nullptr;
+  cufftComplex *window_spectra = nullptr, *region_spectra = nullptr;
+  cufftHandle forward = 0, inverse = 0;
+  bool forward_plan = false, inverse_plan = false;
+  // standard
+  k::StandardLaunch standard{};
+  k::StandardSums standard_sums{};
+  float* standard_scratch = nullptr;
+  std::size_t standard_bytes = 0;
+  bool standard_ok = false;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // Frees what exists, also after a constructor that threw half-way (the unique_ptr holding this
+  // Impl is a finished member, so it is destroyed even though ~NccTracker never runs).
+  ~Impl() {
+    if (forward_plan) cufftDestroy(forward);
+    if (inverse_plan) cufftDestroy(inverse);
+    for (void* p : allocations())
+      if (p) cudaFree(p);
+  }
+
+  std::vector<void*> allocations() const {
+    return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra,
+            standard_scratch};
+  }
+
+  k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
+
+  void build_energy_tables(const float* f, const float* g, cudaStream_t stream) const {
+    int reference_origin[kDims], target_origin[kDims];
+    for (int d = 0; d < kDims; ++d) {
+      reference_origin[d] = geo.start[d];
+      target_origin[d] = geo.target_origin(d);
+    }
+    build_energy_table(f, reference_origin, reference_extent, f2, f1, stream);  // eq. (A2)
+    build_energy_table(g, target_origin, target_extent, g2, g1, stream);        // eq. (A3)
+  }
+
+  // Sum-tables of signal^2 over the box, and of signal for Pearson (zero_mean).
+  void build_energy_table(const float* signal, const int* origin, const int* extent, double* squares,
+                          double* sums, cudaStream_t stream) const {
+    k::TableSpec spec{};
+    spec.tables = 1;
+    for (int d = 0; d < kDims; ++d) {
+      spec.origin[d] = origin[d];
+      spec.extent[d] = extent[d];
+    }
+    spec.a = signal;
+    spec.b = signal;
+    k::build_tables(spec, geo, squares, stream);
+    if (geo.zero_mean) {
+      spec.b = nullptr;
+      k::build_tables(spec, geo, sums, stream);
+    }
+  }
+};
+
+NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.geo = geometry;
+  const ncc::Geometry& g = m.geo;
+  for (int d = 0; d < kDims; ++d) {
+    m.reference_extent[d] = g.reference_extent(d);
+    m.target_extent[d] = g.target_extent(d);
+  }
+  const std::size_t points = static_cast<std::size_t>(g.point_count());
+  const std::size_t shifts = static_cast<std::size_t>(g.shift_count());
+  m.maps = device_alloc<float>(points * shifts, m.common_bytes);
+  m.point_flags = device_alloc<unsigned>(points, m.common_bytes);
+  m.sum = device_alloc<double>(1, m.common_bytes);
+  std::size_t table_bytes = 0;
+  const std::size_t reference_elements = k::table_elements(m.reference_extent);
+  const std::size_t target_elements = k::table_elements(m.target_extent);
+  m.f2 = device_alloc<double>(reference_elements, table_bytes);
+  m.g2 = device_alloc<double>(target_elements, table_bytes);
+  if (g.zero_mean) {
+    m.f1 = device_alloc<double>(reference_elements, table_bytes);
+    m.g1 = device_alloc<double>(target_elements, table_bytes);
+  }
+  // luo: as many cross tables as fit in batch_bytes (at least one, at most one per shift).
+  const std::size_t cross_bytes = reference_elements * sizeof(double);
+  m.luo_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / cross_bytes, 1, shifts));
+  m.cross = device_alloc<double>(reference_elements * m.luo_batch, m.luo_bytes);
+  m.luo_bytes += table_bytes;
+  // lewis: FFT boxes W + S - 1 per dimension, cuFFT-friendly sizes; batch of points.
+  for (int d = 0; d < kDims; ++d)
+    m.fft_size[d] = g.kernel[d] + g.shifts(d) - 1 > 1 ? good_fft_size(g.kernel[d] + g.shifts(d) - 1) : 1;
+  m.fft_total = static_cast<std::size_t>(m.fft_size[0]) * m.fft_size[1] * m.fft_size[2];
+  m.spectrum_total = static_cast<std::size_t>(m.fft_size[0] / 2 + 1) * m.fft_size[1] * m.fft_size[2];
+  const std::size_t per_point = 2 * m.fft_total * sizeof(float) + 2 * m.spectrum_total * sizeof(cufftComplex);
+  m.lewis_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / per_point, 1, points));
+  m.windows = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
+  m.regions = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
+  m.window_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+  m.region_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+  int n[kDims], rank = 0;
+  for (int d = kDims - 1; d >= 0; --d)  // slowest first, dropping leading size-1 dimensions
+    if (rank > 0 || m.fft_size[d] > 1 || d == 0) n[rank++] = m.fft_size[d];
+  check_cufft(cufftPlanMany(&m.forward, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, m.lewis_batch),
+              "plan R2C");
+  m.forward_plan = true;
+  check_cufft(cufftPlanMany(&m.inverse, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, m.lewis_batch),
+              "plan C2R");
+  m.inverse_plan = true;
+  std::size_t work_forward = 0, work_inverse = 0;
+  cufftGetSize(m.forward, &work_forward);
+  cufftGetSize(m.inverse, &work_inverse);
+  m.lewis_bytes += work_forward + work_inverse + table_bytes;
+  m.standard_ok = k::configure_standard(g, m.standard);
+  const std::size_t sums_floats = k::standard_sums_floats(g, m.standard_sums);
+  m.standard_scratch = device_alloc<float>(sums_floats, m.standard_bytes);
+  k::StandardSums& s = m.standard_sums;
+  s.reference_energy = m.standard_scratch;
+  s.reference_sum = s.reference_energy + s.reference_elements;
+  s.target_energy = s.reference_sum + s.reference_elements;
+  s.target_sum = s.target_energy + s.target_elements;
+  s.run2 = s.target_sum + s.target_elements;
+  s.run1 = s.run2 + s.run_elements;
+}
+
+NccTracker::~NccTracker() = default;  // Impl frees
+
+void NccTracker::normalise(const float* in, float* out, std::size_t count, cudaStream_t stream) {
+  k::normalise(in, out, count, impl_->sum, stream);
+}
+
+void NccTracker::correlate(ncc::Method method, const float* f, const float* g, cudaStream_t stream) {
+  Impl& m = *impl_;
+  const ncc::Geometry& geo = m.geo;
+  if (method == ncc::Method::luo || method == ncc::Method::lewis)  // standard zeroes them in its first kernel
+    SONOPIPE_CUDA_CHECK(cudaMemsetAsync(m.point_flags, 0, sizeof(unsigned) * geo.point_count(), stream));
+  switch (method) {
+    case ncc::Method::standard:
+    case ncc::Method::auto_select:
+      if (!m.standard_ok) throw CudaError("ncc_track standard: the tile does not fit in shared memory");
+      k::standard_ncc(geo, m.standard, f, g, m.standard_sums, m.maps, m.point_flags, stream);
+      break;
+    case ncc::Method::luo: {
+      m.build_energy_tables(f, g, stream);
+      k::TableSpec spec{};
+      spec.a = f;
+      spec.b = g;
+      spec.cross = true;
+      for (int d = 0; d < kDims; ++d) {
+        spec.origin[d] = geo.start[d];
+        spec.extent[d] = m.reference_extent[d];
+      }
+      for (int first = 0; first < geo.shift_count(); first += m.luo_batch) {
+        spec.first_shift = first;
+        spec.tables = std::min(m.luo_batch, geo.shift_count() - first);
+        k::build_tables(spec, geo, m.cross, stream);  // eq. (A4), one table per shift
+        k::luo_ncc(geo, m.cross, first, spec.tables, m.energy(), m.maps, m.point_flags, stream);
+      }
+      break;
+    }
+    case ncc::Method::lewis: {
+      m.build_energy_tables(f, g, stream);
+      check_cufft(cufftSetStream(m.forward, stream), "set stream");
+      check_cufft(cufftSetStream(m.inverse, stream), "set stream");
+      const float scale = 1.f / static_cast<float>(m.fft_total);
+      for (int first = 0; first < geo.point_count(); first += m.lewis_batch) {
+        k::lewis_gather(geo, m.fft_size, first, m.lewis_batch, f, g, m.windows, m.regions, stream);
+        check_cufft(cufftExecR2C(m.forward, m.windows, m.window_spectra), "R2C");
+        check_cufft(cufftExecR2C(m.forward, m.regions, m.region_spectra), "R2C");
+        k::lewis_cross_spectrum(reinterpret_cast<const float2*>(m.window_spectra),
+                                reinterpret_cast<float2*>(m.region_spectra),
+                                m.spectrum_total * m.lewis_batch, scale, stream);
+        check_cufft(cufftExecC2R(m.inverse, m.region_spectra, m.regions), "C2R");  // eq. (3)
+        k::lewis_ncc(geo, m.fft_size, first, m.lewis_batch, m.regions, m.energy(), m.maps,
+                     m.point_flags, stream);
+      }
+      break;
+    }
+  }
+}
+
+void NccTracker::find_peaks(int rank, const float spacing[kDims], float* displacement,
+                            float* displacement_samples, float* correlation, std::uint8_t* flags,
+                            cudaStream_t stream) {
+  k::find_peaks(impl_->geo, impl_->maps, impl_->point_flags, rank, spacing, displacement,
+                displacement_samples, correlation, flags, stream);
+}
+
+ncc::Method NccTracker::fastest_method(std::string& why) {
+  const ncc::Geometry& geo = impl_->geo;
+  const std::size_t count = static_cast<std::size_t>(geo.frame[0]) * geo.frame[1] * geo.frame[2];
+  std::vector<float> host(2 * count);
+  std::mt19937 rng(12345);
+  std::normal_distribution<float> normal;
+  for (auto& v : host) v = normal(rng);
+  float* frames = nullptr;
+  SONOPIPE_CUDA_CHECK(cudaMalloc(&frames, host.size() * sizeof(float)));
+  SONOPIPE_CUDA_CHECK(cudaMemcpy(frames, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  cudaEvent_t start, stop;
+  SONOPIPE_CUDA_CHECK(cudaEventCreate(&start));
+  SONOPIPE_CUDA_CHECK(cudaEventCreate(&stop));
+  ncc::Method best = ncc::Method::luo;
+  float best_ms = 0.f;
+  bool first = true;
+  for (ncc::Method method : {ncc::Method::standard, ncc::Method::lewis, ncc::Method::luo}) {
+    if (method == ncc::Method::standard && !impl_->standard_ok) continue;
+    correlate(method, frames, frames + count, nullptr);  // warm-up (module load, cuFFT)
+    SONOPIPE_CUDA_CHECK(cudaEventRecord(start, nullptr));
+    correlate(method, frames, frames + count, nullptr);
+    SONOPIPE_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+    SONOPIPE_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.f;
+    SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    char line[96];
+    std::snprintf(line, sizeof line, " %s %.3f ms",
+                  method == ncc::Method::standard ? "standard" : method == ncc::Method::lewis ? "lewis" : "luo", ms);
+    why += line;
+    if (first || ms < best_ms) {
+      best = method;
+      best_ms = ms;
+      first = false;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(frames);
+  return best;
+}
+
+const float* NccTracker::maps() const { return impl_->maps; }
+
+std::size_t NccTracker::device_bytes(ncc::Method method) const {
+  const Impl& m = *impl_;
+  switch (method) {
+    case ncc::Method::luo: return m.common_bytes + m.luo_bytes;
+    case ncc::Method::lewis: return m.common_bytes + m.lewis_bytes;
+    default: return m.common_bytes + m.standard_bytes;
+  }
+}
+
+int NccTracker::luo_shifts_per_batch() const { return impl_->luo_batch; }
+int NccTracker::lewis_points_per_batch() const { return impl_->lewis_batch; }
+
+}  // namespace sonopipe::cuda

@@ -1,0 +1,72 @@
+// The NaN/Inf check of float payloads and the per-reason reject counters.
+#include "daemon/ingest.h"
+#include "daemon/sequence_tracker.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tests/support/test_support.h"
+
+using namespace sonopipe;
+
+TEST_CASE("payload_is_finite finds a NaN or Inf anywhere in every float type", "[ingest]") {
+  std::mt19937_64 rng(test::fresh_seed());
+  std::uniform_real_distribution<double> dist(-1e30, 1e30);
+  std::vector<float> f32(1001);
+  std::vector<double> f64(1001);
+  for (auto& v : f32) v = static_cast<float>(dist(rng));
+  for (auto& v : f64) v = dist(rng);
+  CHECK(payload_is_finite(DType::float32, f32.data(), f32.size() * 4));
+  CHECK(payload_is_finite(DType::complex64, f32.data(), 1000 * 4));
+  CHECK(payload_is_finite(DType::float64, f64.data(), f64.size() * 8));
+  const std::size_t at = std::uniform_int_distribution<std::size_t>(0, 1000)(rng);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> copy = f32;
+    copy[at] = bad;
+    CHECK_FALSE(payload_is_finite(DType::float32, copy.data(), copy.size() * 4));
+  }
+  std::vector<double> copy64 = f64;
+  copy64[at] = std::numeric_limits<double>::quiet_NaN();
+  CHECK_FALSE(payload_is_finite(DType::float64, copy64.data(), copy64.size() * 8));
+  // float16: exponent all ones (0x7c00) is Inf/NaN; the largest finite half is 0x7bff.
+  std::vector<std::uint16_t> f16{0x3c00, 0x7bff, 0xfbff, 0x0001};
+  CHECK(payload_is_finite(DType::float16, f16.data(), f16.size() * 2));
+  f16[2] = 0xfc00;  // -Inf
+  CHECK_FALSE(payload_is_finite(DType::float16, f16.data(), f16.size() * 2));
+  // Integers have no NaN: any bit pattern is finite.
+  std::vector<std::int16_t> ints(8, -1);
+  CHECK(payload_is_finite(DType::int16, ints.data(), ints.size() * 2));
+}
+
+TEST_CASE("reject counters count every frame by reason, even when the log line is suppressed", "[ingest]") {
+  RejectLog rejects;
+  for (int i = 0; i < 50; ++i) rejects.reject(wire::RejectReason::size_mismatch, "test");
+  rejects.reject(wire::RejectReason::non_finite, "test");
+  CHECK(rejects.count(wire::RejectReason::size_mismatch) == 50);
+  CHECK(rejects.total() == 51);
+  auto by_reason = rejects.by_reason();
+  CHECK(by_reason.size() == 2);
+  CHECK(by_reason["size_mismatch"] == 50);
+  CHECK(by_reason["non_finite"] == 1);
+}
+
+TEST_CASE("sequence gaps are counted per stream, and the number of remembered streams is bounded", "[ingest]") {
+  SequenceTracker tracker(4);
+  bool forgot = false;
+  CHECK(tracker.arrive(1, 0, forgot) == 0);
+  CHECK(tracker.arrive(2, 10, forgot) == 0);  // interleaved streams keep their own sequences
+  CHECK(tracker.arrive(1, 1, forgot) == 0);
+  CHECK(tracker.arrive(2, 13, forgot) == 2);  // 11 and 12 missing
+  CHECK(tracker.arrive(1, 1, forgot) == 0);   // a repeat is no gap
+  // A sender inventing stream ids: memory stays at the capacity, and the stream that keeps sending
+  // (1) is never the one forgotten, so its gaps are still counted.
+  std::uint64_t sequence = 2;
+  for (std::uint32_t id = 100; id < 100100; ++id) {
+    tracker.arrive(id, 0, forgot);
+    REQUIRE(tracker.size() <= 4);
+    if (id % 3 == 0) REQUIRE(tracker.arrive(1, sequence++, forgot) == 0);
+  }
+  CHECK(tracker.arrive(1, sequence + 5, forgot) == 5);
+}

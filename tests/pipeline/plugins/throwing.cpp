@@ -1,7 +1,0 @@
-// Test plugin: its registration throws.
-#include "pipeline/plugin.h"
-
-SONOPIPE_STAGE_PLUGIN(registry) {
-  (void)registry;
-  throw std::runtime_error("licence server unreachable");
-}
