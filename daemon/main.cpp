@@ -6,11 +6,12 @@
 
 #include <iostream>
 
-#include "runtime/plugin_loader.h"
-#include "stages/registry.h"
 #include "daemon/backend_choice.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "runtime/plugin_loader.h"
+#include "stages/registry.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   using namespace sonopipe;
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   wire::route_protobuf_log();
 
   CLI::App app{"sonopiped: real-time ultrasound pipeline daemon"};
+  app.set_version_flag("--version", version_line("sonopiped"));
   std::string config_path, log_level, backend_flag;
   bool list_stages = false, markdown = false, check_config = false;
   std::vector<std::string> plugins;

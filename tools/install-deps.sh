@@ -12,6 +12,8 @@ packages=(
   python3-aiohttp  # sonopipe-web
   chromium         # the browser of sonopipe-web's test
   python3-distributed  # sonopipe-cohort
+  python3-venv python3-setuptools python3-pip  # pip install . into a venv (tests/python/test_pip_install.py)
+  octave liboctave-dev  # the MEX gateway built with mkoctfile and its Octave tests
 )
 missing=()
 for p in "${packages[@]}"; do

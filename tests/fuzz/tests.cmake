@@ -55,6 +55,16 @@ sonopipe_add_fuzzer(mat mat_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(uff uff_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(shm_descriptor shm_descriptor_fuzzer.cpp sonopipe_shm)
 
+# Random byte damage in valid UFF, MATLAB v7.3 and recording files, fed to sonopipe-import (and
+# every 10th to sonopipe-run): never a signal, a hang or a stray exit status (damaged_files.py).
+# 200 files here; the reader child's time limit is 5 s so the files libhdf5 loops on stay cheap.
+if(SONOPIPE_PYTHON_EXECUTABLE AND TARGET sonopipe-import AND TARGET sonopipe-run)
+  add_test(NAME fuzz_damaged_hdf5_files
+           COMMAND ${SONOPIPE_PYTHON_LAUNCHER} ${SONOPIPE_FUZZ_DIR}/damaged_files.py --count 200 --jobs 2)
+  set_tests_properties(fuzz_damaged_hdf5_files PROPERTIES TIMEOUT 1200 LABELS fuzz ENVIRONMENT
+    "SONOPIPE_READER_SECONDS_PER_STEP=5;SONOPIPE_IMPORT=$<TARGET_FILE:sonopipe-import>;SONOPIPE_RUN=$<TARGET_FILE:sonopipe-run>;SONOPIPE_SIM=$<TARGET_FILE:sonopipe-sim>;SONOPIPE_EXPORT=$<TARGET_FILE:sonopipe-export>")
+endif()
+
 if(SONOPIPE_FUZZ)
   get_property(fuzzers GLOBAL PROPERTY SONOPIPE_FUZZERS)
   add_custom_target(sonopipe_fuzzers DEPENDS ${fuzzers})

@@ -32,6 +32,23 @@ for name in libsonopipe-stage-sdk.so libsonopipe-client.so sonopipe.pc sonopipe-
   [ -n "$(find "$prefix/lib" -name "$name" -print -quit)" ] || fail "missing $name under $prefix/lib"
 done
 
+echo "-- every installed program answers --version with the one version (VERSION)"
+version="$(head -n 1 "$source_dir/VERSION")"
+for program in sonopiped sonopipe-sim sonopipe-replay sonopipe-record sonopipe-ctl sonopipe-keygen sonopipe-run \
+               sonopipe-import sonopipe-export sonopipe-igtl sonopipe-view sonopipe-web sonopipe-cohort; do
+  answer="$("$bin/$program" --version)" || fail "$program --version"
+  [ "$answer" = "$program $version" ] || fail "$program --version says '$answer', expected '$program $version'"
+done
+answer="$(PYTHONPATH="$python_dir" /usr/bin/python3 -c 'import sonopipe; print(sonopipe.__version__)')"
+[ "$answer" = "$version" ] || fail "the installed Python package says version '$answer', expected '$version'"
+config_version="$(find "$prefix/lib" -name sonopipeConfigVersion.cmake -print -quit)"
+grep -qx "set(PACKAGE_VERSION \"$version\")" "$config_version" || fail "$config_version is not version $version"
+for pc in sonopipe sonopipe-client; do
+  pc_file="$(find "$prefix/lib" -name "$pc.pc" -print -quit)"
+  answer="$(PKG_CONFIG_PATH="$(dirname "$pc_file")" pkg-config --modversion "$pc")"
+  [ "$answer" = "$version" ] || fail "pkg-config --modversion $pc says '$answer', expected '$version'"
+done
+
 echo "-- building examples/plugin-stage against the installed package only"
 cmake -S "$source_dir/examples/plugin-stage" -B "$work/plugin-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release > "$work/plugin-configure.log" 2>&1 || { cat "$work/plugin-configure.log"; fail "configure"; }
@@ -110,6 +127,24 @@ LD_LIBRARY_PATH="$(PKG_CONFIG_PATH="$client_pc_dir" pkg-config --variable=libdir
   "$work/client_program" "ipc://$work/client-ingest" "ipc://$work/client-publish" 0.37 "$RANDOM" "ipc://$work/nobody" \
   > "$work/client_program.log" 2>&1 || { cat "$work/client_program.log" "$work/client-daemon.log"; fail "client_program"; }
 tail -1 "$work/client_program.log"
+
+echo "-- the Octave quick start of docs/clients.md, word for word but for the prefix and endpoint"
+# The first SonopipeSender compiles the MEX gateway from the installed source, header and library
+# (sonopipe_build_mex) into the user's cache: here a folder of the work tree.
+command -v octave-cli > /dev/null || fail "octave-cli missing (tools/install-deps.sh installs octave liboctave-dev)"
+before="$("$bin/sonopipe-ctl" status --endpoint "ipc://$work/client-control" | grep -o '^frames: [0-9]* received')"
+XDG_CACHE_HOME="$work/octave-cache" octave-cli --no-gui --quiet --no-history --eval "
+addpath $prefix/share/sonopipe/matlab
+sender = SonopipeSender('ipc://$work/client-ingest');
+for k = 1:10, sender.send(single(randn(256, 64)), struct('kind', 'rf', 'axes', struct('name', {'line', 'sample'}))); end
+" > "$work/octave.log" 2>&1 || { cat "$work/octave.log"; fail "the Octave quick start"; }
+for _ in $(seq 50); do  # the daemon counts a frame when it reads it: at most moments after Octave's close
+  after="$("$bin/sonopipe-ctl" status --endpoint "ipc://$work/client-control" | grep -o '^frames: [0-9]* received')"
+  [ "${after//[^0-9]/}" -eq $(( ${before//[^0-9]/} + 10 )) ] && break
+  sleep 0.1
+done
+[ "${after//[^0-9]/}" -eq $(( ${before//[^0-9]/} + 10 )) ] || fail "sonopipe-ctl status: '$before' then '$after', not 10 more"
+echo "run_installed: Octave's 10 frames arrived ($after)"
 "$bin/sonopipe-ctl" stop --endpoint "ipc://$work/client-control" --wait > /dev/null
 wait "$daemon" || fail "sonopiped (client) exited with $?"
 daemon=""

@@ -15,11 +15,13 @@ if(NOT SONOPIPE_PYTHON_EXECUTABLE)
 endif()
 
 set(sonopipe_python_test_env "SONOPIPE_VIEW=${SONOPIPE_VIEW_LAUNCHER}" "SONOPIPE_WEB=${SONOPIPE_WEB_LAUNCHER}"
-                             "SONOPIPE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+                             "SONOPIPE_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+                             "SONOPIPE_OCTAVE_MEX=${SONOPIPE_OCTAVE_MEX}")  # tools/clients/matlab; "" without Octave
 # One environment variable per program or library the Python tests drive (SONOPIPE_<NAME>).
 foreach(pair IN ITEMS DAEMON:sonopiped SIM:sonopipe-sim RECORD:sonopipe-record REPLAY:sonopipe-replay
                      CTL:sonopipe-ctl CLIENT_LIBRARY:sonopipe_client
-                     IMPORT:sonopipe-import EXPORT:sonopipe-export RUN:sonopipe-run KEYGEN:sonopipe-keygen)
+                     IMPORT:sonopipe-import EXPORT:sonopipe-export RUN:sonopipe-run KEYGEN:sonopipe-keygen
+                     IGTL:sonopipe-igtl BENCH:sonopipe-bench PERFUSION:sonopipe-perfusion)
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 variable)
   list(GET pair 1 target)

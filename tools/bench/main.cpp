@@ -2,9 +2,11 @@
 #include <iostream>
 
 #include "tools/bench/commands.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-bench: measure throughput and latency (tables on stdout)"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-bench"));
   app.require_subcommand(1);
   sonopipe::bench::add_core_bench(app);
   sonopipe::bench::add_perfusion_bench(app);

@@ -15,13 +15,15 @@
 #include <iostream>
 #include <thread>
 
-#include "wire/wire.h"
 #include "tools/common/control_client.h"
 #include "tools/common/curve_options.h"
 #include "tools/ctl/status_text.h"
+#include "wire/version.h"
+#include "wire/wire.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-ctl: status, stop, live parameters and save for a running sonopiped"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-ctl"));
   std::string command, endpoint = "tcp://127.0.0.1:5557";
   std::vector<std::string> arguments;
   bool json = false, wait = false;

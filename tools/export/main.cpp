@@ -5,11 +5,13 @@
 #include <iostream>
 
 #include "tools/export/exporter.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-export: a sonopipe recording's frames or results as USTB UFF"};
+  app.set_version_flag("--version", version_line("sonopipe-export"));
   std::string recording, output;
   exporter::ExportOptions options;
   std::uint32_t stream = 0;

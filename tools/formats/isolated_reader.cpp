@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
@@ -33,13 +36,33 @@ namespace sonopipe::formats::isolation {
 
 namespace {
 
-Limits current_limits;
+// The defaults, with seconds_per_step from SONOPIPE_READER_SECONDS_PER_STEP when it holds a whole
+// number (docs/clients.md: slower disks or huge files want more, the damage tests less).
+std::optional<int> seconds_from_environment() {
+  if (const char* text = std::getenv("SONOPIPE_READER_SECONDS_PER_STEP")) {
+    char* end = nullptr;
+    const long seconds = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && seconds >= 0 && seconds <= 86400) return static_cast<int>(seconds);
+  }
+  return std::nullopt;
+}
+
+Limits limits_from_environment() {
+  Limits limits;
+  if (const std::optional<int> seconds = seconds_from_environment()) limits.seconds_per_step = *seconds;
+  return limits;
+}
+
+Limits current_limits = limits_from_environment();
 
 // The shared page where the child notes what it is reading (null outside a child).
 constexpr std::size_t kProgressBytes = 4096;
 char* child_progress = nullptr;
 
 enum class Status : std::uint8_t { ok = 0, refused = 1 };
+
+// A request is a frame index; with this bit set it asks for the frame's FrameInfo only.
+constexpr std::uint64_t kFrameInfoRequest = std::uint64_t{1} << 63;
 
 // ---------------------------------------------------------------- bytes over the socket
 
@@ -123,6 +146,48 @@ bool send_reply(int socket, Status status, const std::string& body) {
 
 // ---------------------------------------------------------------- the child
 
+// Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+// past U+10FFFF), as protobuf's string fields require.
+bool is_utf8(const std::string& text) {
+  const auto* byte = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = byte + text.size();
+  while (byte < end) {
+    const unsigned char lead = *byte++;
+    if (lead < 0x80) continue;
+    int more = 0;
+    std::uint32_t code = 0, least = 0;
+    if ((lead & 0xE0) == 0xC0) more = 1, code = lead & 0x1F, least = 0x80;
+    else if ((lead & 0xF0) == 0xE0) more = 2, code = lead & 0x0F, least = 0x800;
+    else if ((lead & 0xF8) == 0xF0) more = 3, code = lead & 0x07, least = 0x10000;
+    else return false;
+    if (end - byte < more) return false;
+    for (int k = 0; k < more; ++k) {
+      if ((byte[k] & 0xC0) != 0x80) return false;
+      code = (code << 6) | (byte[k] & 0x3F);
+    }
+    byte += more;
+    if (code < least || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return false;
+  }
+  return true;
+}
+
+// The first text of `meta` that is not UTF-8 ("attribute key", ...), or "" when all of it is. Such
+// a frame cannot travel as a FrameHeader (to the parent, or later to the daemon): it is refused.
+std::string text_not_utf8(const FrameMeta& meta) {
+  for (const Axis& axis : meta.payload.axes) {
+    if (!is_utf8(axis.name)) return "an axis name";
+    if (!is_utf8(axis.unit)) return "an axis unit";
+  }
+  if (!is_utf8(meta.payload.unit)) return "the unit";
+  for (const auto& [key, value] : meta.attributes) {
+    if (!is_utf8(key)) return "an attribute key";
+    if (!is_utf8(value)) return "the value of attribute '" + (is_utf8(key) ? key : std::string("?")) + "'";
+  }
+  for (const auto& [name, values] : meta.vectors)
+    if (!is_utf8(name)) return "a vector name";
+  return "";
+}
+
 // A message for an exception that is not a FormatError (which names its file and object itself).
 std::string refusal(const std::string& path, const std::string& what) {
   const std::string object = child_progress && child_progress[0] ? child_progress : "/";
@@ -135,6 +200,10 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
   for (int signal : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGALRM})
     ::signal(signal, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
+  // The child's only output is its reply: protobuf's own warnings about the file's text ("invalid
+  // UTF-8 data when parsing") would be extra lines on the tool's stderr, and the parse failure they
+  // come with is reported by the reader's FormatError anyway. Fatal ones still end the child.
+  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 #ifndef SONOPIPE_SANITIZED
   const rlimit memory{limits.address_space_bytes, limits.address_space_bytes};
   ::setrlimit(RLIMIT_AS, &memory);
@@ -173,7 +242,17 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
     std::uint64_t index = 0;
     if (receive_all(socket, &index, sizeof index, std::nullopt) != Received::all) ::_exit(0);  // the parent is done
     try {
+      if (index & kFrameInfoRequest) {
+        const AcquisitionReader::FrameInfo info = reader->frame_info(index & ~kFrameInfoRequest);
+        std::string body;
+        append_number(body, info.stream_id);
+        append_number(body, static_cast<std::uint64_t>(info.acquisition_time_ns));
+        if (!send_reply(socket, Status::ok, body)) ::_exit(0);
+        continue;
+      }
       const recording::Frame frame = reader->read_frame(index);
+      if (const std::string text = text_not_utf8(frame.meta); !text.empty())
+        fail(path, "frame " + std::to_string(index), text + " is not UTF-8 text (damaged file?)");
       std::string body;
       append_text(body, wire::frame_header_from_meta(frame.meta).SerializeAsString());
       body.append(reinterpret_cast<const char*>(frame.payload.data()), frame.payload.size());
@@ -299,8 +378,9 @@ class Child {
 
 class ChildReader final : public AcquisitionReader {
  public:
-  ChildReader(const std::string& path, const ImportOptions& options, const Opener& open, const Limits& limits)
-      : path_(path), child_(path, limits, [&](int socket, char* progress) {
+  ChildReader(const std::string& path, const ImportOptions& options, const Opener& open, const std::string& parser,
+              const Limits& limits)
+      : path_(path), parser_(parser), child_(path, limits, [&](int socket, char* progress) {
           run_reader_child(socket, progress, path, options, open, limits);
         }) {
     Cursor summary(expect_reply());
@@ -319,6 +399,20 @@ class ChildReader final : public AcquisitionReader {
   std::string description() const override { return description_; }
   std::size_t frame_count() const override { return frame_count_; }
   std::map<std::string, std::string> source_attributes() const override { return attributes_; }
+
+  // Asked of the child: a reader's cheap override (a recording's index) stays cheap.
+  FrameInfo frame_info(std::size_t index) override {
+    if (!gone_.empty()) throw FormatError(gone_);
+    const std::uint64_t request = index | kFrameInfoRequest;
+    if (!child_.send(&request, sizeof request)) report_death();
+    const std::string body = expect_reply();
+    std::uint64_t stream_id = 0, time_ns = 0;
+    if (body.size() != sizeof stream_id + sizeof time_ns)
+      fail(path_, "", "the reader process sent a malformed frame info " + std::to_string(index));
+    std::memcpy(&stream_id, body.data(), sizeof stream_id);
+    std::memcpy(&time_ns, body.data() + sizeof stream_id, sizeof time_ns);
+    return {static_cast<std::uint32_t>(stream_id), static_cast<std::int64_t>(time_ns)};
+  }
 
   recording::Frame read_frame(std::size_t index) override {
     if (!gone_.empty()) throw FormatError(gone_);
@@ -351,7 +445,7 @@ class ChildReader final : public AcquisitionReader {
   [[noreturn]] void report_death() {
     const auto [object, how] = child_.death();
     try {
-      fail(path_, object, "libmatio failed reading it (damaged file?): " + how);
+      fail(path_, object, parser_ + " failed reading it (damaged file?): " + how);
     } catch (const FormatError& error) {
       gone_ = error.what();
       throw;
@@ -359,6 +453,7 @@ class ChildReader final : public AcquisitionReader {
   }
 
   std::string path_;
+  std::string parser_;
   Child child_;
   std::string description_;
   std::size_t frame_count_ = 0;
@@ -369,11 +464,32 @@ class ChildReader final : public AcquisitionReader {
 }  // namespace
 
 void set_limits(const Limits& limits) { current_limits = limits; }
+bool time_limit_from_environment() { return seconds_from_environment().has_value(); }
 const Limits& limits() { return current_limits; }
 
 std::unique_ptr<AcquisitionReader> open_in_child(const std::string& path, const ImportOptions& options,
-                                                 const Opener& open, const Limits& limits) {
-  return std::make_unique<ChildReader>(path, options, open, limits);
+                                                 const Opener& open, const std::string& parser, const Limits& limits) {
+  return std::make_unique<ChildReader>(path, options, open, parser, limits);
+}
+
+int ask_in_child(const std::string& path, const std::string& parser, const std::string& doing,
+                 const std::function<int()>& question, int on_exception, const Limits& limits) {
+  Child child(path, limits, [&](int socket, char* progress) {
+    prepare_child(socket, progress, limits);
+    int answer = on_exception;
+    try {
+      answer = question();
+    } catch (...) {
+    }
+    send_reply(socket, Status::ok, std::string(1, static_cast<char>(answer)));
+    ::_exit(0);
+  });
+  const auto reply = child.reply(true);
+  if (!reply || reply->second.size() != 1) {
+    const auto [object, how] = child.death();
+    fail(path, object, parser + " failed " + doing + " (damaged file?): " + how);
+  }
+  return static_cast<unsigned char>(reply->second[0]);
 }
 
 std::optional<bool> check_in_child(const std::function<bool()>& check, const Limits& limits) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "tools/common/hdf5_util.h"
+#include "tools/formats/isolated_reader.h"
 
 namespace sonopipe::formats {
 
@@ -31,6 +32,7 @@ class RecordingSource final : public AcquisitionReader {
 
   recording::Frame read_frame(std::size_t index) override {
     const recording::FrameRef& ref = order_.at(index);
+    isolation::note_progress("/streams/" + std::to_string(ref.stream_id));  // a libhdf5 death names it
     try {
       return reader_->read_frame(ref.stream_id, ref.index);
     } catch (const recording::RecordingError& e) {

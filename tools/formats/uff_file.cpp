@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "tools/formats/isolated_reader.h"
+
 namespace sonopipe::formats::uff {
 
 namespace {
@@ -46,9 +48,13 @@ UffFile::UffFile(const std::string& path) : path_(path) {
 
 void UffFile::fail(const std::string& object, const std::string& reason) const { formats::fail(path_, object, reason); }
 
-bool UffFile::exists(const std::string& object) const { return hdf5::link_exists(id(), object); }
+bool UffFile::exists(const std::string& object) const {
+  isolation::note_progress(object);  // what a death in libhdf5 is reported against
+  return hdf5::link_exists(id(), object);
+}
 
 bool UffFile::is_group(const std::string& object) const {
+  isolation::note_progress(object);
   if (!exists(object)) return false;
   H5O_info_t info;
   if (H5Oget_info_by_name(id(), object.c_str(), &info, H5P_DEFAULT) < 0) return false;
@@ -56,6 +62,7 @@ bool UffFile::is_group(const std::string& object) const {
 }
 
 std::string UffFile::string_attribute(const std::string& object, const std::string& name) const {
+  isolation::note_progress(object);
   if (!exists(object)) return "";
   const hid_t handle = H5Oopen(id(), object.c_str(), H5P_DEFAULT);
   if (handle < 0) return "";
@@ -71,6 +78,7 @@ std::string UffFile::string_attribute(const std::string& object, const std::stri
 std::string UffFile::class_of(const std::string& object) const { return string_attribute(object, "class"); }
 
 std::vector<std::string> UffFile::attribute_names(const std::string& object) const {
+  isolation::note_progress(object);
   std::vector<std::string> names;
   const hid_t handle = H5Oopen(id(), object.c_str(), H5P_DEFAULT);
   if (handle < 0) return names;
@@ -81,6 +89,7 @@ std::vector<std::string> UffFile::attribute_names(const std::string& object) con
 }
 
 std::vector<double> UffFile::double_list_attribute(const std::string& object, const std::string& name) const {
+  isolation::note_progress(object);
   const hid_t handle = H5Oopen(id(), object.c_str(), H5P_DEFAULT);
   if (handle < 0) fail(object, "cannot be opened");
   Id owned(handle, H5Oclose);
@@ -92,6 +101,7 @@ std::vector<double> UffFile::double_list_attribute(const std::string& object, co
 }
 
 std::vector<std::string> UffFile::children(const std::string& group) const {
+  isolation::note_progress(group);
   try {
     Id handle = hdf5::open_group(id(), group);
     std::vector<std::string> names = hdf5::child_names(handle.get());
@@ -103,6 +113,7 @@ std::vector<std::string> UffFile::children(const std::string& group) const {
 }
 
 std::vector<double> UffFile::values(const std::string& dataset, std::vector<hsize_t>* dims_out) const {
+  isolation::note_progress(dataset);
   if (!exists(dataset)) fail(dataset, "missing dataset");
   if (is_group(dataset)) fail(dataset, "expected a real numeric dataset, found a group");
   try {
@@ -145,6 +156,7 @@ std::optional<double> UffFile::optional_scalar(const std::string& dataset) const
 }
 
 std::string UffFile::text(const std::string& object) const {
+  isolation::note_progress(object);
   if (!exists(object)) return "";
   if (is_group(object)) {
     std::string joined;
@@ -167,6 +179,7 @@ std::string UffFile::text(const std::string& object) const {
 // ---------------------------------------------------------------------------------------------
 
 DataArray::DataArray(const UffFile& file, const std::string& path, bool real_only) : file_(file), path_(path) {
+  isolation::note_progress(path);
   if (!file.exists(path)) file.fail(path, "missing dataset (the object's data)");
   std::string dataset = path;
   if (file.is_group(path)) {
@@ -230,6 +243,7 @@ std::size_t DataArray::element_bytes() const {
 
 void DataArray::read_part(const std::string& dataset, hsize_t first, hsize_t count, hid_t memory_type,
                           void* out) const {
+  isolation::note_progress(dataset);
   try {
     Id handle(check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), "open"), H5Dclose);
     std::vector<hsize_t> start(rank_, 0), counts(dims_.end() - static_cast<std::ptrdiff_t>(rank_), dims_.end());

@@ -768,11 +768,15 @@ class VerasonicsReader final : public AcquisitionReader {
 
 namespace {
 
-// The limits of libmatio's child process: v7.3 files get no time limit, since libmatio reads their
-// struct arrays in time that grows with the square of their elements (minutes for real saves).
+// The limits of libmatio's child process: v7.3 files get an hour per step, since libmatio reads
+// their struct arrays in time that grows with the square of their elements (minutes for real
+// saves); a damaged one that makes it loop is still stopped. SONOPIPE_READER_SECONDS_PER_STEP,
+// when set, applies to them too.
+constexpr int kMat73SecondsPerStep = 3600;
+
 isolation::Limits child_limits(const std::string& path) {
   isolation::Limits limits = isolation::limits();
-  if (mat::is_mat73_file(path)) limits.seconds_per_step = 0;
+  if (mat::is_mat73_file(path) && !isolation::time_limit_from_environment()) limits.seconds_per_step = kMat73SecondsPerStep;
   return limits;
 }
 
@@ -807,7 +811,7 @@ std::unique_ptr<AcquisitionReader> open_verasonics(const std::string& path, cons
           fail(file, "", "declares sizes too large to allocate (damaged file)");
         }
       },
-      child_limits(path));
+      "libmatio", child_limits(path));
 }
 
 }  // namespace sonopipe::formats

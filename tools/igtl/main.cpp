@@ -7,6 +7,7 @@
 
 #include "tools/common/stop_signal.h"
 #include "tools/igtl/bridge.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 
@@ -36,6 +37,7 @@ igtl_bridge::DisplayWindow parse_window(const std::string& text, const std::stri
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-igtl: serve sonopipe results to 3D Slicer and other OpenIGTLink clients"};
+  app.set_version_flag("--version", version_line("sonopipe-igtl"));
   igtl_bridge::BridgeOptions options;
   std::vector<std::string> topics, windows, names;
   std::string variants = "float32,uint8";

@@ -6,11 +6,14 @@
 #include <iostream>
 
 #include "tools/import/importer.h"
+#include "wire/log_text.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-import: convert a UFF / Verasonics / sonopipe acquisition into a sonopipe recording"};
+  app.set_version_flag("--version", version_line("sonopipe-import"));
   std::string source, output;
   formats::ImportOptions options;
   app.add_option("file", source, "the acquisition (format detected from its contents)")->required();
@@ -29,7 +32,8 @@ int main(int argc, char** argv) {
               << report.frames << " frames, " << static_cast<double>(report.bytes) / 1e6 << " MB" << std::endl;
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "sonopipe-import: " << e.what() << "\n";
+    // One line whatever the file held: a damaged object name may carry newlines or control bytes.
+    std::cerr << "sonopipe-import: " << log_safe(e.what(), 4096) << "\n";
     return 1;
   }
 }

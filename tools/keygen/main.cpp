@@ -9,9 +9,11 @@
 #include <iostream>
 
 #include "curve/curve_keys.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-keygen: a CURVE key pair for sonopiped's sockets or one of its clients"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-keygen"));
   std::string base;
   bool force = false;
   app.add_option("base", base, "writes <base>.key (public) and <base>.key_secret (secret, mode 0600)")->required();

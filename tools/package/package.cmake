@@ -5,7 +5,7 @@
 # lib/<multiarch>/libsonopipe-client.so, include/sonopipe/sdk/*.h (the stage SDK),
 # include/sonopipe/sonopipe_client.h, lib/<multiarch>/cmake/sonopipe/ (find_package),
 # lib/<multiarch>/pkgconfig/sonopipe.pc and sonopipe-client.pc, lib/python3/dist-packages/sonopipe (Debian's python3 path),
-# share/sonopipe/config/*.yaml, share/sonopipe/matlab/*.m, share/doc/sonopipe/.
+# share/sonopipe/config/*.yaml, share/sonopipe/matlab/ (*.m and sonopipe_mex.c), share/doc/sonopipe/.
 include(CMakePackageConfigHelpers)
 
 set(SONOPIPE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/sonopipe)
@@ -38,6 +38,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/python/sonopipe DESTINATION ${SONO
         COMPONENT runtime PATTERN __pycache__ EXCLUDE PATTERN "*.pyc" EXCLUDE)
 install(DIRECTORY ${SONOPIPE_PROTO_PY_DIR}/sonopipe/v1 DESTINATION ${SONOPIPE_INSTALL_PYTHONDIR}/sonopipe
         COMPONENT runtime FILES_MATCHING PATTERN "*_pb2.py")
+# The version file sonopipe._version reads (the same file CMake's project version comes from).
+install(FILES ${PROJECT_SOURCE_DIR}/VERSION DESTINATION ${SONOPIPE_INSTALL_PYTHONDIR}/sonopipe COMPONENT runtime)
 foreach(launcher IN ITEMS sonopipe-view sonopipe-web sonopipe-cohort)
   configure_file(${package_dir}/${launcher}.in ${CMAKE_CURRENT_BINARY_DIR}/installed/${launcher} @ONLY)
   install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/installed/${launcher} DESTINATION ${CMAKE_INSTALL_BINDIR}
@@ -46,9 +48,9 @@ endforeach()
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/config/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/config
         COMPONENT runtime FILES_MATCHING PATTERN "*.yaml")
-# The MATLAB wrapper of the client library (tools/clients/matlab), for the scanner PC's MATLAB path.
+# The MATLAB/Octave classes and the MEX gateway source (tools/clients/matlab; sonopipe_build_mex.m compiles it).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/tools/clients/matlab/ DESTINATION ${CMAKE_INSTALL_DATADIR}/sonopipe/matlab
-        COMPONENT sdk FILES_MATCHING PATTERN "*.m")
+        COMPONENT sdk FILES_MATCHING PATTERN "*.m" PATTERN "sonopipe_mex.c")
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/adding-a-stage.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 

@@ -6,6 +6,7 @@
 
 #include "tools/perfusion/nifti_volume.h"
 #include "tools/perfusion/perfusion_tool.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   using namespace sonopipe;
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   std::string initialiser = "fixed";
   CLI::App app{"sonopipe-perfusion: voxelwise liver perfusion maps (k_a, k_p, k_l in ml/100g/min, "
                "tau_a, tau_p in s) by Nelder-Mead, as wang2012"};
+  app.set_version_flag("--version", version_line("sonopipe-perfusion"));
   app.add_option("--input,-i", o.input, "4-D NIfTI concentration series (mM)")->required();
   app.add_option("--arterial,-a", o.arterial, "arterial input CSV: time_s,value")->required();
   app.add_option("--portal,-p", o.portal, "portal-venous input CSV: time_s,value")->required();

@@ -7,11 +7,13 @@
 #include "tools/common/curve_options.h"
 #include "tools/common/stop_signal.h"
 #include "tools/record/recorder.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-record: subscribe to sonopipe results (and raw frames) and write them to HDF5"};
+  app.set_version_flag("--version", version_line("sonopipe-record"));
   record::RecorderOptions options;
   std::string endpoint = "tcp://127.0.0.1:5556";
   std::vector<std::string> from;

@@ -9,11 +9,13 @@
 #include "tools/common/curve_options.h"
 #include "tools/common/stop_signal.h"
 #include "tools/replay/player.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-replay: send a recording's frames to a sonopipe ingest endpoint"};
+  app.set_version_flag("--version", version_line("sonopipe-replay"));
   std::string path;
   replay::PlayerOptions options;
   std::string endpoint = "tcp://127.0.0.1:5555";

@@ -13,14 +13,15 @@
 #include <iostream>
 #include <map>
 
-#include "stages/registry.h"
-#include "sdk/thread_pool.h"
 #include "daemon/backend_choice.h"
 #include "daemon/config.h"
+#include "sdk/thread_pool.h"
+#include "stages/registry.h"
 #include "tools/common/stop_signal.h"
 #include "tools/run/batch_runner.h"
 #include "tools/run/progress_display.h"
 #include "tools/run/run_summary.h"
+#include "wire/version.h"
 
 using namespace sonopipe;
 
@@ -44,6 +45,7 @@ void write_summary(const std::filesystem::path& path, const std::vector<run::Inp
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-run: run a sonopiped config's pipelines over recordings, in process, without sockets"};
+  app.set_version_flag("--version", version_line("sonopipe-run"));
   std::string config_path, out_dir, summary_path, log_level = "warn", backend_flag;
   std::vector<std::string> inputs;
   app.add_option("--config", config_path, "YAML configuration of sonopiped (its pipelines, backend, slots)")

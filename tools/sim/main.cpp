@@ -2,9 +2,11 @@
 #include <iostream>
 
 #include "tools/sim/commands.h"
+#include "wire/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sonopipe-sim: write synthetic recordings with ground truth"};
+  app.set_version_flag("--version", sonopipe::version_line("sonopipe-sim"));
   app.require_subcommand(1);
   sonopipe::sim::add_speckle_command(app);
   sonopipe::sim::add_perfusion_command(app);

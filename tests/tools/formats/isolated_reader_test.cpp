@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "tests/support/test_support.h"
 #include "tools/formats/acquisition_reader.h"
 #include "tools/formats/isolated_reader.h"
@@ -20,7 +22,7 @@ namespace {
 constexpr std::size_t kSamples = 64;
 
 // A reader of `frames` int16 frames of random samples (seeded), with one behaviour on purpose.
-enum class Behaviour { good, refuses_frame_1, crashes_on_open, aborts_on_frame_1, hangs_on_frame_1 };
+enum class Behaviour { good, refuses_frame_1, crashes_on_open, aborts_on_frame_1, hangs_on_frame_1, latin1_key_in_frame_1 };
 
 recording::Frame expected_frame(std::uint64_t seed, std::size_t index) {
   recording::Frame frame;
@@ -55,6 +57,11 @@ class TestReader final : public AcquisitionReader {
       if (behaviour_ == Behaviour::aborts_on_frame_1) std::abort();
       if (behaviour_ == Behaviour::hangs_on_frame_1)
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (behaviour_ == Behaviour::latin1_key_in_frame_1) {
+        recording::Frame frame = expected_frame(seed_, index);
+        frame.meta.attributes["sond\xe9"] = "x";  // Latin-1, as damage in a UFF attribute name made it
+        return frame;
+      }
     }
     return expected_frame(seed_, index);
   }
@@ -68,7 +75,7 @@ class TestReader final : public AcquisitionReader {
 std::unique_ptr<AcquisitionReader> open_test(const std::string& path, std::uint64_t seed, Behaviour behaviour) {
   return isolation::open_in_child(path, ImportOptions{}, [=](const std::string& file, const ImportOptions&) {
     return std::unique_ptr<AcquisitionReader>(std::make_unique<TestReader>(file, seed, behaviour));
-  });
+  }, "libmatio");
 }
 
 std::string error_of(const std::function<void()>& call) {
@@ -125,6 +132,14 @@ TEST_CASE("a child killed by a signal becomes one FormatError naming the object 
   }
 }
 
+TEST_CASE("a frame whose text is not UTF-8 is refused with its file and frame, and the child goes on",
+          "[formats][isolation]") {
+  // protobuf's string fields (the child's transport, and the daemon's wire) take UTF-8 only.
+  auto reader = open_test("x.uff", 1, Behaviour::latin1_key_in_frame_1);
+  CHECK(error_of([&] { reader->read_frame(1); }) == "x.uff: frame 1: an attribute key is not UTF-8 text (damaged file?)");
+  CHECK(reader->read_frame(2).payload == expected_frame(1, 2).payload);
+}
+
 TEST_CASE("a child that never answers is stopped at the time limit", "[formats][isolation]") {
   // The child sleeps forever: any limit ends it; 1 s keeps the test short.
   isolation::set_limits({1, isolation::Limits{}.address_space_bytes});
@@ -140,4 +155,30 @@ TEST_CASE("a check in a child process: its answer, or none when the child dies",
   CHECK(isolation::check_in_child([] { return false; }) == std::optional<bool>(false));
   CHECK(isolation::check_in_child([]() -> bool { throw std::runtime_error("no"); }) == std::optional<bool>(false));
   CHECK_FALSE(isolation::check_in_child([]() -> bool { std::abort(); }).has_value());
+}
+
+TEST_CASE("a question in a child process: its answer, the fallback for an exception, a FormatError when it dies",
+          "[formats][isolation]") {
+  CHECK(isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", [] { return 7; }, 0) == 7);
+  CHECK(isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", [] { return 255; }, 0) == 255);
+  CHECK(isolation::ask_in_child("x.h5", "libhdf5", "detecting its format",
+                                []() -> int { throw std::runtime_error("no"); }, 3) == 3);
+  const std::string crashed = error_of([] {
+    isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", []() -> int {
+      isolation::note_progress("/streams");
+      std::raise(SIGSEGV);
+      return 0;
+    }, 0);
+  });
+  INFO(crashed);
+  CHECK(crashed.rfind("x.h5: /streams: libhdf5 failed detecting its format (damaged file?): ", 0) == 0);
+  CHECK(crashed.find("signal " + std::to_string(SIGSEGV)) != std::string::npos);
+  isolation::set_limits({1, isolation::Limits{}.address_space_bytes});
+  const std::string hung = error_of([] {
+    isolation::ask_in_child("x.h5", "libhdf5", "detecting its format", []() -> int {
+      for (;;) ::pause();
+    }, 0);
+  });
+  isolation::set_limits({});
+  CHECK(hung == "x.h5: /: libhdf5 failed detecting its format (damaged file?): no answer within 1 s (stopped)");
 }

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 
+from sonopipe._version import __version__
+
 RUN_COLUMNS = ("input", "output", "status", "frames", "unmatched_frames", "results", "seconds", "frames_per_s",
                "error")  # sonopipe-run's summary.csv (tools/run/run_summary.h)
 SUMMARY_COLUMNS = RUN_COLUMNS + ("worker",)
@@ -213,6 +215,7 @@ def describe_row(row):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="sonopipe-cohort", description="Run sonopipe-run over recordings on Dask "
                                      "distributed, one task per recording, one GPU per task.")
+    parser.add_argument("--version", action="version", version=f"sonopipe-cohort {__version__}")
     parser.add_argument("inputs", nargs="+", help="recordings or glob patterns (quoted: 'study/*.h5')")
     parser.add_argument("--config", required=True, help="sonopiped YAML config whose pipelines run")
     parser.add_argument("--out", required=True, help="folder for <stem>.h5 results and summary.csv (shared)")

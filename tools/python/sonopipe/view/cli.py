@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from sonopipe._version import __version__
 from sonopipe.recording import read_recording
 from sonopipe.view import arfi, bmode, doppler, generic, perfusion, strain
 from sonopipe.view.overlay import PipelineMeter
@@ -37,6 +38,7 @@ log = logging.getLogger("sonopipe.view")
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="sonopipe-view", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"sonopipe-view {__version__}")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--endpoint", help="the daemon's publish endpoint (live)")
     source.add_argument("--recording", help="HDF5 recording of results (sonopipe-record), offline")

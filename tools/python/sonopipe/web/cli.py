@@ -18,6 +18,7 @@ import logging
 import signal
 import sys
 
+from sonopipe._version import __version__
 from sonopipe.web.hub import Hub
 from sonopipe.web.intake import Intake
 
@@ -32,6 +33,7 @@ DEFAULT_PORT = 8088
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="sonopipe-web", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"sonopipe-web {__version__}")
     parser.add_argument("--endpoint", default=DEFAULT_ENDPOINT,
                         help=f"the daemon's publish endpoint (default {DEFAULT_ENDPOINT})")
     parser.add_argument("--host", default=DEFAULT_HOST,
