@@ -82,7 +82,7 @@ std::string checked_header(const sp_sender& sender, const sp_frame& frame, std::
                            sonopipe::v1::FrameHeader& header) {
   header = outgoing_header(sender, frame);
   std::string header_bytes = header.SerializeAsString();
-  // The daemon's own ingest check (src/frame_admission.cpp): header rules and limits, then shape x
+  // The daemon's own ingest check (daemon/frame_admission.cpp): header rules and limits, then shape x
   // element size against the payload. The sender does not know the daemon's max_frame_bytes.
   sonopipe::wire::decode_frame(header_bytes.data(), header_bytes.size(), bytes, std::numeric_limits<std::size_t>::max());
   return header_bytes;
