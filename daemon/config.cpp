@@ -253,6 +253,9 @@ PipelineConfig read_pipeline(const ConfigReader& reader, const YAML::Node& node,
     reader.expect_map(ingest, key + ".ingest", {"endpoint"});
     if (!ingest["endpoint"]) reader.fail(ingest, key + ".ingest.endpoint", "missing; expected the pipeline's own ingest endpoint");
     pipeline.ingest_endpoint = reader.text(ingest["endpoint"], key + ".ingest.endpoint");
+    if (shm::is_shm_endpoint(pipeline.ingest_endpoint))
+      reader.fail(ingest["endpoint"], key + ".ingest.endpoint",
+                  "a pipeline's own ingest is tcp:// or ipc://; shm:// is for the shared ingest (ingest.endpoint)");
   }
   const YAML::Node stages = node["stages"];
   if (!stages) reader.fail(node, key + ".stages", "missing; expected a list of stages");

@@ -395,4 +395,6 @@ publish: {endpoint: "tcp://127.0.0.1:5556", shm: {endpoint: "shm://out", mode: l
   CHECK_THAT(error_of(std::string("publish: {shm: {mode: live}}\n") + kMinimal), Catch::Contains("publish.shm.endpoint"));
   CHECK_THAT(error_of(std::string("ingest: {endpoint: \"shm://a\"}\npublish: {shm: {endpoint: \"shm://a\"}}\n") + kMinimal),
              Catch::Contains("an endpoint of its own"));
+  CHECK_THAT(error_of("pipelines: [{name: d, ingest: {endpoint: \"shm://own\"}, stages: [{type: convert}]}]\n"),
+             Catch::Contains("shm:// is for the shared ingest"));
 }
