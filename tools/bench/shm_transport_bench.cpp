@@ -2,7 +2,7 @@
 // CPU (no daemon, no GPU), beside ZeroMQ ipc:// on the same machine: throughput of large frames
 // (the producer writes every byte of each frame once, the consumer takes and releases it) and the
 // one-way latency of small messages (ping-pong over two pools, half the round trip). The numbers
-// behind the choice of transport in docs/shared-memory.md; tools/bench/iceoryx_compare.cpp
+// behind the choice of transport in docs/shared-memory.md; tools/bench/iceoryx/
 // measures iceoryx the same way.
 #include <sys/mman.h>
 #include <sys/wait.h>
