@@ -43,49 +43,39 @@ ComplexMatrix temporal_vectors(const Eigen::Map<const FloatComplexMatrix>& block
 }  // namespace
 
 StageInfo ClutterFilterStage::info() {
-  return {
-      .name = kName,
-      .doc = "SVD (or polynomial) clutter filter of a Doppler ensemble [frame, lateral, axial]",
-      .params =
-          {
-              {.key = "method", .type = ParamType::choice, .default_value = "svd", .choices = {"svd", "polynomial"},
-               .doc = "svd: Casorati SVD (demene2015); polynomial: Legendre regression high-pass"},
-              {.key = "tissue_rank", .type = ParamType::integer, .default_value = "4", .min = 0, .max = 4096,
-               .unit = "components", .doc = "svd: largest singular components removed (rank_choice fixed)"},
-              {.key = "noise_rank", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 4096,
-               .unit = "components", .doc = "svd: smallest singular components removed"},
-              {.key = "rank_choice", .type = ParamType::choice, .default_value = "fixed",
-               .choices = {"fixed", "similarity"},
-               .doc = "svd: tissue rank fixed, or per block from the spatial similarity matrix (baranger2018)"},
-              {.key = "rank_min", .type = ParamType::integer, .default_value = "1", .min = 0, .max = 4096,
-               .unit = "components", .doc = "similarity: smallest tissue rank searched"},
-              {.key = "rank_max", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 4096,
-               .unit = "components", .doc = "similarity: largest tissue rank searched; 0 = frames - noise_rank - 1"},
-              {.key = "polynomial_order", .type = ParamType::integer, .default_value = "2", .min = 0, .max = 64,
-               .doc = "polynomial: Legendre degrees 0..order removed"},
-              {.key = "block_lateral", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 1 << 20,
-               .unit = "pixels", .doc = "svd: spatial block width; 0 = the whole image"},
-              {.key = "block_axial", .type = ParamType::integer, .default_value = "0", .min = 0, .max = 1 << 20,
-               .unit = "pixels", .doc = "svd: spatial block height; 0 = the whole image"},
-              {.key = "block_overlap", .type = ParamType::real, .default_value = "0.5", .min = 0, .max = 0.9,
-               .doc = "svd: fraction of a block shared with its neighbour"},
-          },
-      .create = [](const ParamValues& p) { return std::make_unique<ClutterFilterStage>(p); }};
+  return make_stage_info<ClutterFilterStage>(
+      kName, "SVD (or polynomial) clutter filter of a Doppler ensemble [frame, lateral, axial]");
 }
 
-ClutterFilterStage::ClutterFilterStage(const ParamValues& p) {
-  params_.method = p.text("method") == "polynomial" ? ClutterFilterParams::Method::polynomial
-                                                    : ClutterFilterParams::Method::svd;
-  params_.tissue_rank = p.integer("tissue_rank");
-  params_.noise_rank = p.integer("noise_rank");
-  params_.rank_choice = p.text("rank_choice") == "similarity" ? ClutterFilterParams::RankChoice::similarity
-                                                              : ClutterFilterParams::RankChoice::fixed;
-  params_.rank_min = p.integer("rank_min");
-  params_.rank_max = p.integer("rank_max");
-  params_.polynomial_order = p.integer("polynomial_order");
-  params_.block_lateral = p.integer("block_lateral");
-  params_.block_axial = p.integer("block_axial");
-  params_.block_overlap = p.real("block_overlap");
+void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
+  using Method = Params::Method;
+  using RankChoice = Params::RankChoice;
+  spec.choice(&Params::method, "method", {{"svd", Method::svd}, {"polynomial", Method::polynomial}},
+              {.doc = "svd: Casorati SVD (demene2015); polynomial: Legendre regression high-pass", .live = true});
+  spec.param(&Params::tissue_rank, "tissue_rank",
+             {.min = 0, .max = 4096, .unit = "components",
+              .doc = "svd: largest singular components removed (rank_choice fixed)", .live = true});
+  spec.param(&Params::noise_rank, "noise_rank",
+             {.min = 0, .max = 4096, .unit = "components", .doc = "svd: smallest singular components removed",
+              .live = true});
+  spec.choice(&Params::rank_choice, "rank_choice",
+              {{"fixed", RankChoice::fixed}, {"similarity", RankChoice::similarity}},
+              {.doc = "svd: tissue rank fixed, or per block from the spatial similarity matrix (baranger2018)",
+               .live = true});
+  spec.param(&Params::rank_min, "rank_min",
+             {.min = 0, .max = 4096, .unit = "components", .doc = "similarity: smallest tissue rank searched",
+              .live = true});
+  spec.param(&Params::rank_max, "rank_max",
+             {.min = 0, .max = 4096, .unit = "components",
+              .doc = "similarity: largest tissue rank searched; 0 = frames - noise_rank - 1", .live = true});
+  spec.param(&Params::polynomial_order, "polynomial_order",
+             {.min = 0, .max = 64, .doc = "polynomial: Legendre degrees 0..order removed", .live = true});
+  spec.param(&Params::block_lateral, "block_lateral",
+             {.min = 0, .max = 1 << 20, .unit = "pixels", .doc = "svd: spatial block width; 0 = the whole image"});
+  spec.param(&Params::block_axial, "block_axial",
+             {.min = 0, .max = 1 << 20, .unit = "pixels", .doc = "svd: spatial block height; 0 = the whole image"});
+  spec.param(&Params::block_overlap, "block_overlap",
+             {.min = 0, .max = 0.9, .doc = "svd: fraction of a block shared with its neighbour"});
 }
 
 ClutterFilterStage::ClutterFilterStage(const ClutterFilterParams& params) : params_(params) {}

@@ -30,7 +30,8 @@ class ClutterFilterGpu;
 class ClutterFilterStage : public Stage {
  public:
   static StageInfo info();
-  explicit ClutterFilterStage(const ParamValues& params);
+  using Params = ClutterFilterParams;
+  static void declare(ParamSpec<Params>& spec);
   explicit ClutterFilterStage(const ClutterFilterParams& params);
   ~ClutterFilterStage() override;
 

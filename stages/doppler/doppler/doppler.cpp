@@ -27,25 +27,26 @@ std::string number_text(double value) {
 }  // namespace
 
 StageInfo DopplerStage::info() {
-  return {
-      .name = kName,
-      .doc = "power Doppler and Kasai axial velocity (m/s, + = away) of a filtered ensemble [frame, lateral, axial]",
-      .params =
-          {
-              {.key = "average_lateral", .type = ParamType::integer, .default_value = "1", .min = 1, .max = 255,
-               .unit = "pixels", .doc = "lateral size of the box R1 is summed over (odd; 1 = none)"},
-              {.key = "average_axial", .type = ParamType::integer, .default_value = "1", .min = 1, .max = 255,
-               .unit = "pixels", .doc = "axial size of the box R1 is summed over (odd; 1 = none)"},
-              {.key = "power_threshold_db", .type = ParamType::real, .default_value = "-300", .min = -300, .max = 0,
-               .unit = "dB", .doc = "velocity NaN where power is this far below the frame's maximum; -300 = off"},
-          },
-      .create = [](const ParamValues& p) { return std::make_unique<DopplerStage>(p); }};
+  return make_stage_info<DopplerStage>(
+      kName, "power Doppler and Kasai axial velocity (m/s, + = away) of a filtered ensemble [frame, lateral, axial]");
 }
 
-DopplerStage::DopplerStage(const ParamValues& p) {
-  params_.average_lateral = p.integer("average_lateral");
-  params_.average_axial = p.integer("average_axial");
-  params_.power_threshold_db = p.real("power_threshold_db");
+void DopplerStage::declare(ParamSpec<Params>& spec) {
+  spec.param(&Params::average_lateral, "average_lateral",
+             {.min = 1, .max = 255, .unit = "pixels", .doc = "lateral size of the box R1 is summed over (odd; 1 = none)",
+              .live = true});
+  spec.param(&Params::average_axial, "average_axial",
+             {.min = 1, .max = 255, .unit = "pixels", .doc = "axial size of the box R1 is summed over (odd; 1 = none)",
+              .live = true});
+  spec.param(&Params::power_threshold_db, "power_threshold_db",
+             {.min = -300, .max = 0, .unit = "dB",
+              .doc = "velocity NaN where power is this far below the frame's maximum; -300 = off", .live = true});
+  spec.rule(&DopplerStage::check);
+}
+
+void DopplerStage::check(const Params& params) {
+  if (params.average_lateral % 2 == 0) throw ParamError("average_lateral", "an odd box size (centred on its pixel)", 0);
+  if (params.average_axial % 2 == 0) throw ParamError("average_axial", "an odd box size (centred on its pixel)", 0);
 }
 
 StagePlan DopplerStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {

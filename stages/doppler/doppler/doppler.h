@@ -19,8 +19,10 @@ namespace sonopipe {
 class DopplerStage : public Stage {
  public:
   static StageInfo info();
-  explicit DopplerStage(const ParamValues& params);
-  explicit DopplerStage(const DopplerParams& params) : params_(params) {}
+  using Params = DopplerParams;
+  static void declare(ParamSpec<Params>& spec);
+  static void check(const Params& params);  // odd box sizes; ParamError
+  explicit DopplerStage(const Params& params) : params_(params) {}
 
   StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override;
   bool run_cpu(const StageIo& io) override;
