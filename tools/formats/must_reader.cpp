@@ -163,9 +163,12 @@ bool is_must_mat(const std::string& path) {
 std::unique_ptr<AcquisitionReader> open_must(const std::string& path, const ImportOptions& options) {
   if (!mat::is_mat_file(path)) fail(path, "", "not a MAT file (no MATLAB v5/v7.3 header)");
   // libmatio in a child process, as for Verasonics saves (isolated_reader.h).
-  return isolation::open_in_child(path, options, [](const std::string& file, const ImportOptions& choices) {
-    return std::unique_ptr<AcquisitionReader>(std::make_unique<MustReader>(file, choices));
-  });
+  return isolation::open_in_child(
+      path, options,
+      [](const std::string& file, const ImportOptions& choices) {
+        return std::unique_ptr<AcquisitionReader>(std::make_unique<MustReader>(file, choices));
+      },
+      "libmatio");
 }
 
 }  // namespace sonopipe::formats
