@@ -10,6 +10,7 @@ them through ctest in a scratch folder to see CTest call it "Skipped".
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,16 @@ SKIP_RETURN_CODE = "77"  # tests/support/test_support.h kSkipReturnCode
 
 
 def entries():
-    listing = subprocess.run([CTEST, "--show-only=json-v1"], cwd=BUILD, capture_output=True, text=True, check=True)
+    """CTest's entries of the build. ctest runs on a copy of the build's CTestTestfile.cmake files:
+    run in the build folder itself, it would rewrite Testing/Temporary/LastTest.log, the log of the
+    ctest run this test is part of."""
+    with tempfile.TemporaryDirectory(prefix="sonopipe-ctest-list-") as copy:
+        for folder, _, files in os.walk(BUILD):
+            if "CTestTestfile.cmake" in files:
+                target = os.path.join(copy, os.path.relpath(folder, BUILD))
+                os.makedirs(target, exist_ok=True)
+                shutil.copy(os.path.join(folder, "CTestTestfile.cmake"), target)
+        listing = subprocess.run([CTEST, "--show-only=json-v1"], cwd=copy, capture_output=True, text=True, check=True)
     tests = json.loads(listing.stdout)["tests"]
     return {test["name"]: test for test in tests}
 
