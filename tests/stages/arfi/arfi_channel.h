@@ -74,7 +74,7 @@ inline std::vector<double> filtered_truth(const ChannelArfi& c, const sim::ArfiC
             g, g.start_depth_m + dz * double(i), c.beamform.x_min_m + g.location_spacing_m * double(l),
             channel.ensemble_time_s[static_cast<std::size_t>(t + 1)]));
   TensorSpec spec{.dtype = DType::float32, .axes = {{"location", g.locations}, {"track", g.tracks}, {"depth", g.samples}}};
-  MotionFilterStage filter(default_params(MotionFilterStage::info().params));
+  MotionFilterStage filter(MotionFilterStage::Params{});
   const auto filtered = run_stage_cpu(filter, channel.meta, spec, truth.data(), pool);
   return {filtered.as<float>(), filtered.as<float>() + truth.size()};
 }
