@@ -32,13 +32,13 @@ TEST_CASE("ARFI from channel ensembles: beamform -> upsample -> loupas -> motion
     const auto image = test::run_stage_cpu(beamform, frame, frame.payload, channel.data.data(), pool);
     const TensorSpec& image_spec = image.plan.outputs[0].spec;
     REQUIRE(image_spec.shape_string() == "complex64[location=5, ensemble=21, sample=93]");
-    UpsampleStage upsample(default_params(UpsampleStage::info().params));
+    UpsampleStage upsample(UpsampleStage::Params{});
     const auto upsampled = test::run_stage_cpu(upsample, frame, image_spec, image.outputs[0].data(), pool);
     const StageInfo loupas_info = LoupasStage::info();
     const auto loupas = loupas_info.create(default_params(loupas_info.params));
     const TensorSpec& upsampled_spec = upsampled.plan.outputs[0].spec;
     const auto estimated = test::run_stage_cpu(*loupas, frame, upsampled_spec, upsampled.outputs[0].data(), pool);
-    MotionFilterStage filter(default_params(MotionFilterStage::info().params));
+    MotionFilterStage filter(MotionFilterStage::Params{});
     const TensorSpec& displacement_spec = estimated.plan.outputs[0].spec;
     const auto filtered = test::run_stage_cpu(filter, frame, displacement_spec, estimated.outputs[0].data(), pool);
 
