@@ -39,13 +39,9 @@ int wait_for_stop_signal(int milliseconds) {
 
 Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     : config_(std::move(config)), backend_(std::move(backend)) {
-  // One CPU pool per pipeline: a pipeline busy in a long stage does not hold up the others' stages
-  // (idle workers sleep; when all pipelines are busy the OS shares the cores).
-  for (std::size_t i = 0; i < config_.pipelines.size(); ++i)
-    pools_.push_back(std::make_unique<ThreadPool>(config_.cpu_threads));
   spdlog::info("backend {}: {} ({}; {} slots, queue {} {}, {} CPU threads per pipeline)", backend_name(backend_.backend),
                backend_.reason, backend_.device_name, config_.slots, config_.queue_depth,
-               overflow_policy_name(config_.overflow), pools_.empty() ? 0 : pools_[0]->size());
+               overflow_policy_name(config_.overflow), ThreadPool::size_for(config_.cpu_threads));
   // With security.curve every socket is a CURVE server behind one gate (ZAP handler + monitors).
   std::function<void(zmq::socket_t&)> secure_ingest, secure_publish, secure_control;
   if (config_.security.curve) {
@@ -71,43 +67,19 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
             spdlog::error("pipeline {}, stream {} sequence {}: {}", pipeline, frame.stream_id, frame.sequence, why);
           },
   };
-  ExecutorOptions options{.backend = backend_.backend, .device_id = config_.device, .slots = config_.slots,
-                          .queue_depth = config_.queue_depth, .overflow = config_.overflow, .pool = nullptr,
-                          .max_streams = config_.max_streams};
-  const int visible_devices = backend_.backend == Backend::cuda ? probe_gpu(config_.device).device_count : 0;
-  const StageRegistry& registry = config_.registry ? *config_.registry : builtin_stages();
-  for (const PipelineConfig& pipeline : config_.pipelines) {
-    options.pool = pools_[executors_.size()].get();
-    if (backend_.backend == Backend::cpu && pipeline.devices.ids.size() + pipeline.devices.all > 1)
-      spdlog::info("pipeline {}: `devices` applies to the CUDA backend; the CPU backend runs it on its pool",
-                   pipeline.name);
-    std::vector<int> devices = resolve_devices(pipeline, config_, backend_.backend, visible_devices);
-    executors_.push_back(std::make_unique<PipelineExecutor>(
-        pipeline.name, devices, [&] { return build_stages(pipeline, registry); }, options, callbacks));
-    matches_.push_back(pipeline.match);
-    std::string chain, placement;
-    for (const StageConfig& stage : pipeline.stages) chain += (chain.empty() ? "" : " -> ") + stage.type;
-    for (int d : devices) placement += (placement.empty() ? "" : ", ") + std::to_string(d);
-    if (backend_.backend == Backend::cuda)
-      placement = (devices.size() > 1 ? "devices " : "device ") + placement +
-                  (devices.size() == 1 ? "" : executors_.back()->stream_affinity() ? " (streams stay on one device)"
-                                                                                  : " (frame by frame)");
-    else
-      placement = "cpu";
-    spdlog::info("pipeline {}: {} [{}]", pipeline.name, chain, placement);
-  }
+  pipelines_ = std::make_unique<PipelineSet>(config_, backend_, callbacks);
   ingest_ = std::make_unique<Ingest>(
-      context_, config_, [this](InputFrame&& frame) { return dispatch(std::move(frame)); }, rejects_, secure_ingest);
+      context_, config_, [this](InputFrame&& frame) { return pipelines_->dispatch(std::move(frame)); }, rejects_,
+      secure_ingest);
   for (std::size_t i = 0; i < config_.pipelines.size(); ++i) {
-    has_own_ingest_.push_back(!config_.pipelines[i].ingest_endpoint.empty());
-    if (!has_own_ingest_.back()) continue;
+    if (!pipelines_->has_own_ingest(i)) continue;
     DaemonConfig own = config_;
     own.ingest_endpoint = config_.pipelines[i].ingest_endpoint;
     own.ingest_pattern = IngestPattern::pull;
     own.ingest_bind = true;
     own_ingests_.push_back(std::make_unique<Ingest>(
-        context_, own, [this, i](InputFrame&& frame) { return dispatch_to(i, std::move(frame)); }, rejects_, secure_ingest));
-    own_ingest_pipelines_.push_back(i);
+        context_, own, [this, i](InputFrame&& frame) { return pipelines_->dispatch_to(i, std::move(frame)); },
+        rejects_, secure_ingest));
     spdlog::info("pipeline {}: reads its own ingest socket", config_.pipelines[i].name);
   }
   control_ = std::make_unique<ControlServer>(
@@ -120,25 +92,6 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
 }
 
 Daemon::~Daemon() = default;
-
-bool Daemon::dispatch(InputFrame&& frame) {
-  // A frame may feed several pipelines; all but the last get a copy sharing the payload.
-  auto takes = [&](std::size_t i) { return !has_own_ingest_[i] && matches_[i].matches(frame.meta); };
-  int last = -1;
-  for (std::size_t i = 0; i < executors_.size(); ++i)
-    if (takes(i)) last = static_cast<int>(i);
-  if (last < 0) return false;
-  for (int i = 0; i < last; ++i)
-    if (takes(static_cast<std::size_t>(i))) executors_[i]->submit(frame);
-  executors_[last]->submit(std::move(frame));
-  return true;
-}
-
-bool Daemon::dispatch_to(std::size_t pipeline, InputFrame&& frame) {
-  if (!matches_[pipeline].matches(frame.meta)) return false;
-  executors_[pipeline]->submit(std::move(frame));
-  return true;
-}
 
 void Daemon::stop() { stop_requested_.store(true); }
 
@@ -157,16 +110,6 @@ std::thread Daemon::guarded_thread(const char* what, std::function<void()> body)
     spdlog::error("{} thread failed: {}; stopping (exit code 1)", what, why);
     stop_requested_.store(true);
   });
-}
-
-std::uint64_t Daemon::frames_unfinished() const {
-  std::uint64_t unfinished = 0;
-  for (const auto& executor : executors_) {
-    const LaneStats stats = executor->stats().total;
-    const std::uint64_t done = stats.processed + stats.stage_errors + stats.dropped;
-    if (stats.accepted > done) unfinished += stats.accepted - done;
-  }
-  return unfinished;
 }
 
 int Daemon::run() {
@@ -214,11 +157,11 @@ int Daemon::run() {
       ~Done() { flag.store(true); }
     } done{executors_drained};
     for (std::thread& thread : ingest_threads) thread.join();
-    for (auto& executor : executors_) executor->drain();
+    pipelines_->drain();
   });
   while (!executors_drained.load()) {
     if (wait_for_stop_signal(50)) {
-      const std::uint64_t abandoned = frames_unfinished();
+      const std::uint64_t abandoned = pipelines_->frames_unfinished();
       frames_abandoned_.store(abandoned);
       spdlog::error("second stop signal during the drain: stopping now; {} accepted frame(s) not processed",
                     abandoned);
@@ -280,7 +223,7 @@ v1::Status Daemon::status() const {
       (*status.mutable_clients_refused_by_socket())[socket] = count;
   }
   std::uint64_t processed = 0, published = 0, dropped = 0;
-  for (const auto& executor : executors_) {
+  for (const auto& executor : pipelines_->executors()) {
     PipelineStats all = executor->stats();
     const LaneStats& stats = all.total;
     processed += stats.processed;

@@ -11,14 +11,12 @@
 
 #include <zmq.hpp>
 
-#include "runtime/device_lane.h"
-#include "runtime/pipeline_executor.h"
-#include "sdk/thread_pool.h"
 #include "daemon/backend_choice.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
 #include "daemon/curve_gate.h"
 #include "daemon/ingest.h"
+#include "daemon/pipeline_set.h"
 #include "daemon/publisher.h"
 #include "daemon/reject_log.h"
 
@@ -40,12 +38,9 @@ class Daemon {
   v1::Status status() const;
 
  private:
-  bool dispatch(InputFrame&& frame);          // frames of the shared ingest socket
-  bool dispatch_to(std::size_t pipeline, InputFrame&& frame);  // frames of a pipeline's own socket
   // Runs `body` on a thread; an exception that reaches its top is logged and counted, and stops
   // the daemon (never std::terminate).
   std::thread guarded_thread(const char* what, std::function<void()> body);
-  std::uint64_t frames_unfinished() const;  // accepted by an executor, not yet done
 
   DaemonConfig config_;
   BackendSelection backend_;
@@ -53,16 +48,12 @@ class Daemon {
   zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
   std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
   RejectLog rejects_;
-  std::vector<std::unique_ptr<ThreadPool>> pools_;  // one per pipeline (CPU backend)
   std::unique_ptr<Publisher> publisher_;
-  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
-  std::vector<FrameMatch> matches_;  // parallel to executors_
+  std::unique_ptr<PipelineSet> pipelines_;  // executors; before the ingests that feed them
   std::unique_ptr<Ingest> ingest_;
-  // Pipelines with an ingest socket of their own (pipelines[i].ingest): its reader, and the
-  // pipeline it feeds. The shared socket's frames skip these pipelines.
+  // Readers of the pipelines with an ingest socket of their own (pipelines[i].ingest); the shared
+  // socket's frames skip those pipelines.
   std::vector<std::unique_ptr<Ingest>> own_ingests_;
-  std::vector<std::size_t> own_ingest_pipelines_;
-  std::vector<bool> has_own_ingest_;  // parallel to executors_
   std::unique_ptr<ControlServer> control_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> draining_{false};

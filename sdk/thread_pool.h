@@ -3,6 +3,7 @@
 // done. No allocation per call.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -16,6 +17,10 @@ class ThreadPool {
  public:
   // threads <= 0: one per hardware thread.
   explicit ThreadPool(int threads = 0);
+  // The size a pool asked for `threads` gets.
+  static int size_for(int threads) {
+    return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -145,6 +145,45 @@ TEST_CASE("sonopipe-run gives the daemon's ARFI results bit for bit", "[tools][r
                 3);
 }
 
+TEST_CASE("sonopipe-run honours max_streams as the daemon does (one assembly of pipelines)", "[tools][run][strain]") {
+  // Two streams through ncc_track (which keeps one state per stream) in the order A0 A1 B0 B1 A2,
+  // with max_streams: 1. Stream B evicts A's state, so A2 primes afresh instead of pairing with A1:
+  // 2 pairs x 5 results. With the default (64 streams) A2 would pair too (15 results); the copy of
+  // the daemon's assembly that sonopipe-run once had ignored max_streams and wrote 15.
+  TempDir dir;
+  const std::string simulated_path = dir.path + "/one_stream.h5", input = dir.path + "/two_streams.h5";
+  const auto sim = test::run_tool({test::tool("sim"), "strain", "--frames", "3", "--out", simulated_path, "--seed",
+                                   std::to_string(test::fresh_seed())},
+                                  seconds(120));
+  INFO(sim.output);
+  REQUIRE(sim.exit_code == 0);
+  {
+    recording::Reader reader(simulated_path);
+    recording::Writer writer(input);
+    const std::uint32_t stream = reader.streams().at(0);
+    REQUIRE(reader.frame_count(stream) == 3);
+    const std::pair<std::uint32_t, std::size_t> order[] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}};
+    std::int64_t time_ns = 0;  // replay and run take frames in acquisition-time order
+    for (const auto& [stream_id, index] : order) {
+      recording::Frame frame = reader.read_frame(stream, index);
+      frame.meta.stream_id = stream_id;
+      frame.meta.sequence = index;
+      frame.meta.acquisition_time_ns = time_ns += 1'000'000;
+      writer.append_frame(frame.meta, frame.payload.data(), frame.payload.size());
+    }
+  }
+  const auto endpoints = tools::pick_endpoints("ipc", dir.path);
+  const std::string config = config_for_test("config/strain2d.yaml", endpoints) + "max_streams: 1\n";
+  write_file(dir.path + "/config.yaml", config);
+  run_through_daemon(dir.path, config, endpoints, input, dir.path + "/daemon.h5", 10);
+
+  const auto batch = run_batch({"--config", dir.path + "/config.yaml", input, "--out", dir.path + "/out"});
+  INFO(batch.output);
+  REQUIRE(batch.exit_code == 0);
+  CHECK(batch.output.find(": 5 frames, 10 results") != std::string::npos);
+  check_same_results(dir.path + "/daemon.h5", dir.path + "/out/two_streams.h5", 10);
+}
+
 TEST_CASE("sonopipe-run: bad inputs fail alone, leave no output, and the exit code counts them", "[tools][run]") {
   TempDir dir;
   const std::string good_a = dir.path + "/good_a.h5", good_b = dir.path + "/good_b.h5";

@@ -1,5 +1,5 @@
-// `sonopipe-bench devices`: a config's first pipeline through the multi-device executor
-// (runtime/pipeline_executor.h) on 1, 2, ... GPUs, in process (no sockets): frames/s
+// `sonopipe-bench devices`: a config's first pipeline, assembled as the daemon does
+// (daemon/pipeline_set.h) on 1, 2, ... GPUs, in process (no sockets): frames/s
 // sustained, per-device frames and busy time. Inputs by the pipeline's frame kind: `iq` = the
 // ARFI simulator's set (the paper's 52 x 81 x 493 int16 IQ), `rf` = random int16 RF volumes of
 // --rf-shape (default the 3-D strain volume 8 x 128 x 1024), spread over --streams stream ids in
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "runtime/gpu_device.h"
-#include "runtime/pipeline_executor.h"
 #include "sdk/thread_pool.h"
 #include "daemon/config.h"
+#include "daemon/pipeline_set.h"
 #include "tools/bench/commands.h"
 #include "tools/sim/arfi_sim.h"
 #include "stages/registry.h"
@@ -86,8 +86,13 @@ struct Measured {
   PipelineStats stats;
 };
 
-Measured measure(const PipelineConfig& pipeline, const StageRegistry& registry, const std::vector<int>& devices,
-                 const Input& input, const DevicesOptions& options) {
+// The config's first pipeline on `devices`, assembled as the daemon assembles it.
+Measured measure(const DaemonConfig& loaded, const std::vector<int>& devices, const Input& input,
+                 const DevicesOptions& options) {
+  DaemonConfig config = loaded;
+  config.pipelines.resize(1);
+  config.pipelines[0].devices = {.all = false, .ids = devices};
+  config.slots = options.slots;
   std::atomic<std::uint64_t> frames_out{0};
   std::atomic<std::int64_t> last_ns{0};
   std::uint64_t last_sequence_seen = 0;
@@ -101,8 +106,8 @@ Measured measure(const PipelineConfig& pipeline, const StageRegistry& registry, 
       .stage_error = [](const FrameMeta&, const std::string&, const std::string& why) {
         std::fprintf(stderr, "stage error: %s\n", why.c_str());
       }};
-  PipelineExecutor executor(pipeline.name, devices, [&] { return build_stages(pipeline, registry); },
-                               {.backend = Backend::cuda, .slots = options.slots, .queue_depth = 8}, callbacks);
+  PipelineSet pipelines(config, {.backend = Backend::cuda}, callbacks, {.log = false});
+  PipelineExecutor& executor = pipelines.executor(0);
   std::uint64_t sequence = 1;  // 0 is the callback's "none yet"
   // Warm-up: every device configures its stages (plans, buffers) on its first frames.
   const int warmup = options.warmup * static_cast<int>(devices.size());
@@ -147,7 +152,7 @@ void run(const DevicesOptions& options) {
     for (int count = 1; count <= most; ++count) {
       std::vector<int> devices;
       for (int d = 0; d < count; ++d) devices.push_back(d);
-      const Measured m = measure(pipeline, *config.registry, devices, input, options);
+      const Measured m = measure(config, devices, input, options);
       if (count == 1) single = m.frames_per_s;
       std::string per_device;
       for (const DeviceStats& d : m.stats.devices) {

@@ -8,15 +8,13 @@
 #include <stdexcept>
 #include <vector>
 
-#include "runtime/gpu_device.h"
-#include "runtime/pipeline_executor.h"
+#include "daemon/pipeline_set.h"
 #include "daemon/ingest.h"
 #include "daemon/publisher.h"
 #include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/recording.h"
 #include "tools/formats/acquisition_reader.h"
-#include "stages/registry.h"
 
 namespace sonopipe::run {
 namespace {
@@ -55,7 +53,7 @@ InputFrame admit(recording::Frame&& frame, std::size_t index, const DaemonConfig
 // The pipelines of one input and the file their results go to.
 class InputRun {
  public:
-  InputRun(const DaemonConfig& config, const BackendSelection& backend, ThreadPool& pool, const std::string& temporary)
+  InputRun(const DaemonConfig& config, const BackendSelection& backend, const std::string& temporary)
       : writer_(temporary) {
     writer_.set_attribute("created_by", "sonopipe-run");
     ExecutorCallbacks callbacks{
@@ -66,45 +64,25 @@ class InputRun {
                    std::to_string(frame.sequence) + ": " + why);
             },
     };
-    // As the daemon builds them, except that a batch never drops: the queue always blocks.
-    ExecutorOptions options{.backend = backend.backend, .device_id = config.device, .slots = config.slots,
-                            .queue_depth = config.queue_depth, .overflow = OverflowPolicy::block, .pool = &pool};
-    const StageRegistry& registry = config.registry ? *config.registry : builtin_stages();
-    const int visible_devices = backend.backend == Backend::cuda ? probe_gpu(config.device).device_count : 0;
-    for (const PipelineConfig& pipeline : config.pipelines) {
-      executors_.push_back(std::make_unique<PipelineExecutor>(
-          pipeline.name, resolve_devices(pipeline, config, backend.backend, visible_devices),
-          [&] { return build_stages(pipeline, registry); }, options, callbacks));
-      matches_.push_back(pipeline.match);
-    }
+    // The daemon's assembly, except that a batch never drops: the queues always block.
+    pipelines_.emplace(config, backend, callbacks, PipelineSetOptions{.overflow = OverflowPolicy::block, .log = false});
   }
 
   void set_attribute(const std::string& key, const std::string& value) { writer_.set_attribute(key, value); }
 
-  // As Daemon::dispatch: every matching pipeline gets the frame. False when none takes it.
-  bool dispatch(InputFrame&& frame) {
-    int last = -1;
-    for (std::size_t i = 0; i < executors_.size(); ++i)
-      if (matches_[i].matches(frame.meta)) last = static_cast<int>(i);
-    if (last < 0) return false;
-    for (int i = 0; i < last; ++i)
-      if (matches_[i].matches(frame.meta)) executors_[i]->submit(frame);
-    executors_[last]->submit(std::move(frame));
-    return true;
-  }
+  // As the daemon's shared ingest: every matching pipeline gets the frame. False when none takes it.
+  bool dispatch(InputFrame&& frame) { return pipelines_->dispatch(std::move(frame)); }
 
   // Finishes every queued frame and closes the file; throws InputError when anything failed.
   std::size_t finish() {
-    for (auto& executor : executors_) executor->drain();
+    pipelines_->drain();
     std::lock_guard lock(mutex_);
     if (error_) throw InputError(*error_);
     writer_.flush();
     return results_;
   }
 
-  void abandon() {
-    for (auto& executor : executors_) executor->drain();
-  }
+  void abandon() { pipelines_->drain(); }
 
   std::optional<std::string> error() {
     std::lock_guard lock(mutex_);
@@ -134,11 +112,10 @@ class InputRun {
   }
 
   recording::Writer writer_;
-  std::vector<std::unique_ptr<PipelineExecutor>> executors_;
-  std::vector<FrameMatch> matches_;
   std::mutex mutex_;
   std::optional<std::string> error_;
   std::size_t results_ = 0;
+  std::optional<PipelineSet> pipelines_;  // last: drained (its callbacks write above) before the rest goes
 };
 
 // Removes the temporary file unless it was renamed into place.
@@ -158,8 +135,8 @@ std::string output_path_for(const std::string& input, const std::string& out_dir
   return (std::filesystem::path(out_dir) / std::filesystem::path(input).stem()).string() + ".h5";
 }
 
-BatchRunner::BatchRunner(DaemonConfig config, BackendSelection backend, ThreadPool& pool)
-    : config_(std::move(config)), backend_(std::move(backend)), pool_(pool) {}
+BatchRunner::BatchRunner(DaemonConfig config, BackendSelection backend)
+    : config_(std::move(config)), backend_(std::move(backend)) {}
 
 InputOutcome BatchRunner::run(const std::string& input, const std::string& output, const ProgressCallback& progress,
                               const StopCheck& stop) {
@@ -172,7 +149,7 @@ InputOutcome BatchRunner::run(const std::string& input, const std::string& outpu
     std::unique_ptr<formats::AcquisitionReader> reader = formats::open_acquisition(input, {});
     const std::size_t total = reader->frame_count();
     if (total == 0) throw InputError("holds no frames");
-    std::optional<InputRun> pipelines(std::in_place, config_, backend_, pool_, temporary.path.string());
+    std::optional<InputRun> pipelines(std::in_place, config_, backend_, temporary.path.string());
     pipelines->set_attribute("input", std::filesystem::path(input).filename().string());
     pipelines->set_attribute("input_format", reader->description());
     pipelines->set_attribute("config", config_.source);

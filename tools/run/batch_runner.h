@@ -22,7 +22,6 @@
 #include "daemon/config.h"
 
 namespace sonopipe {
-class ThreadPool;
 }
 
 namespace sonopipe::run {
@@ -45,8 +44,8 @@ using StopCheck = std::function<bool()>;
 
 class BatchRunner {
  public:
-  // `pool` serves the CPU backend's stages; it outlives the runner.
-  BatchRunner(DaemonConfig config, BackendSelection backend, ThreadPool& pool);
+  // Pipelines are assembled as the daemon assembles them (daemon/pipeline_set.h), per input.
+  BatchRunner(DaemonConfig config, BackendSelection backend);
 
   // Runs `input` and writes its results to `output` (created or replaced, atomically).
   InputOutcome run(const std::string& input, const std::string& output, const ProgressCallback& progress = {},
@@ -55,7 +54,6 @@ class BatchRunner {
  private:
   DaemonConfig config_;
   BackendSelection backend_;
-  ThreadPool& pool_;
 };
 
 // "<out_dir>/<file name of input without its last extension>.h5"

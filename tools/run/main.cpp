@@ -82,10 +82,9 @@ int main(int argc, char** argv) {
     std::cerr << "sonopipe-run: " << e.what() << "\n";
     return kCouldNotRun;
   }
-  ThreadPool pool(config.cpu_threads);
   spdlog::info("sonopipe-run: backend {} ({}), {} pipeline(s), {} input(s)", backend_name(backend.backend),
                backend.reason, config.pipelines.size(), inputs.size());
-  run::BatchRunner runner(config, backend, pool);
+  run::BatchRunner runner(config, backend);
   tools::install_stop_handlers();
 
   run::ProgressDisplay progress(stderr, isatty(STDERR_FILENO) == 1, inputs.size());
