@@ -322,9 +322,11 @@ TEST_CASE("clutter_filter: CUDA's similarity rank choice matches the CPU on the 
   const auto* reference = cpu.as<std::complex<float>>();
   std::vector<std::complex<float>> expected(reference, reference + sim.iq.size());
   INFO("seed " << seed << ": CPU chose tissue rank " << cpu_stage.last_tissue_ranks().at(0));
-  // The same rank gives the same filter; tissue is 40 dB over the blood here, so the float Gram's
-  // subspace error leaks ~eps (lambda_1 / lambda_k) sigma_1 / sigma_k+1 ~ 1e-4 relative: 2e-3. A
-  // different rank would differ by a whole blood component (> 10 %).
-  CHECK(relative_difference(expected, gpu.as<std::complex<float>>()) < 2e-3);
+  // The same rank gives the same filter up to the float Gram's subspace error: tissue is 40 dB over
+  // the blood here, and the H100 measured 2.9e-3 to 3.3e-3 relative over three seeds (the estimate
+  // of 1e-4 was too hopeful: the error grows with the tissue/blood eigenvalue ratio; a double Gram
+  // would remove it). A different rank differs by a whole blood component (> 10 %), so 1e-2 still
+  // tells a wrong rank from the same one.
+  CHECK(relative_difference(expected, gpu.as<std::complex<float>>()) < 1e-2);
 }
 #endif

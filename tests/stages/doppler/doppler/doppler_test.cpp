@@ -196,6 +196,9 @@ TEST_CASE("doppler: CUDA matches the CPU reference on fresh random ensembles", "
   const std::int64_t frames = 100, lateral = 37, axial = 53, pixels = lateral * axial;
   const FrameMeta frame = ensemble_frame(frames, lateral, axial);
   // Random flow per pixel plus noise, so R1 has a direction and some pixels are nearly random.
+  // Every pixel's power is about 11 (9 + 2 of noise), its mean over 100 frames within about +-0.6:
+  // a threshold of -0.5 dB under the frame's largest power (about 13) blanks most pixels and keeps
+  // the top tenth, so both branches are compared (-2 dB, tried first, blanked none on the H100).
   std::uniform_real_distribution<double> velocity(-kNyquist, kNyquist);
   std::vector<double> v(static_cast<std::size_t>(pixels));
   for (double& value : v) value = velocity(rng);
@@ -203,7 +206,7 @@ TEST_CASE("doppler: CUDA matches the CPU reference on fresh random ensembles", "
   for (auto& value : x) value += std::complex<float>(normal(rng), normal(rng));
   ThreadPool pool(2);
   for (const auto& [box_lateral, box_axial, threshold] :
-       std::vector<std::tuple<int, int, double>>{{1, 1, -300}, {3, 5, -300}, {5, 3, -2}}) {
+       std::vector<std::tuple<int, int, double>>{{1, 1, -300}, {3, 5, -300}, {5, 3, -0.5}}) {
     DopplerParams params;
     params.average_lateral = box_lateral;
     params.average_axial = box_axial;
