@@ -16,7 +16,7 @@ HEADER = os.path.join(os.environ.get("SONOPIPE_SOURCE_DIR", os.path.join(os.path
 _TYPES = {
     "void": None, "int": ctypes.c_int, "uint32_t": ctypes.c_uint32, "uint64_t": ctypes.c_uint64,
     "int64_t": ctypes.c_int64, "size_t": ctypes.c_size_t, "double": ctypes.c_double,
-    "const char*": ctypes.c_char_p, "const void*": ctypes.c_void_p,
+    "const char*": ctypes.c_char_p, "char*": ctypes.c_char_p, "const void*": ctypes.c_void_p,
     "const double*": ctypes.POINTER(ctypes.c_double), "uint64_t*": ctypes.POINTER(ctypes.c_uint64),
     "uint32_t*": ctypes.POINTER(ctypes.c_uint32), "void**": ctypes.POINTER(ctypes.c_void_p),
     "const void**": ctypes.POINTER(ctypes.c_void_p),

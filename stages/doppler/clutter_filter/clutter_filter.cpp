@@ -12,6 +12,10 @@
 
 #ifdef SONOPIPE_WITH_CUDA
 #include "stages/doppler/clutter_filter/clutter_filter.cuh"
+#else
+namespace sonopipe::cuda {
+class ClutterFilterGpu {};  // never made without CUDA; complete so that the stage's unique_ptr can be destroyed
+}  // namespace sonopipe::cuda
 #endif
 
 namespace sonopipe {
