@@ -125,6 +125,15 @@ static void close_entry(struct handle_entry* entry) {
   memset(entry, 0, sizeof *entry);
 }
 
+/* A sender or subscriber that could not be set up: its handle goes, the error names the call. The
+ * library's message is copied first, since closing the handle may replace it. */
+static void fail_opening(struct handle_entry* entry, const char* what, int status) {
+  char copy[512];
+  snprintf(copy, sizeof copy, "%s", sp_last_error());
+  close_entry(entry);
+  mexErrMsgIdAndTxt("sonopipe:client", "%s returned %d: %s", what, status, copy);
+}
+
 static void close_all(void) {
   for (int i = 0; i < MAX_HANDLES; ++i) close_entry(&handles[i]);
   sp_frame_destroy(pending_frame);
@@ -523,12 +532,7 @@ void mexFunction(int nlhs, mxArray* plhs[], int nrhs, const mxArray* prhs[]) {
       what = "sp_sender_set_curve";
     }
     if (status == SP_OK) status = sp_sender_connect(sender, endpoint);
-    if (status != SP_OK) {
-      char copy[512];
-      snprintf(copy, sizeof copy, "%s", sp_last_error());
-      close_entry(entry);
-      mexErrMsgIdAndTxt("sonopipe:client", "%s returned %d: %s", what, status, copy);
-    }
+    if (status != SP_OK) fail_opening(entry, what, status);
     plhs[0] = mxCreateDoubleScalar(index + 1);
   } else if (strcmp(command, "sender_set_timeout") == 0) {
     if (nrhs < 3) usage("sender_set_timeout needs a handle and milliseconds");
@@ -574,12 +578,7 @@ void mexFunction(int nlhs, mxArray* plhs[], int nrhs, const mxArray* prhs[]) {
       what = "sp_subscriber_set_curve";
     }
     if (status == SP_OK) status = sp_subscriber_connect(subscriber, endpoint, prefix);
-    if (status != SP_OK) {
-      char copy[512];
-      snprintf(copy, sizeof copy, "%s", sp_last_error());
-      close_entry(entry);
-      mexErrMsgIdAndTxt("sonopipe:client", "%s returned %d: %s", what, status, copy);
-    }
+    if (status != SP_OK) fail_opening(entry, what, status);
     plhs[0] = mxCreateDoubleScalar(index + 1);
   } else if (strcmp(command, "next") == 0) {
     if (nrhs < 3) usage("next needs a handle and a timeout in milliseconds");
