@@ -1,6 +1,7 @@
 #include "tools/replay/player.h"
 
 #include <algorithm>
+#include <functional>
 #include <cstring>
 #include <memory>
 #include <cmath>
@@ -63,6 +64,58 @@ double percentile_ms(std::vector<double>& values, double fraction) {
   return values[k];
 }
 
+
+// What sending one frame came to: sent to endpoint `target`, dropped (a live queue was full), or
+// stopped (a signal, or the receiver is gone): the loop ends without counting the frame.
+struct SendOutcome {
+  enum class Kind { sent, dropped, stopped } kind = Kind::sent;
+  std::size_t target = 0;
+};
+
+// The loops over the source at the schedule's times, shared by every transport: `send` hands one
+// prepared frame over; lateness, counts, duration and loops go into `report`.
+void paced_loop(FrameSource& source, const Schedule& schedule, const PlayerOptions& options, PlayerReport& report,
+                const std::function<SendOutcome(OutgoingFrame&)>& send) {
+  std::vector<double> lateness_ms;
+  const auto start = SteadyClock::now();
+  std::optional<SteadyClock::time_point> first_send_start;
+  auto last_send_end = start;
+  for (std::size_t loop = 0; options.loops == 0 || loop < options.loops; ++loop) {
+    for (std::size_t i = 0; i < source.size(); ++i) {
+      // Prepare (and, when streaming from the file, read) before waiting, so the read is off the clock.
+      OutgoingFrame frame = source.prepare(i, loop, schedule.recorded_period_ns(), options.keep_headers);
+      const std::size_t bytes = frame.payload.size();
+      const auto due = start + std::chrono::nanoseconds(schedule.due_ns(loop, i));
+      if (schedule.timed() && !wait_until(due)) break;
+      if (tools::stop_requested()) break;
+      const auto send_start = SteadyClock::now();
+      if (!first_send_start) first_send_start = send_start;
+      const SendOutcome outcome = send(frame);
+      if (outcome.kind == SendOutcome::Kind::stopped) break;
+      last_send_end = SteadyClock::now();
+      if (schedule.timed()) {
+        const double late_ms = std::chrono::duration<double, std::milli>(send_start - due).count();
+        lateness_ms.push_back(late_ms);
+        if (late_ms > options.late_threshold_ms) ++report.late_frames;
+        report.lateness_ms_max = std::max(report.lateness_ms_max, late_ms);
+        report.scheduled_duration_s = static_cast<double>(schedule.due_ns(loop, i)) * 1e-9;
+      }
+      if (outcome.kind == SendOutcome::Kind::dropped) {
+        ++report.frames_dropped;
+        continue;
+      }
+      ++report.frames_sent;
+      ++report.frames_per_endpoint[outcome.target];
+      report.bytes_sent += bytes;
+    }
+    if (tools::stop_requested()) break;
+    ++report.loops_completed;
+  }
+  report.interrupted = tools::stop_requested();
+  if (first_send_start) report.duration_s = std::chrono::duration<double>(last_send_end - *first_send_start).count();
+  report.lateness_ms_p50 = percentile_ms(lateness_ms, 0.50);
+  report.lateness_ms_p99 = percentile_ms(lateness_ms, 0.99);
+}
 }  // namespace
 
 namespace {
@@ -83,51 +136,23 @@ PlayerReport play_shm(FrameSource& source, const Schedule& schedule, const Playe
   }
   report.shm_mode = std::string(shm::mode_name(producer->mode()));
   report.wait_for_receiver_s = tools::seconds_since(attach_start);
-  std::vector<double> lateness_ms;
-  const auto start = SteadyClock::now();
-  std::optional<SteadyClock::time_point> first_send_start;
-  auto last_send_end = start;
-  for (std::size_t loop = 0; options.loops == 0 || loop < options.loops; ++loop) {
-    for (std::size_t i = 0; i < source.size(); ++i) {
-      OutgoingFrame frame = source.prepare(i, loop, schedule.recorded_period_ns(), options.keep_headers);
-      const std::size_t bytes = frame.payload.size();
-      const auto due = start + std::chrono::nanoseconds(schedule.due_ns(loop, i));
-      if (schedule.timed() && !wait_until(due)) break;
-      if (tools::stop_requested()) break;
-      const auto send_start = SteadyClock::now();
-      if (!first_send_start) first_send_start = send_start;
-      std::optional<shm::Producer::Claim> claim;
-      while (!claim && !tools::stop_requested())
-        claim = producer->claim(SteadyClock::now() + std::chrono::milliseconds(kStopCheck));
-      if (!claim) break;
-      if (frame.header.size() > claim->header.size() || bytes > claim->payload.size()) {
-        producer->abandon(*claim);
-        throw std::runtime_error("a frame of " + std::to_string(bytes) + " bytes does not fit a slot of " +
-                                 options.endpoints[0] + " (" + std::to_string(claim->payload.size()) +
-                                 "); raise the daemon's max_frame_bytes");
-      }
-      std::memcpy(claim->header.data(), frame.header.data(), frame.header.size());
-      std::memcpy(claim->payload.data(), frame.payload.data(), bytes);
-      producer->commit(*claim, frame.header.size(), bytes);
-      last_send_end = SteadyClock::now();
-      if (schedule.timed()) {
-        const double late_ms = std::chrono::duration<double, std::milli>(send_start - due).count();
-        lateness_ms.push_back(late_ms);
-        if (late_ms > options.late_threshold_ms) ++report.late_frames;
-        report.lateness_ms_max = std::max(report.lateness_ms_max, late_ms);
-        report.scheduled_duration_s = static_cast<double>(schedule.due_ns(loop, i)) * 1e-9;
-      }
-      ++report.frames_sent;
-      ++report.frames_per_endpoint[0];
-      report.bytes_sent += bytes;
+  paced_loop(source, schedule, options, report, [&](OutgoingFrame& frame) {
+    const std::size_t bytes = frame.payload.size();
+    std::optional<shm::Producer::Claim> claim;
+    while (!claim && !tools::stop_requested())
+      claim = producer->claim(SteadyClock::now() + std::chrono::milliseconds(kStopCheck));
+    if (!claim) return SendOutcome{.kind = SendOutcome::Kind::stopped};
+    if (frame.header.size() > claim->header.size() || bytes > claim->payload.size()) {
+      producer->abandon(*claim);
+      throw std::runtime_error("a frame of " + std::to_string(bytes) + " bytes does not fit a slot of " +
+                               options.endpoints[0] + " (" + std::to_string(claim->payload.size()) +
+                               "); raise the daemon's max_frame_bytes");
     }
-    if (tools::stop_requested()) break;
-    ++report.loops_completed;
-  }
-  report.interrupted = tools::stop_requested();
-  if (first_send_start) report.duration_s = std::chrono::duration<double>(last_send_end - *first_send_start).count();
-  report.lateness_ms_p50 = percentile_ms(lateness_ms, 0.50);
-  report.lateness_ms_p99 = percentile_ms(lateness_ms, 0.99);
+    std::memcpy(claim->header.data(), frame.header.data(), frame.header.size());
+    std::memcpy(claim->payload.data(), frame.payload.data(), bytes);
+    producer->commit(*claim, frame.header.size(), bytes);
+    return SendOutcome{};
+  });
   // The acknowledgement: wait (up to the connect timeout) for the daemon to take what is in the pool.
   const auto drain_start = SteadyClock::now();
   producer->wait_delivered(drain_start + options.connect_timeout);
@@ -176,49 +201,14 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
     }
   }
   report.wait_for_receiver_s = tools::seconds_since(attach_start);
-
-  std::vector<double> lateness_ms;
-  const double late_threshold_ms = options.late_threshold_ms;
-  const auto start = SteadyClock::now();
-  std::optional<SteadyClock::time_point> first_send_start;
-  auto last_send_end = start;
-  for (std::size_t loop = 0; options.loops == 0 || loop < options.loops; ++loop) {
-    for (std::size_t i = 0; i < source.size(); ++i) {
-      // Prepare (and, when streaming from the file, read) before waiting, so the read is off the clock.
-      OutgoingFrame frame = source.prepare(i, loop, schedule.recorded_period_ns(), options.keep_headers);
-      const std::size_t bytes = frame.payload.size();
-      const auto due = start + std::chrono::nanoseconds(schedule.due_ns(loop, i));
-      if (schedule.timed() && !wait_until(due)) break;
-      if (tools::stop_requested()) break;
-      const auto send_start = SteadyClock::now();
-      if (!first_send_start) first_send_start = send_start;
-      const std::size_t target = route_of(frame.stream_id, sockets.size());
-      const tools::SendResult result =
-          tools::send_frame(sockets[target], frame.header, std::move(frame.payload), !options.lossless);
-      if (result == tools::SendResult::interrupted) break;
-      last_send_end = SteadyClock::now();
-      if (schedule.timed()) {
-        const double late_ms = std::chrono::duration<double, std::milli>(send_start - due).count();
-        lateness_ms.push_back(late_ms);
-        if (late_ms > late_threshold_ms) ++report.late_frames;
-        report.lateness_ms_max = std::max(report.lateness_ms_max, late_ms);
-        report.scheduled_duration_s = static_cast<double>(schedule.due_ns(loop, i)) * 1e-9;
-      }
-      if (result == tools::SendResult::would_block) {
-        ++report.frames_dropped;
-        continue;
-      }
-      ++report.frames_sent;
-      ++report.frames_per_endpoint[target];
-      report.bytes_sent += bytes;
-    }
-    if (tools::stop_requested()) break;
-    ++report.loops_completed;
-  }
-  report.interrupted = tools::stop_requested();
-  if (first_send_start) report.duration_s = std::chrono::duration<double>(last_send_end - *first_send_start).count();
-  report.lateness_ms_p50 = percentile_ms(lateness_ms, 0.50);
-  report.lateness_ms_p99 = percentile_ms(lateness_ms, 0.99);
+  paced_loop(source, schedule, options, report, [&](OutgoingFrame& frame) {
+    const std::size_t target = route_of(frame.stream_id, sockets.size());
+    const tools::SendResult result =
+        tools::send_frame(sockets[target], frame.header, std::move(frame.payload), !options.lossless);
+    if (result == tools::SendResult::interrupted) return SendOutcome{.kind = SendOutcome::Kind::stopped};
+    if (result == tools::SendResult::would_block) return SendOutcome{.kind = SendOutcome::Kind::dropped};
+    return SendOutcome{.kind = SendOutcome::Kind::sent, .target = target};
+  });
   const auto drain_start = SteadyClock::now();
   for (zmq::socket_t& socket : sockets) socket.close();
   context.close();  // returns once lingering frames are handed to the OS
