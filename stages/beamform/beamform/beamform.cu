@@ -176,6 +176,30 @@ __device__ inline void store_shared(unsigned address, float2 v) {
   asm volatile("st.shared.v2.f32 [%0+%1], {%2, %3};" ::"r"(address), "n"(Offset), "f"(v.x), "f"(v.y));
 }
 
+// A staged entry: the midpoint value of samples (first, next) and the slope between them, written
+// at `Offset` bytes from `address` (both tiled kernels stage their rows through this).
+template <int Offset>
+__device__ inline void store_entry(unsigned address, float first, float next) {
+  const float slope = next - first;
+  store_shared<Offset>(address, make_float2(fmaf(0.5f, slope, first), slope));
+}
+template <int Offset>
+__device__ inline void store_entry(unsigned address, float2 first, float2 next) {
+  const float slope_re = next.x - first.x, slope_im = next.y - first.y;
+  store_shared<Offset>(address,
+                       make_float4(fmaf(0.5f, slope_re, first.x), fmaf(0.5f, slope_im, first.y), slope_re, slope_im));
+}
+
+// Samples `sample` and `sample + 1` of a line of `samples`, each zero beyond the line's ends (the
+// interpolation runs through zeros there; beamform_conventions.h). Reads stay inside the line.
+template <typename Sample>
+__device__ inline void read_sample_pair(const Sample* line, int sample, int samples, Sample& first, Sample& next) {
+  const int first_read = min(max(sample, 0), samples - 1), next_read = min(max(sample + 1, 0), samples - 1);
+  const Sample a = __ldg(line + first_read), b = __ldg(line + next_read);
+  first = first_read == sample ? a : Sample{};
+  next = next_read == sample + 1 ? b : Sample{};
+}
+
 // Entry nearest to position p (given as p - 1/2) in the row at `Offset` bytes from the tiles'
 // biased base (tiles' address - kMagicBits * sizeof(Entry)), and the offset from its midpoint.
 template <typename Entry, int Offset>
@@ -395,11 +419,8 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
           for (int r = 0; r < kTileLoads; ++r) {
             if (r >= warp_slots) break;
             const int sample = stage_offset[r] + start;
-            const int first_read = min(max(sample, 0), samples - 1), next_read = min(max(sample + 1, 0), samples - 1);
-            const Sample* line = pass_input + (slot_line[r] + element_offset - sample);
-            const Sample a = __ldg(line + first_read), b = __ldg(line + next_read);
-            first_sample[r] = first_read == sample ? a : Sample{};
-            next_sample[r] = next_read == sample + 1 ? b : Sample{};
+            read_sample_pair(pass_input + (slot_line[r] + element_offset - sample), sample, samples, first_sample[r],
+                             next_sample[r]);
           }
         }
       };
@@ -410,18 +431,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
         constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
 #pragma unroll
         for (int r = 0; r < kTileLoads; ++r) {
-          if (r < warp_slots) {
-            if constexpr (C == 2) {
-              const float slope_re = next_sample[r].x - first_sample[r].x;
-              const float slope_im = next_sample[r].y - first_sample[r].y;
-              store_shared<kBufferOffset>(slot_entry[r], make_float4(fmaf(0.5f, slope_re, first_sample[r].x),
-                                                                     fmaf(0.5f, slope_im, first_sample[r].y), slope_re,
-                                                                     slope_im));
-            } else {
-              const float slope = next_sample[r] - first_sample[r];
-              store_shared<kBufferOffset>(slot_entry[r], make_float2(fmaf(0.5f, slope, first_sample[r]), slope));
-            }
-          }
+          if (r < warp_slots) store_entry<kBufferOffset>(slot_entry[r], first_sample[r], next_sample[r]);
         }
         __syncthreads();  // this tile is complete; the other was last read before the previous barrier
         if (e + 1 < chunk_end) prefetch(e + 1);
@@ -594,11 +604,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
           for (int r = 0; r < kEnsembleLoads; ++r) {
             if (r >= warp_slots) break;
             const int sample = window + slot_q[r];
-            const int first_read = min(max(sample, 0), samples - 1), next_read = min(max(sample + 1, 0), samples - 1);
-            const Sample* frame_line = line + slot_frame[r];
-            const Sample a = __ldg(frame_line + first_read), b = __ldg(frame_line + next_read);
-            first_sample[r] = first_read == sample ? a : Sample{};
-            next_sample[r] = next_read == sample + 1 ? b : Sample{};
+            read_sample_pair(line + slot_frame[r], sample, samples, first_sample[r], next_sample[r]);
           }
         }
       };
@@ -607,18 +613,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
         constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
 #pragma unroll
         for (int r = 0; r < kEnsembleLoads; ++r) {
-          if (r < warp_slots) {
-            if constexpr (C == 2) {
-              const float slope_re = next_sample[r].x - first_sample[r].x;
-              const float slope_im = next_sample[r].y - first_sample[r].y;
-              store_shared<kBufferOffset>(slot_entry[r], make_float4(fmaf(0.5f, slope_re, first_sample[r].x),
-                                                                     fmaf(0.5f, slope_im, first_sample[r].y), slope_re,
-                                                                     slope_im));
-            } else {
-              const float slope = next_sample[r] - first_sample[r];
-              store_shared<kBufferOffset>(slot_entry[r], make_float2(fmaf(0.5f, slope, first_sample[r]), slope));
-            }
-          }
+          if (r < warp_slots) store_entry<kBufferOffset>(slot_entry[r], first_sample[r], next_sample[r]);
         }
         __syncthreads();  // this tile is complete; the other was last read before the previous barrier
         if (e + 1 < chunk_end) prefetch(e + 1);
