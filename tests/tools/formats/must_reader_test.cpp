@@ -6,12 +6,15 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <numbers>
 #include <random>
 
 #include "stages/beamform/channel_conventions.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "tests/support/test_support.h"
+#include "tests/tools/tool_test_support.h"
 
 using namespace sonopipe;
 using namespace sonopipe::formats;
@@ -83,4 +86,41 @@ TEST_CASE("must: bandpass-sampled RF (fs = 4/3 fc) demodulates to the echo's bas
     // The 21-tap low-pass passes |df| <= 0.5 MHz within 3 % and stops the image at fs/2 by > 40 dB.
     CHECK(std::abs(std::complex<double>(iq[n]) - expected) < 0.05 * amplitude);
   }
+}
+
+TEST_CASE("must: truncated and damaged copies of the disk file fail with one line naming the file", "[formats][must]") {
+  // The file as PyMUST's authors wrote it (an independent writer), cut short at several points and
+  // with random bytes overwritten: opening and reading must end in a FormatError that names the file
+  // (libmatio runs in the reader's child process), or read frames of the stated shape; never a crash.
+  std::ifstream in(disk_path(), std::ios::binary);
+  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(original.size() > 100000);
+  test::TempDir dir;
+  std::mt19937_64 rng(test::fresh_seed());
+  std::vector<std::string> damaged;
+  for (const double fraction : {0.001, 0.01, 0.2, 0.5, 0.9, 0.999})
+    damaged.push_back(original.substr(0, static_cast<std::size_t>(fraction * static_cast<double>(original.size()))));
+  for (int copy = 0; copy < 6; ++copy) {
+    std::string bytes = original;
+    std::uniform_int_distribution<std::size_t> at(0, bytes.size() - 1);
+    for (int k = 0; k < 16; ++k) bytes[at(rng)] = static_cast<char>(rng());
+    damaged.push_back(bytes);
+  }
+  std::size_t refused = 0;
+  for (std::size_t i = 0; i < damaged.size(); ++i) {
+    const std::string path = dir.path + "/damaged_" + std::to_string(i) + ".mat";
+    std::ofstream(path, std::ios::binary) << damaged[i];
+    INFO(path);
+    try {
+      auto reader = open_acquisition(path, {});
+      for (std::size_t f = 0; f < reader->frame_count(); ++f)
+        CHECK(reader->read_frame(f).payload.size() == 128 * 334 * sizeof(std::complex<float>));
+    } catch (const FormatError& e) {
+      ++refused;
+      const std::string message = e.what();
+      CHECK(message.find(path) != std::string::npos);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+  CHECK(refused >= 6);  // every truncated copy at least
 }
