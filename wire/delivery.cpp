@@ -105,9 +105,13 @@ void DeliveryLedger::withdraw(std::uint64_t send_index) {
   if (outstanding_.erase(send_index) > 0) --sent_;
 }
 
-void DeliveryLedger::settle(std::uint64_t send_index, bool accepted) {
+void DeliveryLedger::settle(std::uint64_t send_index, bool accepted, std::uint64_t instance) {
   if (outstanding_.erase(send_index) == 0) return;
   ++(accepted ? delivered_ : refused_);
+  if (!accepted) return;
+  auto entry = std::find_if(by_instance_.begin(), by_instance_.end(), [&](const auto& e) { return e.first == instance; });
+  if (entry == by_instance_.end()) entry = by_instance_.insert(by_instance_.end(), {instance, 0});
+  ++entry->second;
 }
 
 std::size_t DeliveryLedger::apply(const Acknowledgement& ack) {
@@ -122,7 +126,7 @@ std::size_t DeliveryLedger::apply(const Acknowledgement& ack) {
       // An earlier send of a frame since resent: the frame is settled under its current index.
       for (auto it = resent_as_.lower_bound(range.first); it != resent_as_.end() && it->first <= range.last; ++it)
         covered.push_back(it->second);
-      for (const std::uint64_t index : covered) settle(index, accepted);
+      for (const std::uint64_t index : covered) settle(index, accepted, ack.daemon_instance);
     }
   };
   settle_ranges(ack.accepted, true);

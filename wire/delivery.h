@@ -90,9 +90,11 @@ class DeliveryLedger {
   std::size_t outstanding() const { return outstanding_.size(); }
   std::vector<Frame> undelivered() const;                 // outstanding, in send order
   std::size_t daemon_instances() const { return instances_.size(); }  // that acknowledged anything
+  // Frames each daemon instance accepted, in the order the instances first acknowledged.
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>>& delivered_by_instance() const { return by_instance_; }
 
  private:
-  void settle(std::uint64_t send_index, bool accepted);
+  void settle(std::uint64_t send_index, bool accepted, std::uint64_t instance);
 
   std::uint64_t sender_id_;
   std::uint64_t next_index_ = 1;
@@ -100,6 +102,7 @@ class DeliveryLedger {
   std::map<std::uint64_t, Frame> outstanding_;           // by send index
   std::map<std::uint64_t, std::uint64_t> resent_as_;     // first send index -> the index it was resent as
   std::set<std::uint64_t> instances_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> by_instance_;  // instance -> frames accepted
 };
 
 }  // namespace sonopipe::wire

@@ -209,6 +209,7 @@ PlayerReport play_acknowledged(FrameSource& source, const Schedule& schedule, co
   report.frames_resent = sender.resent();
   report.daemon_gone = sender.daemon_gone();
   report.daemon_instances = ledger.daemon_instances();
+  for (const auto& [instance, count] : ledger.delivered_by_instance()) report.delivered_per_instance.push_back(count);
   if (report.daemon_gone && !report.interrupted) {
     const std::size_t planned = options.loops == 0 ? 0 : options.loops * per_loop;
     report.frames_not_sent = planned > report.frames_sent ? planned - report.frames_sent : 0;
@@ -341,9 +342,13 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
   else
     out << "\n  lateness: not applicable (--max)";
   if (report.acknowledged && report.shm_mode.empty()) {
-    out << "\n  delivered: " << report.frames_delivered << " (acknowledged by the daemon"
-        << (report.daemon_instances > 1 ? ", " + std::to_string(report.daemon_instances) + " daemon instances" : "")
-        << "), not delivered: " << report.frames_not_delivered;
+    out << "\n  delivered: " << report.frames_delivered << " (acknowledged by the daemon";
+    if (report.delivered_per_instance.size() > 1) {
+      out << ", " << report.delivered_per_instance.size() << " daemon instances:";
+      for (std::size_t i = 0; i < report.delivered_per_instance.size(); ++i)
+        out << (i ? " +" : "") << " " << report.delivered_per_instance[i];
+    }
+    out << "), not delivered: " << report.frames_not_delivered;
     if (report.frames_not_delivered > 0) out << " (" << describe_frame_ids(report.undelivered) << ")";
     out << "\n  refused: " << report.frames_refused << " (read by the daemon and refused: its rejected counters say why)"
         << "\n  resent: " << report.frames_resent << (options.resend ? " (after the daemon came back)" : " (no --resend)");

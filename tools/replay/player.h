@@ -65,6 +65,7 @@ struct PlayerReport {
   std::vector<FrameId> undelivered;
   std::uint64_t frames_refused = 0, frames_resent = 0, frames_not_sent = 0;
   std::size_t daemon_instances = 0;
+  std::vector<std::uint64_t> delivered_per_instance;  // in the order the instances answered
   bool daemon_gone = false;
   // Lateness of each send (start of the send minus its due time), timed modes only.
   std::size_t late_frames = 0;
