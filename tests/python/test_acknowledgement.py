@@ -247,6 +247,42 @@ class ClientAcknowledgementTest(client_library.ClientLibraryTest, Acknowledgemen
         self.assertEqual(delivered + undelivered, publisher.sent)
         self.assertEqual([s for _, s in publisher.undelivered()], list(range(25, 25 + undelivered)))
 
+    def test_a_resend_of_a_frame_the_daemon_took_is_acknowledged_and_not_processed_twice(self):
+        import zmq
+        from sonopipe.publisher import make_frame_header
+        from sonopipe.v1 import frame_pb2
+        daemon, control = self.start_daemon()
+        context = zmq.Context()
+        self.addCleanup(context.term)
+        push, acks = context.socket(zmq.PUSH), context.socket(zmq.SUB)
+        for socket in (push, acks):
+            socket.setsockopt(zmq.LINGER, 0)
+            self.addCleanup(socket.close)
+        sender_id = 0x5EED
+        acks.setsockopt(zmq.SUBSCRIBE, f"ack/{sender_id:016x}".encode())
+        acks.connect(self.ack)
+        push.connect(self.ingest)
+        samples = support.random_generator(self).normal(size=(4, 64)).astype(np.float32)
+        # Frame 0 first as index 1, then again as index 2 (resend_of 1), then frame 1 as index 3.
+        for index, resend_of, sequence in ((1, 0, 0), (2, 1, 0), (3, 0, 1)):
+            header = make_frame_header(samples, kind="rf", axes=["line", "sample"], sequence=sequence)
+            header.sender_id, header.send_index, header.resend_of = sender_id, index, resend_of
+            push.send_multipart([header.SerializeToString(), samples.tobytes()])
+        accepted = set()
+        deadline = time.monotonic() + 30
+        while accepted != {1, 2, 3} and time.monotonic() < deadline:
+            if acks.poll(200):
+                topic, body = acks.recv_multipart()
+                ack = frame_pb2.Acknowledgement.FromString(body)
+                accepted = {i for r in ack.accepted for i in range(r.first, r.last + 1)}
+        self.assertEqual(accepted, {1, 2, 3})  # the resend too: it is delivered
+        status = support.wait_until(lambda: (lambda s: s if s.frames_processed == 2 else None)(control.status()),
+                                    "two frames processed")
+        self.assertEqual((status.frames_received, status.frames_resent_duplicate), (3, 1))
+        self.assertEqual(status.frames_missing, 0)
+        self.assertGreater(status.acknowledgements_published, 0)
+        self.assertEqual(status.ingest_ack_endpoint, self.ack)
+
     # The replay cases run once, in AcknowledgementTest.
     test_a_daemon_killed_mid_replay_leaves_the_frames_it_never_took_named_and_counted = None
     test_resend_gives_a_restarted_daemon_every_frame_the_killed_one_did_not_take_once = None
