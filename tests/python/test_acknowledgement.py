@@ -76,11 +76,18 @@ class AcknowledgementTest(unittest.TestCase):
         with open(self.config, "w") as f:
             f.write(CONFIG.format(ingest=self.ingest, ack=self.ack, publish=self.publish,
                                   control=self.control_endpoint))
-        self.recording = self.folder.file("rf.h5")
-        completed = subprocess.run([support.tool("sim"), "speckle", "--out", self.recording, "--frames", str(FRAMES),
-                                    "--shape", "32x2048", "--kind", "rf", "--type", "int16", "--seed", "7"],
-                                   capture_output=True, text=True)
-        self.assertEqual(completed.returncode, 0, completed.stderr)
+        self.recording = None
+
+    def replay(self, *extra):
+        if self.recording is None:  # 600 frames of 128 KiB, only for the cases that replay
+            self.recording = self.folder.file("rf.h5")
+            completed = subprocess.run([support.tool("sim"), "speckle", "--out", self.recording, "--frames",
+                                        str(FRAMES), "--shape", "32x2048", "--kind", "rf", "--type", "int16",
+                                        "--seed", "7"], capture_output=True, text=True)
+            self.assertEqual(completed.returncode, 0, completed.stderr)
+        return subprocess.Popen([support.tool("replay"), self.recording, "--endpoint", self.ingest, "--lossless",
+                                 "--max", "--ack-endpoint", self.ack, *extra],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def start_daemon(self):
         daemon = support.Daemon(self, self.config)
@@ -95,11 +102,6 @@ class AcknowledgementTest(unittest.TestCase):
             return control.status()
         except sonopipe.ControlError:
             return None
-
-    def replay(self, *extra):
-        return subprocess.Popen([support.tool("replay"), self.recording, "--endpoint", self.ingest, "--lossless",
-                                 "--max", "--ack-endpoint", self.ack, *extra],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def kill_after(self, daemon, control, received):
         support.wait_until(lambda: control.status().frames_received >= received,
