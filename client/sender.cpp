@@ -6,20 +6,19 @@
 #include <memory>
 #include <string>
 
+#include "client/deadline.h"
 #include "client/handles.h"
 #include "client/status.h"
+#include "wire/wall_clock.h"
 #include "wire/wire.h"
 
 using sonopipe::client::ClientError;
 using sonopipe::client::guarded;
+using sonopipe::client::deadline_after;
 using sonopipe::client::require;
+using sonopipe::wall_clock_ns;
 
 namespace {
-
-std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The header of `frame` as it goes out: numbered, stamped, vector units added.
 sonopipe::v1::FrameHeader outgoing_header(const sp_sender& sender, const sp_frame& frame) {
@@ -107,11 +106,6 @@ void wait_acknowledged(const sp_sender& sender, std::chrono::steady_clock::time_
     if (left.count() <= 0) return;
     read_acknowledgements(sender, static_cast<int>(std::min<long>(left.count(), 50)));
   }
-}
-
-std::chrono::steady_clock::time_point deadline_after(int timeout_ms) {
-  if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 }
 
 // The header bytes of `frame` for a payload of `bytes`, checked as the daemon's ingest checks them.

@@ -8,11 +8,13 @@
 
 #include "shm/consumer.h"
 #include "shm/producer.h"
+#include "client/deadline.h"
 #include "client/handles.h"
 #include "client/status.h"
 
 using sonopipe::client::ClientError;
 using sonopipe::client::guarded;
+using sonopipe::client::deadline_after;
 using sonopipe::client::require;
 
 struct sp_shm_producer {
@@ -27,11 +29,6 @@ struct sp_shm_consumer {
 };
 
 namespace {
-
-std::chrono::steady_clock::time_point deadline_after(int timeout_ms) {
-  if (timeout_ms < 0) return std::chrono::steady_clock::time_point::max();
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-}
 
 template <typename Body>
 void as_socket_error(Body body) {

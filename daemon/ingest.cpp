@@ -7,17 +7,9 @@
 
 #include "daemon/endpoint.h"
 #include "wire/wire.h"
+#include "wire/wall_clock.h"
 
 namespace sonopipe {
-namespace {
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects,
                const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, config.ingest_pattern == IngestPattern::pull ? zmq::socket_type::pull
@@ -106,7 +98,7 @@ std::size_t Ingest::read_ready(KeepGoing keep_going) {
 }
 
 void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {
-  const std::int64_t received_ns = wall_ns();
+  const std::int64_t received_ns = wall_clock_ns();
   if (part_count != 2) {
     admission_.refuse(wire::RejectReason::malformed_message,
                       "message has " + std::to_string(part_count) + " parts, expected [header][payload]");

@@ -9,17 +9,9 @@
 #include <chrono>
 
 #include "wire/wire.h"
+#include "wire/wall_clock.h"
 
 namespace sonopipe {
-namespace {
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 std::string result_topic(const std::string& pipeline, const std::string& output) {
   return "result/" + pipeline + "/" + output;
 }
@@ -79,7 +71,7 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
 void Publisher::publish_result(const PublishedResult& result) {
   v1::ResultHeader header = result_header(result);
   std::lock_guard lock(mutex_);
-  header.mutable_timing()->set_published_ns(wall_ns());
+  header.mutable_timing()->set_published_ns(wall_clock_ns());
   header.SerializeToString(&header_bytes_);
   const std::string topic = result_topic(result.pipeline, result.output);
   if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);

@@ -10,17 +10,9 @@
 #include "shm/consumer.h"
 #include "daemon/frame_admission.h"
 #include "wire/wire.h"
+#include "wire/wall_clock.h"
 
 namespace sonopipe {
-namespace {
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 // The last frame to let go of it may do so in a CUDA host function (runtime/gpu_resources.h,
 // release_after), where no CUDA call is allowed: its destructor makes none.
 struct ShmIngest::Source {
@@ -103,7 +95,7 @@ void ShmIngest::run(const std::atomic<bool>& stop) {
       report_refusals();
     }
     if (!message) continue;
-    const std::int64_t received_ns = wall_ns();
+    const std::int64_t received_ns = wall_clock_ns();
     // The slot goes back when the last pipeline lets go of the payload (after its H2D copy or its
     // CPU stages); the source (pool, CUDA registration) lives as long as any frame holds it.
     std::shared_ptr<const std::byte> payload(message->payload,

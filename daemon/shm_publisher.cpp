@@ -8,17 +8,9 @@
 #include "shm/producer.h"
 #include "daemon/publisher.h"
 #include "wire/wire.h"
+#include "wire/wall_clock.h"
 
 namespace sonopipe {
-namespace {
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 ShmPublisher::ShmPublisher(const DaemonConfig& config) {
   shm::PoolOptions options;
   options.slot_count = config.publish_shm.slots;
@@ -41,7 +33,7 @@ void ShmPublisher::publish_result(const PublishedResult& result) {
   v1::ResultHeader header = result_header(result);
   const std::string topic = result_topic(result.pipeline, result.output);
   std::lock_guard lock(mutex_);
-  header.mutable_timing()->set_published_ns(wall_ns());
+  header.mutable_timing()->set_published_ns(wall_clock_ns());
   header.SerializeToString(&header_bytes_);
   const std::size_t header_bytes = topic.size() + 1 + header_bytes_.size();
   const shm::PoolGeometry& g = pool_->geometry();

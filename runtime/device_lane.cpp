@@ -8,14 +8,11 @@
 #include <spdlog/spdlog.h>
 
 #include "sdk/thread_pool.h"
+#include "wire/wall_clock.h"
 
 namespace sonopipe {
 namespace {
 
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
 std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -458,7 +455,7 @@ void DeviceLane::run_on_cpu(Slot& slot) {
     std::memcpy(slot.input_host.data(), input, slot.frame.payload_bytes);
     input = slot.input_host.data();
   }
-  slot.compute_start_ns = wall_ns();
+  slot.compute_start_ns = wall_clock_ns();
   slot.compute_start_steady_ns = steady_ns();
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
@@ -473,13 +470,13 @@ void DeviceLane::run_on_cpu(Slot& slot) {
     slot.enqueue_ms[i] = slot.cpu_compute_ms[i];
     slot.stages_run = i + 1;
     if (!produced) {
-      slot.compute_end_ns = wall_ns();
+      slot.compute_end_ns = wall_clock_ns();
       return;
     }
     input = slot.output_pointers[i][0];
   }
   slot.produced = true;
-  slot.compute_end_ns = wall_ns();
+  slot.compute_end_ns = wall_clock_ns();
 }
 
 void DeviceLane::enqueue_on_cuda(Slot& slot) {
@@ -568,7 +565,7 @@ void DeviceLane::finish(Slot& slot) {
   if (cuda && !slot.failed) {
     try {
       slot.done->synchronize();
-      const std::int64_t seen_done_ns = wall_ns();
+      const std::int64_t seen_done_ns = wall_clock_ns();
       const double h2d = slot.after_h2d->milliseconds_since(*slot.start);
       double stages_ms = 0.0;
       const GpuEvent* previous = slot.after_h2d.get();
@@ -650,7 +647,7 @@ void DeviceLane::finish(Slot& slot) {
     }
   }
   const std::int64_t now_steady = steady_ns();
-  latency_ms_.add(ms_between(slot.frame.received_ns, wall_ns()));
+  latency_ms_.add(ms_between(slot.frame.received_ns, wall_clock_ns()));
   if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));
   last_completion_steady_ns_ = now_steady;
   report_frame_done(slot.frame.meta);

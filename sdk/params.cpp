@@ -29,7 +29,7 @@ std::string format_number(double number) {
 
 namespace {
 
-std::string range_text(const ParamDecl& decl) {
+std::string rule_text(const ParamDecl& decl) {
   bool has_min = std::isfinite(decl.min), has_max = std::isfinite(decl.max);
   if (has_min && has_max) return " in [" + format_number(decl.min) + ", " + format_number(decl.max) + "]";
   if (has_min) return " >= " + format_number(decl.min);
@@ -53,7 +53,7 @@ std::string expected_text(const ParamDecl& decl) {
       return text;
     }
   }
-  text += range_text(decl);
+  text += rule_text(decl);
   if (!decl.unit.empty()) text += " (" + decl.unit + ")";
   return text;
 }

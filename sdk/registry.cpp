@@ -37,7 +37,7 @@ std::string choices_text(const ParamDecl& p, const char* separator) {
   return text;
 }
 
-std::string range_text(const ParamDecl& p) {
+std::string interval_text(const ParamDecl& p) {
   if (!std::isfinite(p.min) && !std::isfinite(p.max)) return "";
   return "[" + (std::isfinite(p.min) ? format_number(p.min) : std::string("-inf")) + ", " +
          (std::isfinite(p.max) ? format_number(p.max) : std::string("inf")) + "]";
@@ -53,7 +53,7 @@ std::string StageRegistry::describe() const {
       out << "    " << p.key << " (" << param_type_name(p.type);
       if (p.type == ParamType::choice) out << ": " << choices_text(p, "|");
       out << ", default " << (p.default_value.empty() ? "\"\"" : p.default_value);
-      if (!range_text(p).empty()) out << ", range " << range_text(p);
+      if (!interval_text(p).empty()) out << ", range " << interval_text(p);
       if (!p.unit.empty()) out << ", unit " << p.unit;
       if (p.live) out << ", live";
       out << ") " << p.doc << "\n";
@@ -90,7 +90,7 @@ std::string StageRegistry::describe_markdown() const {
       std::string type(param_type_name(p.type));
       if (p.type == ParamType::choice) type += ": " + choices_text(p, ", ");
       out << "| `" << p.key << "` | " << cell(type) << " | `"
-          << (p.default_value.empty() ? "\"\"" : cell(p.default_value)) << "` | " << range_text(p) << " | "
+          << (p.default_value.empty() ? "\"\"" : cell(p.default_value)) << "` | " << interval_text(p) << " | "
           << cell(p.unit) << " | " << (p.live ? "live" : "") << " | " << cell(p.doc) << " |\n";
     }
   }

@@ -5,10 +5,6 @@
 #include "shm/signal.h"
 
 namespace sonopipe::shm {
-namespace {
-constexpr auto kReady = static_cast<std::uint32_t>(SlotState::ready);
-}  // namespace
-
 std::uint64_t ConsumerCounters::refused_total() const {
   std::uint64_t total = 0;
   for (const std::uint64_t count : refused) total += count;
@@ -38,7 +34,7 @@ void Consumer::attach(Mode mode) {
       if (h.mode == Mode::lossless && mode_ == Mode::lossless)
         for (std::uint32_t i = 0; i < pool_->geometry().slot_count; ++i) {
           SlotRecord& s = pool_->slot(i);
-          if (s.state == kReady && !s.taken) s.pending |= 1u << c;
+          if (s.state == kSlotReady && !s.taken) s.pending |= 1u << c;
         }
       return;
     }
@@ -83,7 +79,7 @@ std::optional<Message> Consumer::take(std::chrono::steady_clock::time_point dead
         std::uint64_t lowest = UINT64_MAX;
         for (std::uint32_t i = 0; i < g.slot_count; ++i) {
           const SlotRecord& s = pool_->slot(i);
-          if (s.state != kReady || (s.held & bit)) continue;
+          if (s.state != kSlotReady || (s.held & bit)) continue;
           const bool candidate = (s.pending & bit) || (observer && s.sequence > me.cursor);
           if (candidate && s.sequence < lowest) {
             lowest = s.sequence;

@@ -32,6 +32,10 @@ enum class Mode : std::uint32_t { lossless = 1, live = 2 };
 std::string_view mode_name(Mode mode);  // "lossless", "live"
 
 enum class SlotState : std::uint32_t { free = 0, writing = 1, ready = 2 };
+// The same states as Slot::state holds them (a plain std::uint32_t in the shared segment).
+constexpr auto kSlotFree = static_cast<std::uint32_t>(SlotState::free);
+constexpr auto kSlotWriting = static_cast<std::uint32_t>(SlotState::writing);
+constexpr auto kSlotReady = static_cast<std::uint32_t>(SlotState::ready);
 
 // Where a message lies in its slot (offsets from the slot's first byte).
 struct SlotDescriptor {

@@ -6,12 +6,6 @@
 #include "shm/signal.h"
 
 namespace sonopipe::shm {
-namespace {
-constexpr auto kFree = static_cast<std::uint32_t>(SlotState::free);
-constexpr auto kWriting = static_cast<std::uint32_t>(SlotState::writing);
-constexpr auto kReady = static_cast<std::uint32_t>(SlotState::ready);
-}  // namespace
-
 Producer::Producer(std::string_view endpoint) : pool_(Pool::open(endpoint)), self_(this_process()) {
   Pool::Lock lock(*pool_);
   PoolHeader& h = pool_->header();
@@ -40,8 +34,8 @@ Producer::~Producer() {
     Pool::Lock lock(*pool_);
     for (std::uint32_t i = 0; i < pool_->geometry().slot_count; ++i) {
       SlotRecord& s = pool_->slot(i);
-      if (s.state == kWriting && s.producer == record_ && s.producer_generation == generation_) {
-        s.state = kFree;
+      if (s.state == kSlotWriting && s.producer == record_ && s.producer_generation == generation_) {
+        s.state = kSlotFree;
         ++freed;
       }
     }
@@ -55,13 +49,13 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
   const std::uint32_t count = pool_->geometry().slot_count;
   std::optional<std::uint32_t> chosen;
   for (std::uint32_t i = 0; i < count && !chosen; ++i)
-    if (pool_->slot(i).state == kFree) chosen = i;
+    if (pool_->slot(i).state == kSlotFree) chosen = i;
   if (!chosen && h.mode == Mode::live) {
     // Newest wins: take back the oldest message nobody is reading.
     std::uint64_t oldest = UINT64_MAX;
     for (std::uint32_t i = 0; i < count; ++i) {
       const SlotRecord& s = pool_->slot(i);
-      if (s.state == kReady && s.held == 0 && s.sequence < oldest) {
+      if (s.state == kSlotReady && s.held == 0 && s.sequence < oldest) {
         oldest = s.sequence;
         chosen = i;
       }
@@ -78,7 +72,7 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
   }
   if (!chosen) return std::nullopt;
   SlotRecord& s = pool_->slot(*chosen);
-  s.state = kWriting;
+  s.state = kSlotWriting;
   s.writer = self_;
   s.producer = record_;
   s.producer_generation = generation_;
@@ -132,7 +126,7 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
     Pool::Lock lock(*pool_);
     PoolHeader& h = pool_->header();
     SlotRecord& s = pool_->slot(claim.slot);
-    if (s.state != kWriting || s.producer != record_ || s.producer_generation != generation_)
+    if (s.state != kSlotWriting || s.producer != record_ || s.producer_generation != generation_)
       throw ShmError(pool_->endpoint() + ": slot " + std::to_string(claim.slot) + " is no longer ours");
     s.descriptor = SlotDescriptor{0, header_bytes, g.header_capacity, payload_bytes};
     s.sequence = ++h.next_sequence;
@@ -142,7 +136,7 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
       if (h.consumers[c].active && (h.mode == Mode::live || h.consumers[c].mode == Mode::lossless))
         pending |= 1u << c;
     s.pending = pending;
-    s.state = kReady;
+    s.state = kSlotReady;
     ++h.producers[record_].committed;
   }
   pool_->wake_consumers();
@@ -153,10 +147,10 @@ void Producer::abandon(const Claim& claim) {
     if (claim.slot >= pool_->geometry().slot_count) return;
     Pool::Lock lock(*pool_);
     SlotRecord& s = pool_->slot(claim.slot);
-    if (s.state != kWriting || s.producer != record_ ||
+    if (s.state != kSlotWriting || s.producer != record_ ||
         s.producer_generation != generation_)
       return;
-    s.state = kFree;
+    s.state = kSlotFree;
   }
   pool_->wake_producers();
 }

@@ -6,15 +6,13 @@
 #include <chrono>
 #include <cstdint>
 
+#include "wire/wall_clock.h"
+
 namespace sonopipe::tools {
 
 using SteadyClock = std::chrono::steady_clock;
 
-inline std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using sonopipe::wall_clock_ns;  // wire/wall_clock.h
 
 inline double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();

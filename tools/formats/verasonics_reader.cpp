@@ -33,13 +33,6 @@ constexpr double kNanosecondsPerMillisecond = 1e6;
 // The variables whose presence (beside Trans) marks a Verasonics save.
 constexpr const char* kDataVariables[] = {"RcvData", "IQData", "ImgData"};
 
-std::string number_text(double value) {
-  std::ostringstream out;
-  out.precision(10);
-  out << value;
-  return out.str();
-}
-
 double optional_scalar(const std::optional<mat::Value>& value, double fallback) {
   return value ? value->scalar() : fallback;
 }

@@ -34,11 +34,6 @@ bool one_of(const std::string& name, const std::string_view (&names)[N]) {
   return std::find(std::begin(names), std::end(names), name) != std::end(names);
 }
 
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.10g", value);
-  return text;
-}
 
 std::string control_name(std::size_t control) { return "SeqControl(" + std::to_string(control) + ")"; }
 std::string event_name(std::size_t event) { return "Event(" + std::to_string(event + 1) + ")"; }
@@ -55,6 +50,12 @@ double duration_ns(const SequenceCommand& command, std::size_t control, double u
 }
 
 }  // namespace
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.10g", value);
+  return text;
+}
 
 ProgrammedFrameTimes programmed_frame_times(const std::vector<SequenceEvent>& events,
                                             const std::vector<SequenceCommand>& commands,

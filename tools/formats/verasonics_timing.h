@@ -48,6 +48,9 @@ struct ProgrammedFrameTimes {
 
 // frame_start_receive[f]: the 1-based Receive index whose acquisition starts buffer frame f
 // (0-based). Throws SequenceTimingUnknown.
+// A number for an error message: up to 10 significant digits, no trailing zeros ("%.10g").
+std::string number_text(double value);
+
 ProgrammedFrameTimes programmed_frame_times(const std::vector<SequenceEvent>& events,
                                             const std::vector<SequenceCommand>& commands,
                                             const std::vector<std::size_t>& frame_start_receive);

@@ -24,7 +24,7 @@ namespace {
 using ComplexMatrix = Eigen::Matrix<std::complex<double>, Eigen::Dynamic, Eigen::Dynamic>;
 using FloatComplexMatrix = Eigen::Matrix<std::complex<float>, Eigen::Dynamic, Eigen::Dynamic>;
 
-constexpr const char* kName = "clutter_filter";
+constexpr const char* kClutterFilterName = "clutter_filter";
 
 // Starts of the blocks along one axis of `size` pixels (see plan_blocks()).
 std::vector<std::int64_t> block_starts(std::int64_t size, std::int64_t block, double overlap) {
@@ -48,7 +48,7 @@ ComplexMatrix temporal_vectors(const Eigen::Map<const FloatComplexMatrix>& block
 
 StageInfo ClutterFilterStage::info() {
   return make_stage_info<ClutterFilterStage>(
-      kName, "SVD (or polynomial) clutter filter of a Doppler ensemble [frame, lateral, axial]");
+      kClutterFilterName, "SVD (or polynomial) clutter filter of a Doppler ensemble [frame, lateral, axial]");
 }
 
 void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
@@ -100,8 +100,8 @@ std::vector<ClutterBlock> ClutterFilterStage::plan_blocks(const ClutterFilterSha
 }
 
 StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {
-  auto fail = [&](const std::string& why) { throw StageError(std::string(kName) + ": " + why); };
-  const doppler::EnsembleShape e = doppler::ensemble_shape(kName, input, 2);
+  auto fail = [&](const std::string& why) { throw StageError(std::string(kClutterFilterName) + ": " + why); };
+  const doppler::EnsembleShape e = doppler::ensemble_shape(kClutterFilterName, input, 2);
   ClutterFilterShape s;
   s.frames = e.frames;
   s.lateral = e.lateral;

@@ -15,7 +15,7 @@
 namespace sonopipe {
 namespace {
 
-constexpr const char* kName = "doppler";
+constexpr const char* kDopplerName = "doppler";
 
 // The header attribute's text: shortest round-trip form of the double.
 std::string number_text(double value) {
@@ -28,7 +28,7 @@ std::string number_text(double value) {
 
 StageInfo DopplerStage::info() {
   return make_stage_info<DopplerStage>(
-      kName, "power Doppler and Kasai axial velocity (m/s, + = away) of a filtered ensemble [frame, lateral, axial]");
+      kDopplerName, "power Doppler and Kasai axial velocity (m/s, + = away) of a filtered ensemble [frame, lateral, axial]");
 }
 
 void DopplerStage::declare(ParamSpec<Params>& spec) {
@@ -50,11 +50,11 @@ void DopplerStage::check(const Params& params) {
 }
 
 StagePlan DopplerStage::configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) {
-  auto fail = [&](const std::string& why) { throw StageError(std::string(kName) + ": " + why); };
-  const doppler::EnsembleShape e = doppler::ensemble_shape(kName, input, 2);
+  auto fail = [&](const std::string& why) { throw StageError(std::string(kDopplerName) + ": " + why); };
+  const doppler::EnsembleShape e = doppler::ensemble_shape(kDopplerName, input, 2);
   if (params_.average_lateral % 2 == 0 || params_.average_axial % 2 == 0)
     fail("average_lateral and average_axial must be odd (a box centred on its pixel)");
-  const double period_s = doppler::frame_period_s(kName, frame, input);
+  const double period_s = doppler::frame_period_s(kDopplerName, frame, input);
   if (!(period_s > 0))
     fail("no PRF: give the frame vector '" + std::string(doppler::kEnsembleTimeVector) +
          "' or a frame axis spacing in s");
@@ -125,9 +125,9 @@ void DopplerStage::estimate(const std::complex<float>* ensemble, const DopplerSh
 void DopplerStage::check_frame_period(const StageIo& io) const {
   // The ensemble times are values, read per frame; the executor reconfigures only when their count
   // changes. A new PRF would leave the Nyquist velocity of the output headers stale: refused.
-  const double period_s = doppler::frame_period_s(kName, io.frame, io.input_spec);
+  const double period_s = doppler::frame_period_s(kDopplerName, io.frame, io.input_spec);
   if (!(std::abs(period_s - shape_.frame_period_s) <= 1e-9 * shape_.frame_period_s))
-    throw StageError(std::string(kName) + ": the frame period changed from " + number_text(shape_.frame_period_s) +
+    throw StageError(std::string(kDopplerName) + ": the frame period changed from " + number_text(shape_.frame_period_s) +
                      " s to " + number_text(period_s) + " s without a new stream description");
 }
 
