@@ -600,15 +600,27 @@ class RenderedPanels(unittest.TestCase):
             self.assertEqual(panel["aspect"], "equal")
 
     def test_doppler_power_over_the_bmode_and_velocity_over_exactly_plus_minus_nyquist(self):
-        group, view = self.rendered(synthetic.write_doppler_results)
+        # The mean_bmode stage's output (config/doppler.yaml) and, drawn the same, the beamformed
+        # ensemble itself (beamform with publish: true).
+        for source in ("stage", "ensemble"):
+            with self.subTest(bmode=source):
+                self.check_doppler_panels(source)
+
+    def check_doppler_panels(self, source):
+        group, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, bmode=source))
         self.assertEqual(view["chain"], "doppler")
         bmode_panel, power_panel, velocity_panel = view["panels"]
         # B-mode of the mean frame: log-compressed |mean IQ| over 50 dB, its maximum at 0 dB.
         self.assertEqual(bmode_panel["title"], "B-mode of the mean frame (16 frames)")
         self.assertEqual((bmode_panel["colour"]["low"], bmode_panel["colour"]["high"]), (-50.0, 0.0))
-        ensemble = group.outputs["beamform_beamformed"].array  # [frame, lateral, axial]
-        magnitude = np.abs(ensemble.mean(axis=0)).T  # [axial, lateral]
-        expected_db = np.clip(20 * np.log10(magnitude / magnitude.max()), -50.0, 0.0)
+        if source == "stage":
+            published = group.outputs["bmode"].array.T.astype(np.float64)  # [axial, lateral] dB
+            self.assertEqual(group.outputs["bmode"].header.unit, "dB")
+            expected_db = np.clip(published - published.max(), -50.0, 0.0)
+        else:
+            ensemble = group.outputs["beamform_beamformed"].array  # [frame, lateral, axial]
+            magnitude = np.abs(ensemble.mean(axis=0)).T  # [axial, lateral]
+            expected_db = np.clip(20 * np.log10(magnitude / magnitude.max()), -50.0, 0.0)
         self.assert_values(bmode_panel, expected_db)
         # Velocity: cm/s, limits exactly +-v_N of the header's attribute, RdBu (+ = away = blue).
         nyquist_cm_s = float(group.outputs["velocity"].header.attributes["nyquist_velocity_m_per_s"]) * 100
@@ -633,7 +645,7 @@ class RenderedPanels(unittest.TestCase):
             np.testing.assert_array_equal(codes, np.frombuffer(base64.b64decode(bmode_panel["pixels"]), np.uint8))
 
     def test_doppler_without_a_beamformed_output_draws_power_and_velocity_without_underlay(self):
-        _, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, with_bmode=False))
+        _, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, bmode=None))
         self.assertEqual([p["title"].split(",")[0] for p in view["panels"]], ["power Doppler", "velocity"])
         self.assertTrue(all("underlay" not in p for p in view["panels"]))
 
