@@ -64,6 +64,7 @@ struct DopplerDaemonOptions {
   int slots = 3;
   int queue_depth = 8;
   int cpu_threads = 0;
+  std::string clutter = "svd";  // or polynomial (order 4): the chain with a cheaper filter, for comparison
   std::string work_dir;
   bool keep = false;
 };
@@ -144,7 +145,9 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const Doppler
        << ", z_min_m: " << w.z_min_m << ", z_max_m: " << w.z_max_m << ", depth_pixels: " << w.depth_pixels
        << ", f_number: " << w.f_number << ", apodisation: tukey, tukey_alpha: " << w.tukey_alpha << "}\n"
        << "      - {type: mean_bmode, publish: true}\n"
-       << "      - {type: clutter_filter, params: {method: svd, tissue_rank: " << c.tissue_rank << "}}\n"
+       << (options.clutter == "svd"
+               ? "      - {type: clutter_filter, params: {method: svd, tissue_rank: " + std::to_string(c.tissue_rank) + "}}\n"
+               : std::string("      - {type: clutter_filter, params: {method: polynomial, polynomial_order: 4}}\n"))
        << "      - {type: doppler, params: {average_lateral: 5, average_axial: 5, power_threshold_db: -40}}\n";
   return yaml.str();
 }
@@ -171,7 +174,7 @@ struct Row {
   double e2e_p50_ms = 0, e2e_p99_ms = 0, daemon_p50_ms = 0, daemon_p99_ms = 0;
   std::uint64_t rejected = 0, dropped = 0, stage_errors = 0;
   std::vector<std::pair<std::string, double>> stage_ms;  // compute p50 per stage
-  double busy_ms = 0;
+  double busy_ms = 0, h2d_ms = 0;  // per ensemble (CUDA: H2D + stages + D2H; the H2D alone)
   std::string backend;
 };
 
@@ -319,6 +322,7 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
   if (after.pipelines_size() > 0) {
     row.stage_errors = after.pipelines(0).stage_errors() - (before.pipelines_size() ? before.pipelines(0).stage_errors() : 0);
     row.busy_ms = after.pipelines(0).busy_ms_p50();
+    row.h2d_ms = after.pipelines(0).h2d_ms_p50();
   }
   for (const v1::StageTiming& stage : after.stages()) row.stage_ms.emplace_back(stage.stage(), stage.compute_ms_p50());
   const int code = daemon.stop(std::chrono::seconds(30));
@@ -329,8 +333,8 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
 
 void print_rows(const std::vector<Row>& rows, const DopplerDaemonOptions& options) {
   std::cout << "| case | ensemble | rate asked | sustained | sent | result sets | lost | sender late max | e2e p50 / p99 ms "
-               "| daemon recv->pub p50 / p99 ms | stages p50 ms |\n"
-            << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+               "| daemon recv->pub p50 / p99 ms | busy / H2D p50 ms | stages p50 ms |\n"
+            << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     std::ostringstream stages;
     for (const auto& [stage, ms] : r.stage_ms) stages << (stages.tellp() ? ", " : "") << stage << " " << fixed(ms, 3);
@@ -338,7 +342,7 @@ void print_rows(const std::vector<Row>& rows, const DopplerDaemonOptions& option
               << fixed(r.rate_hz, 2) << "/s | " << fixed(r.sustained_hz, 2) << "/s | " << r.sent << " | " << r.complete
               << " | " << r.lost << " | " << fixed(r.max_late_ms, 1) << " ms | " << fixed(r.e2e_p50_ms, 2) << " / "
               << fixed(r.e2e_p99_ms, 2) << " | " << fixed(r.daemon_p50_ms, 2) << " / " << fixed(r.daemon_p99_ms, 2)
-              << " | " << stages.str() << " |\n";
+              << " | " << fixed(r.busy_ms, 3) << " / " << fixed(r.h2d_ms, 3) << " | " << stages.str() << " |\n";
   }
   for (const Row& r : rows) {
     const Case c = case_named(r.name);
@@ -378,7 +382,7 @@ void run_doppler_daemon_bench(const DopplerDaemonOptions& options_in) {
             << (rows.empty() ? std::string("?") : rows.front().backend) << ", transport " << options.transport
             << ", " << options.seconds << " s per case after " << kWarmup << " warm-up ensembles; slots " << options.slots
             << ", queue " << options.queue_depth << "\n"
-            << "chain: beamform -> mean_bmode (published) -> clutter_filter svd -> doppler 5 x 5 "
+            << "chain: beamform -> mean_bmode (published) -> clutter_filter " << options.clutter << " -> doppler 5 x 5 "
                "(config/doppler.yaml's), channel IQ complex64 [frame, 1, 128, samples], random samples\n";
   print_rows(rows, options);
   if (own_dir && !options.keep) fs::remove_all(work);
@@ -402,6 +406,8 @@ void add_doppler_daemon_bench(CLI::App& app) {
   command->add_option("--slots", options->slots, "frames in flight in the pipeline")->capture_default_str();
   command->add_option("--queue-depth", options->queue_depth, "frames queued in front of it")->capture_default_str();
   command->add_option("--cpu-threads", options->cpu_threads, "CPU backend threads (0: all cores)")->capture_default_str();
+  command->add_option("--clutter", options->clutter, "clutter_filter method: svd (config/doppler.yaml) or polynomial")
+      ->capture_default_str()->check(CLI::IsMember({"svd", "polynomial"}));
   command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and sockets");
   command->add_flag("--keep", options->keep, "keep the work folder");
   command->callback([options] { run_doppler_daemon_bench(*options); });
