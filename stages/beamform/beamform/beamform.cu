@@ -1,5 +1,6 @@
 #include "stages/beamform/beamform/beamform.cuh"
 
+#include <cstdlib>
 #include <type_traits>
 #include <utility>
 
@@ -235,17 +236,17 @@ __device__ inline float length_from_squared(float squared) {
 }
 
 // The block's centre pixel, its extent (x range, deepest z) and its largest distance from the
-// centre pixel, for every thread of a Lateral x Depth block (threadIdx.x along depth).
+// centre pixel, for every thread of a Lateral x Depth block; the thread's pixel is (lateral
+// `across`, depth `down`) of the block, its index in the block `tid`.
 struct BlockExtent {
   float cx, cz, x_min, x_max, z_max, reach;
 };
 template <int Lateral, int Depth>
-__device__ inline BlockExtent block_extent(float x, float z) {
+__device__ inline BlockExtent block_extent(float x, float z, int down, int across, int tid) {
   constexpr int kWarps = Lateral * Depth / 32;
   __shared__ float extent[4][kWarps];
   __shared__ float centre[2];
-  const int tid = threadIdx.y * Depth + threadIdx.x;
-  if (threadIdx.x == Depth / 2 && threadIdx.y == Lateral / 2) centre[0] = x, centre[1] = z;
+  if (down == Depth / 2 && across == Lateral / 2) centre[0] = x, centre[1] = z;
   float x_min = x, x_max = x, z_max = z;
   for (int offset = 16; offset > 0; offset >>= 1) {
     x_min = fminf(x_min, __shfl_xor_sync(~0u, x_min, offset));
@@ -308,7 +309,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
   float x, z;
   pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
 
-  const BlockExtent extent = block_extent<kTileLateral, kTileDepth>(x, z);
+  const BlockExtent extent = block_extent<kTileLateral, kTileDepth>(x, z, threadIdx.x, threadIdx.y, tid);
   const float cx = extent.cx, cz = extent.cz;
   // Staged samples: centre position - half ... + half + 1.
   const float half_span = tile_half_span(extent.reach, s.inverse_c, s.sampling_frequency_hz);
@@ -491,33 +492,66 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
 // pixels) so that the window of a block, bounded by its largest distance from its centre (see the
 // tiled kernel), stays inside kTileSamples on coarser grids than 8 x 32 blocks allow.
 constexpr int kEnsembleThreads = kEnsembleLateral * kEnsembleDepth;
-constexpr int kEnsembleLoads = (kEnsembleFrames * kTileSamples + kEnsembleThreads - 1) / kEnsembleThreads;
 static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's row of the block's table");
 
-template <int C>
-__global__ void __launch_bounds__(kEnsembleThreads, 2)
+// Compile-time shape of the ensemble kernel: frames per block (rows of a tile), entries per row
+// (the widest window it stages), elements staged per barrier, blocks per SM the register budget
+// allows, and the lanes' pixels within a warp: kRows, 16 depths x 2 laterals, a quarter-warp 8
+// consecutive depths; kQuad, the same warp, each quarter-warp 4 depths x 2 laterals (the 8 lanes of
+// one 16-byte shared-memory phase read at most 8 neighbouring entries even where neighbouring depths
+// lie 2 samples apart); kWide, 4 depths x 8 laterals (lateral neighbours read nearly the same entry).
+enum EnsembleLanes { kRows, kQuad, kWide };
+template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes>
+struct EnsembleShape {
+  static constexpr int kFrames = Frames;
+  static constexpr int kRowEntries = RowEntries;
+  static constexpr int kElementsPerStage = ElementsPerStage;
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kLanes = Lanes;
+  static constexpr int kLoads = (Frames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
+  static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
+  static_assert(Lanes == kRows || (kEnsembleDepth == 16 && kEnsembleLateral == 16), "quad and wide lanes: 16 x 16 blocks");
+};
+
+template <int C, typename Shape>
+__global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
     delay_and_sum_ensemble(BeamformLaunch launch, TileConstants constants) {
   using Sample = typename TileTypes<C>::Sample;
   using Entry = typename TileTypes<C>::Entry;
-  // Row kEnsembleFrames of each tile is a spare that the staging lanes with no entry write to.
-  __shared__ Entry tile[2][kEnsembleFrames + 1][kTileSamples];
+  constexpr int kFrames = Shape::kFrames, kRowEntries = Shape::kRowEntries, kLoads = Shape::kLoads;
+  constexpr int kStage = Shape::kElementsPerStage;
+  // Per buffer and staged element, a tile of kFrames rows and a spare row that the staging lanes
+  // with no entry write to.
+  __shared__ Entry tile[2][kStage][kFrames + 1][kRowEntries];
   __shared__ TileElement table[kTileChunk];
   __shared__ TileElementExtra table_extra[kTileChunk];
 
   const beamform::DasSetup<float>& s = launch.setup;
-  const int tid = threadIdx.y * kEnsembleDepth + threadIdx.x;
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kEnsembleDepth) + threadIdx.x;
-  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + threadIdx.y;
-  const std::int64_t frame_first = blockIdx.z * static_cast<std::int64_t>(kEnsembleFrames);
-  const int count = static_cast<int>(min(static_cast<std::int64_t>(kEnsembleFrames), launch.frames - frame_first));
+  const int tid = threadIdx.x;
+  int down, across;  // the thread's pixel in the block: depth, lateral
+  const int lane = tid & 31, warp = tid >> 5;
+  if constexpr (Shape::kLanes == kQuad) {
+    down = (lane & 3) | (lane >> 3) << 2;
+    across = warp * 2 + (lane >> 2 & 1);
+  } else if constexpr (Shape::kLanes == kWide) {
+    down = (warp & 3) * 4 + (lane & 3);
+    across = (warp >> 2) * 8 + (lane >> 2);
+  } else {
+    down = tid % kEnsembleDepth;
+    across = tid / kEnsembleDepth;
+  }
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kEnsembleDepth) + down;
+  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + across;
+  const std::int64_t frame_first = blockIdx.z * static_cast<std::int64_t>(kFrames);
+  const int count = static_cast<int>(min(static_cast<std::int64_t>(kFrames), launch.frames - frame_first));
   const bool active = j < launch.depth && i < launch.lateral;
   float x, z;
   pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
 
-  const BlockExtent extent = block_extent<kEnsembleLateral, kEnsembleDepth>(x, z);
+  const BlockExtent extent = block_extent<kEnsembleLateral, kEnsembleDepth>(x, z, down, across, tid);
   const float cx = extent.cx, cz = extent.cz;
   const float half_span = tile_half_span(extent.reach, s.inverse_c, s.sampling_frequency_hz);
-  if (!(2.0f * half_span + 2.0f <= float(kTileSamples))) {
+  if (!(2.0f * half_span + 2.0f <= float(kRowEntries))) {
     if (active)
       for (int k = 0; k < count; ++k) das_pixel_to_output<C>(launch, frame_first + k, i, j);
     return;  // uniform over the block: no barrier follows for anyone
@@ -531,30 +565,30 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
   const int samples = constants.samples;  // run() checks that line and sample indices fit an int
   const bool contributes = active && (s.f_number <= 0.0f || z > 0.0f);
   const float inverse_half_width = s.f_number > 0.0f && z > 0.0f ? 2.0f * s.f_number / z : 0.0f;
-  float sum_re[kEnsembleFrames], sum_im[kEnsembleFrames];
+  float sum_re[kFrames], sum_im[kFrames];
 #pragma unroll
-  for (int k = 0; k < kEnsembleFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
+  for (int k = 0; k < kFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
   (void)sum_im;
   // Rows of frames this block lacks hold zeros (they are summed like the others and not written).
-  for (int slot = tid; slot < 2 * (kEnsembleFrames + 1) * kTileSamples; slot += kEnsembleThreads) {
-    const int row = slot / kTileSamples % (kEnsembleFrames + 1);
-    if (row >= count) (&tile[0][0][0])[slot] = Entry{};
+  for (int slot = tid; slot < 2 * kStage * (kFrames + 1) * kRowEntries; slot += kEnsembleThreads) {
+    const int row = slot / kRowEntries % (kFrames + 1);
+    if (row >= count) (&tile[0][0][0][0])[slot] = Entry{};
   }
-  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0]));
+  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0][0]));
   const unsigned biased_tiles = tiles - constants.magic_bias;
   const int frame_samples = static_cast<int>(launch.transmits) * s.elements * samples;  // one frame's samples
   const int staged = count * span;
   // Staging slots: entry index tid + r kEnsembleThreads, row = frame, q = entry within the window.
-  int warp_slots = 0, slot_q[kEnsembleLoads], slot_frame[kEnsembleLoads];
-  unsigned slot_entry[kEnsembleLoads];
+  int warp_slots = 0, slot_q[kLoads], slot_frame[kLoads];
+  unsigned slot_entry[kLoads];
 #pragma unroll
-  for (int r = 0; r < kEnsembleLoads; ++r) {
+  for (int r = 0; r < kLoads; ++r) {
     const int index = tid + r * kEnsembleThreads, used = min(index, staged - 1);
     if ((index & ~31) < staged) warp_slots = r + 1;
     const int row = used / span;
     slot_q[r] = used - row * span;
     slot_frame[r] = row * frame_samples;
-    slot_entry[r] = tiles + (index < staged ? row * kTileSamples + slot_q[r] : kEnsembleFrames * kTileSamples + (tid & 31)) *
+    slot_entry[r] = tiles + (index < staged ? row * kRowEntries + slot_q[r] : kFrames * kRowEntries + (tid & 31)) *
                                 static_cast<unsigned>(sizeof(Entry));
   }
 
@@ -586,37 +620,38 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
       }
       __syncthreads();
 
-      Sample first_sample[kEnsembleLoads], next_sample[kEnsembleLoads];
-      // Loads element e's window of every frame; a window reaching outside [0, samples - 2] (same
-      // for the whole block) takes the checked path, which reads zero for a sample outside the line.
-      auto prefetch = [&](int e) {
-        const int window = table[e - chunk].receive_start;  // first sample of the window
-        const Sample* line = transmit_input + e * samples;
-        if (table_extra[e - chunk].inside) {
+      Sample first_sample[kStage][kLoads], next_sample[kStage][kLoads];
+      // Loads the windows of every frame of elements group ... group + kStage - 1 (those before
+      // chunk_end); a window reaching outside [0, samples - 2] (same for the whole block) takes the
+      // checked path, which reads zero for a sample outside the line.
+      auto prefetch = [&](int group) {
+        for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
+          constexpr int kElement = decltype(staged_element)::value;
+          const int e = group + kElement;
+          if (kElement > 0 && e >= chunk_end) return;
+          const int window = table[e - chunk].receive_start;  // first sample of the window
+          const Sample* line = transmit_input + e * samples;
+          if (table_extra[e - chunk].inside) {
 #pragma unroll
-          for (int r = 0; r < kEnsembleLoads; ++r) {
-            if (r >= warp_slots) break;
-            const Sample* value = line + (slot_frame[r] + window + slot_q[r]);
-            first_sample[r] = __ldg(value), next_sample[r] = __ldg(value + 1);
-          }
-        } else {
+            for (int r = 0; r < kLoads; ++r) {
+              if (r >= warp_slots) break;
+              const Sample* value = line + (slot_frame[r] + window + slot_q[r]);
+              first_sample[kElement][r] = __ldg(value), next_sample[kElement][r] = __ldg(value + 1);
+            }
+          } else {
 #pragma unroll
-          for (int r = 0; r < kEnsembleLoads; ++r) {
-            if (r >= warp_slots) break;
-            const int sample = window + slot_q[r];
-            read_sample_pair(line + slot_frame[r], sample, samples, first_sample[r], next_sample[r]);
+            for (int r = 0; r < kLoads; ++r) {
+              if (r >= warp_slots) break;
+              const int sample = window + slot_q[r];
+              read_sample_pair(line + slot_frame[r], sample, samples, first_sample[kElement][r],
+                               next_sample[kElement][r]);
+            }
           }
-        }
+        });
       };
-      auto element_step = [&](int e, auto buffer) {
-        constexpr int kTileBytes = (kEnsembleFrames + 1) * kTileSamples * sizeof(Entry);
-        constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
-#pragma unroll
-        for (int r = 0; r < kEnsembleLoads; ++r) {
-          if (r < warp_slots) store_entry<kBufferOffset>(slot_entry[r], first_sample[r], next_sample[r]);
-        }
-        __syncthreads();  // this tile is complete; the other was last read before the previous barrier
-        if (e + 1 < chunk_end) prefetch(e + 1);
+      // Element e's terms of this pixel, from its tile at `TileOffset` bytes from the tiles.
+      auto sum_element = [&](int e, auto tile_offset) {
+        constexpr int kTileOffset = decltype(tile_offset)::value;
         const TileElement element = table[e - chunk];
         const float dx = x - element.x_m, dz = z - element.z_m;
         const float weight =
@@ -636,7 +671,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
         }
         auto term = [&](auto k) {
           constexpr int kRow = decltype(k)::value;
-          const Entry entry = load_shared<kBufferOffset + kRow * kTileSamples * int(sizeof(Entry))>(
+          const Entry entry = load_shared<kTileOffset + kRow * kRowEntries * int(sizeof(Entry))>(
               address, static_cast<Entry*>(nullptr));
           if constexpr (C == 2) {
             const float re = fmaf(offset, entry.z, entry.x), im = fmaf(offset, entry.w, entry.y);
@@ -646,19 +681,102 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
             sum_re[kRow] = fmaf(fmaf(offset, entry.y, entry.x), weight_re, sum_re[kRow]);
           }
         };
-        for_each_index(std::make_integer_sequence<int, kEnsembleFrames>{}, term);
+        for_each_index(std::make_integer_sequence<int, kFrames>{}, term);
+      };
+      // One stage: store the prefetched windows of elements group ... into buffer `Buffer`,
+      // prefetch the next group, sum this group. The two buffers alternate; compile-time buffer and
+      // element indices keep every shared-memory offset an immediate.
+      auto stage_step = [&](int group, auto buffer) {
+        constexpr int kTileBytes = (kFrames + 1) * kRowEntries * sizeof(Entry);
+        constexpr int kBufferOffset = decltype(buffer)::value * kStage * kTileBytes;
+        for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
+          constexpr int kElement = decltype(staged_element)::value;
+          if (kElement > 0 && group + kElement >= chunk_end) return;
+#pragma unroll
+          for (int r = 0; r < kLoads; ++r) {
+            if (r < warp_slots)
+              store_entry<kBufferOffset + kElement * kTileBytes>(slot_entry[r], first_sample[kElement][r],
+                                                                 next_sample[kElement][r]);
+          }
+        });
+        __syncthreads();  // this buffer is complete; the other was last read before the previous barrier
+        if (group + kStage < chunk_end) prefetch(group + kStage);
+        for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
+          constexpr int kElement = decltype(staged_element)::value;
+          if (kElement > 0 && group + kElement >= chunk_end) return;
+          sum_element(group + kElement, std::integral_constant<int, kBufferOffset + kElement * kTileBytes>{});
+        });
       };
       prefetch(chunk);
-      for (int e = chunk; e < chunk_end; e += 2) {
-        element_step(e, std::integral_constant<int, 0>{});
-        if (e + 1 < chunk_end) element_step(e + 1, std::integral_constant<int, 1>{});
+      for (int group = chunk; group < chunk_end; group += 2 * kStage) {
+        stage_step(group, std::integral_constant<int, 0>{});
+        if (group + kStage < chunk_end) stage_step(group + kStage, std::integral_constant<int, 1>{});
       }
     }
   }
   if (!active) return;
 #pragma unroll
-  for (int k = 0; k < kEnsembleFrames; ++k)
+  for (int k = 0; k < kFrames; ++k)
     if (k < count) write_pixel<C>(launch, frame_first + k, i, j, sum_re[k], sum_im[k]);
+}
+
+// The ensemble kernel's shapes under trial (SONOPIPE_ENSEMBLE_VARIANT; the bench compares them in
+// one run, the loser goes before merging): 0 the previous kernel, 1 quad lanes, 2 quad lanes with
+// 32-entry rows, 3 that with two elements per barrier, 4 that with 3 blocks per SM, 5 8 frames per
+// block, two elements per barrier, 4 blocks per SM; 6 wide lanes (32-entry rows where they fit), 7
+// that with two elements per barrier. Rows of 32 entries serve blocks whose window fits them; wider
+// windows take 64-entry rows (quad lanes for 2-5).
+using EnsembleWide = EnsembleShape<16, 64, 1, 2, kRows>;
+using EnsembleQuad = EnsembleShape<16, 64, 1, 2, kQuad>;
+
+// Upper bound of a 16 x 16 block's reach (largest distance of a pixel from the block's centre
+// pixel, 8 steps away at most along each axis) on the host, to pick the row length.
+inline float ensemble_reach_bound(const BeamformLaunch& launch) {
+  const float depth_far = fmaxf(fabsf(launch.depth_min_m), fabsf(launch.depth_min_m + launch.depth_step_m * float(launch.depth - 1)));
+  const float lateral = launch.grid == BeamformLaunch::Grid::sector ? fabsf(launch.lateral_step) * depth_far
+                                                                    : fabsf(launch.lateral_step);
+  return 1.001f * hypotf(float(kEnsembleLateral / 2) * lateral, float(kEnsembleDepth / 2) * fabsf(launch.depth_step_m));
+}
+
+template <int C, typename Shape>
+bool launch_ensemble(const BeamformLaunch& launch, const TileConstants& constants, cudaStream_t stream) {
+  constexpr std::int64_t kIntLimit = 0x7fffffff;
+  const beamform::DasSetup<float>& s = launch.setup;
+  if (!(Shape::kFrames * launch.transmits * s.elements * s.samples < kIntLimit &&
+        (launch.frames + Shape::kFrames - 1) / Shape::kFrames <= 65535))
+    return false;
+  const dim3 blocks(static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth),
+                    static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral),
+                    static_cast<unsigned>((launch.frames + Shape::kFrames - 1) / Shape::kFrames));
+  delay_and_sum_ensemble<C, Shape><<<blocks, kEnsembleThreads, 0, stream>>>(launch, constants);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+template <int C>
+bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, cudaStream_t stream) {
+  const char* chosen = std::getenv("SONOPIPE_ENSEMBLE_VARIANT");  // TRIAL: read per launch for the bench
+  const int variant = chosen ? std::atoi(chosen) : 0;
+  const beamform::DasSetup<float>& s = launch.setup;
+  const bool narrow =
+      2.0f * tile_half_span(ensemble_reach_bound(launch), s.inverse_c, s.sampling_frequency_hz) + 2.0f <= 32.0f;
+  switch (variant) {
+    case 0: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
+    case 1: return launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 2: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 3: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 4: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 3, kQuad>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 5: return narrow ? launch_ensemble<C, EnsembleShape<8, 32, 2, 4, kQuad>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 6: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kWide>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWide>>(launch, constants, stream);
+    case 7: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kWide>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWide>>(launch, constants, stream);
+    default: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
+  }
 }
 
 template <int C>
@@ -675,15 +793,7 @@ void run(const BeamformLaunch& launch, cudaStream_t stream) {
                                 taper,
                                 taper > 0.0f ? 1.0f / taper : 0.0f,
                                 kMagicBits * static_cast<unsigned>(sizeof(typename TileTypes<C>::Entry))};
-  if (staged && launch.frames > 1 && kEnsembleFrames * launch.transmits * s.elements * s.samples < kIntLimit &&
-      (launch.frames + kEnsembleFrames - 1) / kEnsembleFrames <= 65535) {
-    const dim3 blocks(static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth),
-                      static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral),
-                      static_cast<unsigned>((launch.frames + kEnsembleFrames - 1) / kEnsembleFrames));
-    delay_and_sum_ensemble<C><<<blocks, dim3(kEnsembleDepth, kEnsembleLateral), 0, stream>>>(launch, constants);
-    SONOPIPE_CUDA_CHECK_LAUNCH();
-    return;
-  }
+  if (staged && launch.frames > 1 && run_ensemble<C>(launch, constants, stream)) return;
   if (staged && launch.frames == 1 && kTilePass * s.elements * s.samples < kIntLimit) {
     const dim3 blocks(static_cast<unsigned>((launch.depth + kTileDepth - 1) / kTileDepth),
                       static_cast<unsigned>((launch.lateral + kTileLateral - 1) / kTileLateral));
