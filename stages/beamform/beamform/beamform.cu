@@ -499,8 +499,9 @@ static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's ro
 // allows, and the lanes' pixels within a warp: kRows, 16 depths x 2 laterals, a quarter-warp 8
 // consecutive depths; kQuad, the same warp, each quarter-warp 4 depths x 2 laterals (the 8 lanes of
 // one 16-byte shared-memory phase read at most 8 neighbouring entries even where neighbouring depths
-// lie 2 samples apart); kWide, 4 depths x 8 laterals (lateral neighbours read nearly the same entry).
-enum EnsembleLanes { kRows, kQuad, kWide };
+// lie 2 samples apart); kWide, 4 depths x 8 laterals (lateral neighbours read nearly the same entry);
+// kWider, 2 depths x 16 laterals.
+enum EnsembleLanes { kRows, kQuad, kWide, kWider };
 template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes>
 struct EnsembleShape {
   static constexpr int kFrames = Frames;
@@ -536,6 +537,9 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
   } else if constexpr (Shape::kLanes == kWide) {
     down = (warp & 3) * 4 + (lane & 3);
     across = (warp >> 2) * 8 + (lane >> 2);
+  } else if constexpr (Shape::kLanes == kWider) {
+    down = warp * 2 + (lane >> 4);
+    across = lane & 15;
   } else {
     down = tid % kEnsembleDepth;
     across = tid / kEnsembleDepth;
@@ -724,7 +728,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
 // one run, the loser goes before merging): 0 the previous kernel, 1 quad lanes, 2 quad lanes with
 // 32-entry rows, 3 that with two elements per barrier, 4 that with 3 blocks per SM, 5 8 frames per
 // block, two elements per barrier, 4 blocks per SM; 6 wide lanes (32-entry rows where they fit), 7
-// that with two elements per barrier. Rows of 32 entries serve blocks whose window fits them; wider
+// that with two elements per barrier; 8, 9 the same with wider lanes. Rows of 32 entries serve blocks whose window fits them; wider
 // windows take 64-entry rows (quad lanes for 2-5).
 using EnsembleWide = EnsembleShape<16, 64, 1, 2, kRows>;
 using EnsembleQuad = EnsembleShape<16, 64, 1, 2, kQuad>;
@@ -775,6 +779,10 @@ bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, 
                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWide>>(launch, constants, stream);
     case 7: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kWide>>(launch, constants, stream)
                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWide>>(launch, constants, stream);
+    case 8: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kWider>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWider>>(launch, constants, stream);
+    case 9: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kWider>>(launch, constants, stream)
+                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWider>>(launch, constants, stream);
     default: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
   }
 }
