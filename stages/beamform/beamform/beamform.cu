@@ -502,13 +502,14 @@ static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's ro
 // lie 2 samples apart); kWide, 4 depths x 8 laterals (lateral neighbours read nearly the same entry);
 // kWider, 2 depths x 16 laterals.
 enum EnsembleLanes { kRows, kQuad, kWide, kWider };
-template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes>
+template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes, bool Branchless = false>
 struct EnsembleShape {
   static constexpr int kFrames = Frames;
   static constexpr int kRowEntries = RowEntries;
   static constexpr int kElementsPerStage = ElementsPerStage;
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr int kLanes = Lanes;
+  static constexpr bool kBranchless = Branchless;  // elements outside the pixel's aperture summed with weight 0
   static constexpr int kLoads = (Frames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
   static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
   static_assert(Lanes == kRows || (kEnsembleDepth == 16 && kEnsembleLateral == 16), "quad and wide lanes: 16 x 16 blocks");
@@ -660,7 +661,11 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
         const float dx = x - element.x_m, dz = z - element.z_m;
         const float weight =
             beamform::tukey_window(constants.taper, constants.inverse_taper, fabsf(dx) * inverse_half_width);
-        if (!contributes || weight == 0.0f) return;
+        if constexpr (Shape::kBranchless) {
+          if (!contributes) return;
+        } else {
+          if (!contributes || weight == 0.0f) return;
+        }
         const float range_m = length_from_squared(fmaf(dx, dx, dz * dz));
         const float position_minus_half = local + fmaf(range_m, constants.samples_per_m, element.receive_offset);
         const float rounded = position_minus_half + kMagic;  // entry_at_midpoint(), the address kept for every frame
@@ -719,16 +724,41 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
     }
   }
   if (!active) return;
+  if constexpr (std::is_same_v<Shape, EnsembleShape<16, 64, 1, 2, kRows>>) {  // TRIAL: today's output path
 #pragma unroll
-  for (int k = 0; k < kFrames; ++k)
-    if (k < count) write_pixel<C>(launch, frame_first + k, i, j, sum_re[k], sum_im[k]);
+    for (int k = 0; k < kFrames; ++k)
+      if (k < count) write_pixel<C>(launch, frame_first + k, i, j, sum_re[k], sum_im[k]);
+    return;
+  }
+  // The pixel's frames: IQ as one 8-byte store each, brought to baseband (write_pixel()) with the
+  // depth's phasor computed once for all of them.
+  float* out = static_cast<float*>(launch.output) +
+               (frame_first * launch.output_frame_stride + i * launch.output_lateral_stride + j) * C;
+  if constexpr (C == 2) {
+    float rotation_re = 1.0f, rotation_im = 0.0f;
+    if (launch.baseband_cycles_per_m != 0.0f) {
+      float cycles = launch.baseband_cycles_per_m * (launch.depth_min_m + launch.depth_step_m * static_cast<float>(j));
+      cycles -= rintf(cycles);
+      sincospif(-2.0f * cycles, &rotation_im, &rotation_re);
+    }
+#pragma unroll
+    for (int k = 0; k < kFrames; ++k)
+      if (k < count)
+        reinterpret_cast<float2*>(out)[k * launch.output_frame_stride] =
+            make_float2(sum_re[k] * rotation_re - sum_im[k] * rotation_im, sum_re[k] * rotation_im + sum_im[k] * rotation_re);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kFrames; ++k)
+      if (k < count) out[k * launch.output_frame_stride] = sum_re[k];
+  }
 }
 
 // The ensemble kernel's shapes under trial (SONOPIPE_ENSEMBLE_VARIANT; the bench compares them in
 // one run, the loser goes before merging): 0 the previous kernel, 1 quad lanes, 2 quad lanes with
 // 32-entry rows, 3 that with two elements per barrier, 4 that with 3 blocks per SM, 5 8 frames per
 // block, two elements per barrier, 4 blocks per SM; 6 wide lanes (32-entry rows where they fit), 7
-// that with two elements per barrier; 8, 9 the same with wider lanes. Rows of 32 entries serve blocks whose window fits them; wider
+// that with two elements per barrier; 8, 9 the same with wider lanes; 10, 11 as 3, 2 without the
+// branch around elements outside the pixel's aperture (they add 0). All but 0 store IQ as float2. Rows of 32 entries serve blocks whose window fits them; wider
 // windows take 64-entry rows (quad lanes for 2-5).
 using EnsembleWide = EnsembleShape<16, 64, 1, 2, kRows>;
 using EnsembleQuad = EnsembleShape<16, 64, 1, 2, kQuad>;
@@ -783,6 +813,10 @@ bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, 
                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWider>>(launch, constants, stream);
     case 9: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kWider>>(launch, constants, stream)
                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWider>>(launch, constants, stream);
+    case 10: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, true>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 11: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, true>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
     default: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
   }
 }
