@@ -1,5 +1,6 @@
 #include "stages/beamform/beamform/beamform.cuh"
 
+#include <atomic>
 #include <cstdlib>
 #include <type_traits>
 #include <utility>
@@ -502,7 +503,28 @@ static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's ro
 // lie 2 samples apart); kWide, 4 depths x 8 laterals (lateral neighbours read nearly the same entry);
 // kWider, 2 depths x 16 laterals.
 enum EnsembleLanes { kRows, kQuad, kWide, kWider };
-template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes, bool Branchless = false>
+
+// mbarriers in shared memory (PTX ISA: mbarrier): init with the arrivals a phase needs, arrive
+// (release), wait for the phase of the given parity to complete (acquire).
+__device__ inline void mbarrier_init(std::uint64_t* barrier, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(barrier))),
+               "r"(count)
+               : "memory");
+}
+__device__ inline void mbarrier_arrive(std::uint64_t* barrier) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}" ::"r"(
+                   static_cast<unsigned>(__cvta_generic_to_shared(barrier)))
+               : "memory");
+}
+__device__ inline void mbarrier_wait(std::uint64_t* barrier, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n wait:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra wait;\n}" ::"r"(
+          static_cast<unsigned>(__cvta_generic_to_shared(barrier))),
+      "r"(parity)
+      : "memory");
+}
+template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes, bool Branchless = false,
+          int Buffers = 2>
 struct EnsembleShape {
   static constexpr int kFrames = Frames;
   static constexpr int kRowEntries = RowEntries;
@@ -510,6 +532,10 @@ struct EnsembleShape {
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr int kLanes = Lanes;
   static constexpr bool kBranchless = Branchless;  // elements outside the pixel's aperture summed with weight 0
+  // Tile buffers: 2, alternating around one block barrier per stage; more, a ring whose warps meet
+  // on per-buffer mbarriers (full: every warp stored its part; empty: every warp summed it), so a
+  // warp may run up to Buffers - 1 stages ahead of the slowest.
+  static constexpr int kBuffers = Buffers;
   static constexpr int kLoads = (Frames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
   static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
   static_assert(Lanes == kRows || (kEnsembleDepth == 16 && kEnsembleLateral == 16), "quad and wide lanes: 16 x 16 blocks");
@@ -523,13 +549,21 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
   constexpr int kFrames = Shape::kFrames, kRowEntries = Shape::kRowEntries, kLoads = Shape::kLoads;
   constexpr int kStage = Shape::kElementsPerStage;
   // Per buffer and staged element, a tile of kFrames rows and a spare row that the staging lanes
-  // with no entry write to.
-  __shared__ Entry tile[2][kStage][kFrames + 1][kRowEntries];
+  // with no entry write to: Entry [2][kStage][kFrames + 1][kRowEntries] in dynamic shared memory
+  // (launch_ensemble() raises the limit where it exceeds the default 48 KB).
+  extern __shared__ float4 ensemble_tiles[];
+  Entry* const tile = reinterpret_cast<Entry*>(ensemble_tiles);
   __shared__ TileElement table[kTileChunk];
   __shared__ TileElementExtra table_extra[kTileChunk];
+  __shared__ std::uint64_t ring_full[Shape::kBuffers], ring_empty[Shape::kBuffers];  // kBuffers > 2
 
   const beamform::DasSetup<float>& s = launch.setup;
   const int tid = threadIdx.x;
+  if (Shape::kBuffers > 2 && tid < Shape::kBuffers) {
+    mbarrier_init(&ring_full[tid], kEnsembleThreads / 32);
+    mbarrier_init(&ring_empty[tid], kEnsembleThreads / 32);
+  }  // visible to all after the barriers in block_extent()
+  unsigned ring_fills = 0, ring_used = 0;  // per buffer (bit b): parity of its fills so far; filled before
   int down, across;  // the thread's pixel in the block: depth, lateral
   const int lane = tid & 31, warp = tid >> 5;
   if constexpr (Shape::kLanes == kQuad) {
@@ -575,11 +609,12 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
   for (int k = 0; k < kFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
   (void)sum_im;
   // Rows of frames this block lacks hold zeros (they are summed like the others and not written).
-  for (int slot = tid; slot < 2 * kStage * (kFrames + 1) * kRowEntries; slot += kEnsembleThreads) {
+  constexpr int kBuffers = Shape::kBuffers;
+  for (int slot = tid; slot < kBuffers * kStage * (kFrames + 1) * kRowEntries; slot += kEnsembleThreads) {
     const int row = slot / kRowEntries % (kFrames + 1);
-    if (row >= count) (&tile[0][0][0][0])[slot] = Entry{};
+    if (row >= count) tile[slot] = Entry{};
   }
-  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0][0]));
+  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(tile));
   const unsigned biased_tiles = tiles - constants.magic_bias;
   const int frame_samples = static_cast<int>(launch.transmits) * s.elements * samples;  // one frame's samples
   const int staged = count * span;
@@ -698,6 +733,10 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
       auto stage_step = [&](int group, auto buffer) {
         constexpr int kTileBytes = (kFrames + 1) * kRowEntries * sizeof(Entry);
         constexpr int kBufferOffset = decltype(buffer)::value * kStage * kTileBytes;
+        if constexpr (kBuffers > 2) {  // every warp has summed this buffer's previous fill
+          constexpr int kRingBuffer = decltype(buffer)::value;
+          if (ring_used >> kRingBuffer & 1) mbarrier_wait(&ring_empty[kRingBuffer], (ring_fills >> kRingBuffer & 1) ^ 1);
+        }
         for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
           constexpr int kElement = decltype(staged_element)::value;
           if (kElement > 0 && group + kElement >= chunk_end) return;
@@ -708,18 +747,33 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
                                                                  next_sample[kElement][r]);
           }
         });
-        __syncthreads();  // this buffer is complete; the other was last read before the previous barrier
+        constexpr int kBuffer = decltype(buffer)::value;
+        if constexpr (kBuffers == 2) {
+          __syncthreads();  // this buffer is complete; the other was last read before the previous barrier
+        } else {
+          __syncwarp();
+          if ((tid & 31) == 0) mbarrier_arrive(&ring_full[kBuffer]);
+        }
         if (group + kStage < chunk_end) prefetch(group + kStage);
+        if constexpr (kBuffers > 2) mbarrier_wait(&ring_full[kBuffer], ring_fills >> kBuffer & 1);
         for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
           constexpr int kElement = decltype(staged_element)::value;
           if (kElement > 0 && group + kElement >= chunk_end) return;
           sum_element(group + kElement, std::integral_constant<int, kBufferOffset + kElement * kTileBytes>{});
         });
+        if constexpr (kBuffers > 2) {
+          __syncwarp();
+          if ((tid & 31) == 0) mbarrier_arrive(&ring_empty[kBuffer]);
+          ring_fills ^= 1u << kBuffer;
+          ring_used |= 1u << kBuffer;
+        }
       };
       prefetch(chunk);
-      for (int group = chunk; group < chunk_end; group += 2 * kStage) {
-        stage_step(group, std::integral_constant<int, 0>{});
-        if (group + kStage < chunk_end) stage_step(group + kStage, std::integral_constant<int, 1>{});
+      for (int group = chunk; group < chunk_end; group += kBuffers * kStage) {
+        for_each_index(std::make_integer_sequence<int, kBuffers>{}, [&](auto buffer) {
+          constexpr int kBuffer = decltype(buffer)::value;
+          if (kBuffer == 0 || group + kBuffer * kStage < chunk_end) stage_step(group + kBuffer * kStage, buffer);
+        });
       }
     }
   }
@@ -782,7 +836,20 @@ bool launch_ensemble(const BeamformLaunch& launch, const TileConstants& constant
   const dim3 blocks(static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth),
                     static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral),
                     static_cast<unsigned>((launch.frames + Shape::kFrames - 1) / Shape::kFrames));
-  delay_and_sum_ensemble<C, Shape><<<blocks, kEnsembleThreads, 0, stream>>>(launch, constants);
+  constexpr int kTileBytes = Shape::kBuffers * Shape::kElementsPerStage * (Shape::kFrames + 1) * Shape::kRowEntries *
+                             static_cast<int>(sizeof(typename TileTypes<C>::Entry));
+  if constexpr (kTileBytes > 48 * 1024) {  // raised once per kernel and device (Hopper allows 227 KB)
+    static std::atomic<std::uint64_t> raised{0};
+    int device = 0;
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+    if (!(raised.load(std::memory_order_relaxed) & bit)) {
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(delay_and_sum_ensemble<C, Shape>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kTileBytes));
+      raised.fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
+  delay_and_sum_ensemble<C, Shape><<<blocks, kEnsembleThreads, kTileBytes, stream>>>(launch, constants);
   SONOPIPE_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -817,6 +884,12 @@ bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, 
                            : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
     case 11: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, true>>(launch, constants, stream)
                            : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
+    case 12: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleShape<16, 64, 2, 2, kQuad>>(launch, constants, stream);
+    case 13: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, false, 4>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4>>(launch, constants, stream);
+    case 14: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, false, 3>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4>>(launch, constants, stream);
     default: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
   }
 }
