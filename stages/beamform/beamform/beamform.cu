@@ -524,7 +524,7 @@ __device__ inline void mbarrier_wait(std::uint64_t* barrier, unsigned parity) {
       : "memory");
 }
 template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes, bool Branchless = false,
-          int Buffers = 2>
+          int Buffers = 2, bool DeepFirst = false>
 struct EnsembleShape {
   static constexpr int kFrames = Frames;
   static constexpr int kRowEntries = RowEntries;
@@ -536,6 +536,9 @@ struct EnsembleShape {
   // on per-buffer mbarriers (full: every warp stored its part; empty: every warp summed it), so a
   // warp may run up to Buffers - 1 stages ahead of the slowest.
   static constexpr int kBuffers = Buffers;
+  // Blocks handed out deepest first (grid x: frame chunks, y: lateral, z: depth from the deepest):
+  // deep blocks have the widest apertures, the longest work; the short shallow ones fill the tail.
+  static constexpr bool kDeepFirst = DeepFirst;
   static constexpr int kLoads = (Frames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
   static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
   static_assert(Lanes == kRows || (kEnsembleDepth == 16 && kEnsembleLateral == 16), "quad and wide lanes: 16 x 16 blocks");
@@ -579,9 +582,11 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
     down = tid % kEnsembleDepth;
     across = tid / kEnsembleDepth;
   }
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kEnsembleDepth) + down;
+  const unsigned depth_block = Shape::kDeepFirst ? gridDim.z - 1 - blockIdx.z : blockIdx.x;
+  const unsigned frame_block = Shape::kDeepFirst ? blockIdx.x : blockIdx.z;
+  const std::int64_t j = depth_block * static_cast<std::int64_t>(kEnsembleDepth) + down;
   const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + across;
-  const std::int64_t frame_first = blockIdx.z * static_cast<std::int64_t>(kFrames);
+  const std::int64_t frame_first = frame_block * static_cast<std::int64_t>(kFrames);
   const int count = static_cast<int>(min(static_cast<std::int64_t>(kFrames), launch.frames - frame_first));
   const bool active = j < launch.depth && i < launch.lateral;
   float x, z;
@@ -833,9 +838,12 @@ bool launch_ensemble(const BeamformLaunch& launch, const TileConstants& constant
   if (!(Shape::kFrames * launch.transmits * s.elements * s.samples < kIntLimit &&
         (launch.frames + Shape::kFrames - 1) / Shape::kFrames <= 65535))
     return false;
-  const dim3 blocks(static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth),
-                    static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral),
-                    static_cast<unsigned>((launch.frames + Shape::kFrames - 1) / Shape::kFrames));
+  const auto depth_blocks = static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth);
+  const auto frame_blocks = static_cast<unsigned>((launch.frames + Shape::kFrames - 1) / Shape::kFrames);
+  const auto lateral_blocks = static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral);
+  if (Shape::kDeepFirst && depth_blocks > 65535) return false;
+  const dim3 blocks = Shape::kDeepFirst ? dim3(frame_blocks, lateral_blocks, depth_blocks)
+                                        : dim3(depth_blocks, lateral_blocks, frame_blocks);
   constexpr int kTileBytes = Shape::kBuffers * Shape::kElementsPerStage * (Shape::kFrames + 1) * Shape::kRowEntries *
                              static_cast<int>(sizeof(typename TileTypes<C>::Entry));
   if constexpr (kTileBytes > 48 * 1024) {  // raised once per kernel and device (Hopper allows 227 KB)
@@ -890,6 +898,10 @@ bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, 
                            : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4>>(launch, constants, stream);
     case 14: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, false, 3>>(launch, constants, stream)
                            : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4>>(launch, constants, stream);
+    case 15: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, false, 2, true>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 2, true>>(launch, constants, stream);
+    case 16: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, false, 4, true>>(launch, constants, stream)
+                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4, true>>(launch, constants, stream);
     default: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
   }
 }
