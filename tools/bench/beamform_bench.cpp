@@ -21,7 +21,6 @@
 #include <cmath>
 #include <complex>
 #include <cstdio>
-#include <cstdlib>
 #include <numbers>
 #include <random>
 #include <stdexcept>
@@ -219,34 +218,18 @@ void run_beamform_bench(const BeamformBenchOptions& options) {
       void* outputs[] = {output};
       const StageIo io{.frame = frame.meta, .input_spec = in_spec, .input = input, .outputs = outputs,
                        .workspace = workspace, .host_staging = staging, .stream = stream};
-      // TRIAL (removed before merging): SONOPIPE_BENCH_VARIANTS="0,1,..." times each ensemble-kernel
-      // variant (SONOPIPE_ENSEMBLE_VARIANT) in turn and prints one row per variant.
-      const char* trial = std::getenv("SONOPIPE_BENCH_VARIANTS");
-      std::vector<std::string> variants;
-      for (std::string list = trial && ensemble ? trial : ""; !list.empty();) {
-        const std::size_t comma = list.find(',');
-        variants.push_back(list.substr(0, comma));
-        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      std::vector<float> times;
+      for (int r = 0; r < options.repeats + 3; ++r) {  // three warm-ups
+        SONOPIPE_CUDA_CHECK(cudaEventRecord(start, stream));
+        stage.run_cuda(io);
+        SONOPIPE_CUDA_CHECK(cudaEventRecord(stop, stream));
+        SONOPIPE_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (r >= 3) times.push_back(ms);
       }
-      for (std::size_t v = 0; v <= variants.size(); ++v) {
-        if (v < variants.size()) setenv("SONOPIPE_ENSEMBLE_VARIANT", variants[v].c_str(), 1);
-        else if (!variants.empty()) break;
-        std::vector<float> times;
-        for (int r = 0; r < options.repeats + 3; ++r) {  // three warm-ups
-          SONOPIPE_CUDA_CHECK(cudaEventRecord(start, stream));
-          stage.run_cuda(io);
-          SONOPIPE_CUDA_CHECK(cudaEventRecord(stop, stream));
-          SONOPIPE_CUDA_CHECK(cudaEventSynchronize(stop));
-          float ms = 0;
-          SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-          if (r >= 3) times.push_back(ms);
-        }
-        std::sort(times.begin(), times.end());
-        gpu_ms = times[times.size() / 2];
-        if (v < variants.size())
-          std::printf("variant %s %s %.4f ms (min %.4f, p90 %.4f)\n", variants[v].c_str(), c.name.c_str(), gpu_ms,
-                      times.front(), times[times.size() * 9 / 10]);
-      }
+      std::sort(times.begin(), times.end());
+      gpu_ms = times[times.size() / 2];
       cudaEventDestroy(start);
       cudaEventDestroy(stop);
       cudaStreamDestroy(stream);

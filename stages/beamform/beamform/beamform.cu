@@ -1,7 +1,6 @@
 #include "stages/beamform/beamform/beamform.cuh"
 
 #include <atomic>
-#include <cstdlib>
 #include <type_traits>
 #include <utility>
 
@@ -481,76 +480,39 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
   write_pixel<C>(launch, 0, i, j, sum_re, sum_im);
 }
 // The ensemble kernel: the tiled kernel's staging, with the frames of an ensemble as the rows of a
-// tile. A block takes kEnsembleLateral x kEnsembleDepth pixels and kEnsembleFrames frames
-// (blockIdx.z). Per transmit and element it stages, for each of its frames, the samples around the
-// block centre's position (the same window for every frame: the frames share the geometry), then
-// every pixel computes its delay, apodisation and phasor ONCE and sums that element into all of its
-// frames: per frame one shared-memory read at an immediate offset, the interpolation (2 FMA per
-// channel) and the weighted phasor's multiply-add (4 FMA for IQ, 1 for RF), the frames' sums in
-// registers. Global reads of a staging slot are consecutive samples of one line across a warp
-// (coalesced, in the input's own [frame, transmit, element, sample] order); lateral neighbours share
-// the staged window, so each sample crosses from L2 once per block. Blocks are square-ish (16 x 16
-// pixels) so that the window of a block, bounded by its largest distance from its centre (see the
-// tiled kernel), stays inside kTileSamples on coarser grids than 8 x 32 blocks allow.
+// tile. A block takes kEnsembleLateral x kEnsembleDepth pixels and kEnsembleFrames frames. Per
+// transmit and element it stages, for each of its frames, the samples around the block centre's
+// position (the same window for every frame: the frames share the geometry), then every pixel
+// computes its delay, apodisation and phasor ONCE and sums that element into all of its frames: per
+// frame one shared-memory read at an immediate offset, the interpolation (2 FMA per channel) and the
+// weighted phasor's multiply-add (4 FMA for IQ, 1 for RF), the frames' sums in registers. Global
+// reads of a staging slot are consecutive samples of one line across a warp (coalesced, in the
+// input's own [frame, transmit, element, sample] order); lateral neighbours share the staged window,
+// so each sample crosses from L2 once per block. Blocks are square (16 x 16 pixels) so that the
+// window of a block, bounded by its largest distance from its centre (see the tiled kernel), stays
+// inside 64 entries on coarser grids than 8 x 32 blocks allow. Measured on the H100
+// (docs/doppler-beamforming.md): kEnsembleStage elements staged per block barrier (two: 8 % faster
+// than one), quarter-warps of 4 depths x 2 laterals (fUS: 26 % faster than 8 depths, whose lanes two
+// samples apart met 2-way bank conflicts), blocks deepest first (15 %: the long deep blocks no longer
+// form the tail of the second wave).
 constexpr int kEnsembleThreads = kEnsembleLateral * kEnsembleDepth;
 static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's row of the block's table");
+static_assert(kEnsembleDepth == 16 && kEnsembleLateral == 16, "a warp: 16 depths x 2 laterals, quarter-warps 4 x 2");
+// Staging slots per thread and staged element for rows of RowEntries entries.
+template <int RowEntries>
+constexpr int kEnsembleLoads = (kEnsembleFrames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
 
-// Compile-time shape of the ensemble kernel: frames per block (rows of a tile), entries per row
-// (the widest window it stages), elements staged per barrier, blocks per SM the register budget
-// allows, and the lanes' pixels within a warp: kRows, 16 depths x 2 laterals, a quarter-warp 8
-// consecutive depths; kQuad, the same warp, each quarter-warp 4 depths x 2 laterals (the 8 lanes of
-// one 16-byte shared-memory phase read at most 8 neighbouring entries even where neighbouring depths
-// lie 2 samples apart); kWide, 4 depths x 8 laterals (lateral neighbours read nearly the same entry);
-// kWider, 2 depths x 16 laterals.
-enum EnsembleLanes { kRows, kQuad, kWide, kWider };
-
-// mbarriers in shared memory (PTX ISA: mbarrier): init with the arrivals a phase needs, arrive
-// (release), wait for the phase of the given parity to complete (acquire).
-__device__ inline void mbarrier_init(std::uint64_t* barrier, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(barrier))),
-               "r"(count)
-               : "memory");
-}
-__device__ inline void mbarrier_arrive(std::uint64_t* barrier) {
-  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}" ::"r"(
-                   static_cast<unsigned>(__cvta_generic_to_shared(barrier)))
-               : "memory");
-}
-__device__ inline void mbarrier_wait(std::uint64_t* barrier, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n wait:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra wait;\n}" ::"r"(
-          static_cast<unsigned>(__cvta_generic_to_shared(barrier))),
-      "r"(parity)
-      : "memory");
-}
-template <int Frames, int RowEntries, int ElementsPerStage, int MinBlocks, int Lanes, bool Branchless = false,
-          int Buffers = 2, bool DeepFirst = false>
-struct EnsembleShape {
-  static constexpr int kFrames = Frames;
-  static constexpr int kRowEntries = RowEntries;
-  static constexpr int kElementsPerStage = ElementsPerStage;
-  static constexpr int kMinBlocks = MinBlocks;
-  static constexpr int kLanes = Lanes;
-  static constexpr bool kBranchless = Branchless;  // elements outside the pixel's aperture summed with weight 0
-  // Tile buffers: 2, alternating around one block barrier per stage; more, a ring whose warps meet
-  // on per-buffer mbarriers (full: every warp stored its part; empty: every warp summed it), so a
-  // warp may run up to Buffers - 1 stages ahead of the slowest.
-  static constexpr int kBuffers = Buffers;
-  // Blocks handed out deepest first (grid x: frame chunks, y: lateral, z: depth from the deepest):
-  // deep blocks have the widest apertures, the longest work; the short shallow ones fill the tail.
-  static constexpr bool kDeepFirst = DeepFirst;
-  static constexpr int kLoads = (Frames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
-  static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
-  static_assert(Lanes == kRows || (kEnsembleDepth == 16 && kEnsembleLateral == 16), "quad and wide lanes: 16 x 16 blocks");
-};
-
-template <int C, typename Shape>
-__global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
+// RowEntries: entries per row of a tile (32 or 64), the widest window the instance stages; blocks
+// whose window is wider sum per pixel. Grid: x frame chunks, y lateral blocks, z depth blocks from
+// the deepest (blocks start in x, y, z order: the deep ones, with the widest apertures, first).
+template <int C, int RowEntries>
+__global__ void __launch_bounds__(kEnsembleThreads, 2)
     delay_and_sum_ensemble(BeamformLaunch launch, TileConstants constants) {
   using Sample = typename TileTypes<C>::Sample;
   using Entry = typename TileTypes<C>::Entry;
-  constexpr int kFrames = Shape::kFrames, kRowEntries = Shape::kRowEntries, kLoads = Shape::kLoads;
-  constexpr int kStage = Shape::kElementsPerStage;
+  constexpr int kFrames = kEnsembleFrames, kRowEntries = RowEntries, kLoads = kEnsembleLoads<RowEntries>;
+  constexpr int kStage = kEnsembleStage;
+  static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
   // Per buffer and staged element, a tile of kFrames rows and a spare row that the staging lanes
   // with no entry write to: Entry [2][kStage][kFrames + 1][kRowEntries] in dynamic shared memory
   // (launch_ensemble() raises the limit where it exceeds the default 48 KB).
@@ -558,35 +520,18 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
   Entry* const tile = reinterpret_cast<Entry*>(ensemble_tiles);
   __shared__ TileElement table[kTileChunk];
   __shared__ TileElementExtra table_extra[kTileChunk];
-  __shared__ std::uint64_t ring_full[Shape::kBuffers], ring_empty[Shape::kBuffers];  // kBuffers > 2
 
   const beamform::DasSetup<float>& s = launch.setup;
   const int tid = threadIdx.x;
-  if (Shape::kBuffers > 2 && tid < Shape::kBuffers) {
-    mbarrier_init(&ring_full[tid], kEnsembleThreads / 32);
-    mbarrier_init(&ring_empty[tid], kEnsembleThreads / 32);
-  }  // visible to all after the barriers in block_extent()
-  unsigned ring_fills = 0, ring_used = 0;  // per buffer (bit b): parity of its fills so far; filled before
-  int down, across;  // the thread's pixel in the block: depth, lateral
-  const int lane = tid & 31, warp = tid >> 5;
-  if constexpr (Shape::kLanes == kQuad) {
-    down = (lane & 3) | (lane >> 3) << 2;
-    across = warp * 2 + (lane >> 2 & 1);
-  } else if constexpr (Shape::kLanes == kWide) {
-    down = (warp & 3) * 4 + (lane & 3);
-    across = (warp >> 2) * 8 + (lane >> 2);
-  } else if constexpr (Shape::kLanes == kWider) {
-    down = warp * 2 + (lane >> 4);
-    across = lane & 15;
-  } else {
-    down = tid % kEnsembleDepth;
-    across = tid / kEnsembleDepth;
-  }
-  const unsigned depth_block = Shape::kDeepFirst ? gridDim.z - 1 - blockIdx.z : blockIdx.x;
-  const unsigned frame_block = Shape::kDeepFirst ? blockIdx.x : blockIdx.z;
-  const std::int64_t j = depth_block * static_cast<std::int64_t>(kEnsembleDepth) + down;
+  // The thread's pixel in the block: warp w takes laterals 2w, 2w + 1 and all 16 depths; each
+  // quarter-warp (the 8 lanes of one 16-byte shared-memory phase) 4 depths x 2 laterals, so its
+  // lanes read at most 8 neighbouring entries (no bank conflict) even where neighbouring depths lie
+  // 2 samples apart.
+  const int lane = tid & 31;
+  const int down = (lane & 3) | (lane >> 3) << 2, across = (tid >> 5) * 2 + (lane >> 2 & 1);
+  const std::int64_t j = (gridDim.z - 1 - blockIdx.z) * static_cast<std::int64_t>(kEnsembleDepth) + down;
   const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + across;
-  const std::int64_t frame_first = frame_block * static_cast<std::int64_t>(kFrames);
+  const std::int64_t frame_first = blockIdx.x * static_cast<std::int64_t>(kFrames);
   const int count = static_cast<int>(min(static_cast<std::int64_t>(kFrames), launch.frames - frame_first));
   const bool active = j < launch.depth && i < launch.lateral;
   float x, z;
@@ -614,8 +559,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
   for (int k = 0; k < kFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
   (void)sum_im;
   // Rows of frames this block lacks hold zeros (they are summed like the others and not written).
-  constexpr int kBuffers = Shape::kBuffers;
-  for (int slot = tid; slot < kBuffers * kStage * (kFrames + 1) * kRowEntries; slot += kEnsembleThreads) {
+  for (int slot = tid; slot < 2 * kStage * (kFrames + 1) * kRowEntries; slot += kEnsembleThreads) {
     const int row = slot / kRowEntries % (kFrames + 1);
     if (row >= count) tile[slot] = Entry{};
   }
@@ -701,11 +645,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
         const float dx = x - element.x_m, dz = z - element.z_m;
         const float weight =
             beamform::tukey_window(constants.taper, constants.inverse_taper, fabsf(dx) * inverse_half_width);
-        if constexpr (Shape::kBranchless) {
-          if (!contributes) return;
-        } else {
-          if (!contributes || weight == 0.0f) return;
-        }
+        if (!contributes || weight == 0.0f) return;
         const float range_m = length_from_squared(fmaf(dx, dx, dz * dz));
         const float position_minus_half = local + fmaf(range_m, constants.samples_per_m, element.receive_offset);
         const float rounded = position_minus_half + kMagic;  // entry_at_midpoint(), the address kept for every frame
@@ -738,10 +678,6 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
       auto stage_step = [&](int group, auto buffer) {
         constexpr int kTileBytes = (kFrames + 1) * kRowEntries * sizeof(Entry);
         constexpr int kBufferOffset = decltype(buffer)::value * kStage * kTileBytes;
-        if constexpr (kBuffers > 2) {  // every warp has summed this buffer's previous fill
-          constexpr int kRingBuffer = decltype(buffer)::value;
-          if (ring_used >> kRingBuffer & 1) mbarrier_wait(&ring_empty[kRingBuffer], (ring_fills >> kRingBuffer & 1) ^ 1);
-        }
         for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
           constexpr int kElement = decltype(staged_element)::value;
           if (kElement > 0 && group + kElement >= chunk_end) return;
@@ -752,43 +688,22 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
                                                                  next_sample[kElement][r]);
           }
         });
-        constexpr int kBuffer = decltype(buffer)::value;
-        if constexpr (kBuffers == 2) {
-          __syncthreads();  // this buffer is complete; the other was last read before the previous barrier
-        } else {
-          __syncwarp();
-          if ((tid & 31) == 0) mbarrier_arrive(&ring_full[kBuffer]);
-        }
+        __syncthreads();  // this buffer is complete; the other was last read before the previous barrier
         if (group + kStage < chunk_end) prefetch(group + kStage);
-        if constexpr (kBuffers > 2) mbarrier_wait(&ring_full[kBuffer], ring_fills >> kBuffer & 1);
         for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
           constexpr int kElement = decltype(staged_element)::value;
           if (kElement > 0 && group + kElement >= chunk_end) return;
           sum_element(group + kElement, std::integral_constant<int, kBufferOffset + kElement * kTileBytes>{});
         });
-        if constexpr (kBuffers > 2) {
-          __syncwarp();
-          if ((tid & 31) == 0) mbarrier_arrive(&ring_empty[kBuffer]);
-          ring_fills ^= 1u << kBuffer;
-          ring_used |= 1u << kBuffer;
-        }
       };
       prefetch(chunk);
-      for (int group = chunk; group < chunk_end; group += kBuffers * kStage) {
-        for_each_index(std::make_integer_sequence<int, kBuffers>{}, [&](auto buffer) {
-          constexpr int kBuffer = decltype(buffer)::value;
-          if (kBuffer == 0 || group + kBuffer * kStage < chunk_end) stage_step(group + kBuffer * kStage, buffer);
-        });
+      for (int group = chunk; group < chunk_end; group += 2 * kStage) {
+        stage_step(group, std::integral_constant<int, 0>{});
+        if (group + kStage < chunk_end) stage_step(group + kStage, std::integral_constant<int, 1>{});
       }
     }
   }
   if (!active) return;
-  if constexpr (std::is_same_v<Shape, EnsembleShape<16, 64, 1, 2, kRows>>) {  // TRIAL: today's output path
-#pragma unroll
-    for (int k = 0; k < kFrames; ++k)
-      if (k < count) write_pixel<C>(launch, frame_first + k, i, j, sum_re[k], sum_im[k]);
-    return;
-  }
   // The pixel's frames: IQ as one 8-byte store each, brought to baseband (write_pixel()) with the
   // depth's phasor computed once for all of them.
   float* out = static_cast<float*>(launch.output) +
@@ -812,18 +727,8 @@ __global__ void __launch_bounds__(kEnsembleThreads, Shape::kMinBlocks)
   }
 }
 
-// The ensemble kernel's shapes under trial (SONOPIPE_ENSEMBLE_VARIANT; the bench compares them in
-// one run, the loser goes before merging): 0 the previous kernel, 1 quad lanes, 2 quad lanes with
-// 32-entry rows, 3 that with two elements per barrier, 4 that with 3 blocks per SM, 5 8 frames per
-// block, two elements per barrier, 4 blocks per SM; 6 wide lanes (32-entry rows where they fit), 7
-// that with two elements per barrier; 8, 9 the same with wider lanes; 10, 11 as 3, 2 without the
-// branch around elements outside the pixel's aperture (they add 0). All but 0 store IQ as float2. Rows of 32 entries serve blocks whose window fits them; wider
-// windows take 64-entry rows (quad lanes for 2-5).
-using EnsembleWide = EnsembleShape<16, 64, 1, 2, kRows>;
-using EnsembleQuad = EnsembleShape<16, 64, 1, 2, kQuad>;
-
 // Upper bound of a 16 x 16 block's reach (largest distance of a pixel from the block's centre
-// pixel, 8 steps away at most along each axis) on the host, to pick the row length.
+// pixel, 8 steps away at most along each axis), on the host, to pick the row length.
 inline float ensemble_reach_bound(const BeamformLaunch& launch) {
   const float depth_far = fmaxf(fabsf(launch.depth_min_m), fabsf(launch.depth_min_m + launch.depth_step_m * float(launch.depth - 1)));
   const float lateral = launch.grid == BeamformLaunch::Grid::sector ? fabsf(launch.lateral_step) * depth_far
@@ -831,79 +736,43 @@ inline float ensemble_reach_bound(const BeamformLaunch& launch) {
   return 1.001f * hypotf(float(kEnsembleLateral / 2) * lateral, float(kEnsembleDepth / 2) * fabsf(launch.depth_step_m));
 }
 
-template <int C, typename Shape>
+template <int C, int RowEntries>
 bool launch_ensemble(const BeamformLaunch& launch, const TileConstants& constants, cudaStream_t stream) {
   constexpr std::int64_t kIntLimit = 0x7fffffff;
   const beamform::DasSetup<float>& s = launch.setup;
-  if (!(Shape::kFrames * launch.transmits * s.elements * s.samples < kIntLimit &&
-        (launch.frames + Shape::kFrames - 1) / Shape::kFrames <= 65535))
-    return false;
+  if (!(kEnsembleFrames * launch.transmits * s.elements * s.samples < kIntLimit)) return false;
   const auto depth_blocks = static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth);
-  const auto frame_blocks = static_cast<unsigned>((launch.frames + Shape::kFrames - 1) / Shape::kFrames);
+  const auto frame_blocks = static_cast<unsigned>((launch.frames + kEnsembleFrames - 1) / kEnsembleFrames);
   const auto lateral_blocks = static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral);
-  if (Shape::kDeepFirst && depth_blocks > 65535) return false;
-  const dim3 blocks = Shape::kDeepFirst ? dim3(frame_blocks, lateral_blocks, depth_blocks)
-                                        : dim3(depth_blocks, lateral_blocks, frame_blocks);
-  constexpr int kTileBytes = Shape::kBuffers * Shape::kElementsPerStage * (Shape::kFrames + 1) * Shape::kRowEntries *
-                             static_cast<int>(sizeof(typename TileTypes<C>::Entry));
+  if (depth_blocks > 65535 || lateral_blocks > 65535) return false;
+  const dim3 blocks(frame_blocks, lateral_blocks, depth_blocks);
+  constexpr int kTileBytes =
+      2 * kEnsembleStage * (kEnsembleFrames + 1) * RowEntries * static_cast<int>(sizeof(typename TileTypes<C>::Entry));
   if constexpr (kTileBytes > 48 * 1024) {  // raised once per kernel and device (Hopper allows 227 KB)
     static std::atomic<std::uint64_t> raised{0};
     int device = 0;
     SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
     const std::uint64_t bit = std::uint64_t{1} << (device & 63);
     if (!(raised.load(std::memory_order_relaxed) & bit)) {
-      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(delay_and_sum_ensemble<C, Shape>,
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(delay_and_sum_ensemble<C, RowEntries>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, kTileBytes));
       raised.fetch_or(bit, std::memory_order_relaxed);
     }
   }
-  delay_and_sum_ensemble<C, Shape><<<blocks, kEnsembleThreads, kTileBytes, stream>>>(launch, constants);
+  delay_and_sum_ensemble<C, RowEntries><<<blocks, kEnsembleThreads, kTileBytes, stream>>>(launch, constants);
   SONOPIPE_CUDA_CHECK_LAUNCH();
   return true;
 }
 
+// Rows of kEnsembleNarrowRow entries where every block's window fits them (fewer staging registers,
+// smaller tiles), else of kTileSamples.
 template <int C>
 bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, cudaStream_t stream) {
-  const char* chosen = std::getenv("SONOPIPE_ENSEMBLE_VARIANT");  // TRIAL: read per launch for the bench
-  const int variant = chosen ? std::atoi(chosen) : 0;
   const beamform::DasSetup<float>& s = launch.setup;
-  const bool narrow =
-      2.0f * tile_half_span(ensemble_reach_bound(launch), s.inverse_c, s.sampling_frequency_hz) + 2.0f <= 32.0f;
-  switch (variant) {
-    case 0: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
-    case 1: return launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 2: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 3: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 4: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 3, kQuad>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 5: return narrow ? launch_ensemble<C, EnsembleShape<8, 32, 2, 4, kQuad>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 6: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kWide>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWide>>(launch, constants, stream);
-    case 7: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kWide>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWide>>(launch, constants, stream);
-    case 8: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kWider>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWider>>(launch, constants, stream);
-    case 9: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kWider>>(launch, constants, stream)
-                          : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kWider>>(launch, constants, stream);
-    case 10: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, true>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 11: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, true>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleQuad>(launch, constants, stream);
-    case 12: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleShape<16, 64, 2, 2, kQuad>>(launch, constants, stream);
-    case 13: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, false, 4>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4>>(launch, constants, stream);
-    case 14: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, false, 3>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4>>(launch, constants, stream);
-    case 15: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 2, 2, kQuad, false, 2, true>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 2, true>>(launch, constants, stream);
-    case 16: return narrow ? launch_ensemble<C, EnsembleShape<16, 32, 1, 2, kQuad, false, 4, true>>(launch, constants, stream)
-                           : launch_ensemble<C, EnsembleShape<16, 64, 1, 2, kQuad, false, 4, true>>(launch, constants, stream);
-    default: return launch_ensemble<C, EnsembleWide>(launch, constants, stream);
-  }
+  const bool narrow = 2.0f * tile_half_span(ensemble_reach_bound(launch), s.inverse_c, s.sampling_frequency_hz) +
+                          2.0f <= float(kEnsembleNarrowRow);
+  return narrow ? launch_ensemble<C, kEnsembleNarrowRow>(launch, constants, stream)
+                : launch_ensemble<C, kTileSamples>(launch, constants, stream);
 }
 
 template <int C>
