@@ -173,7 +173,7 @@ void DeviceLane::configure(const FrameMeta& frame) {
         published_outputs_.push_back({i, o, output_name, plan.outputs[o].spec});
       }
     }
-    input = plan.outputs[0].spec;
+    if (!plan.passes_input) input = plan.outputs[0].spec;
     plans_.push_back(std::move(plan));
   }
 
@@ -473,7 +473,7 @@ void DeviceLane::run_on_cpu(Slot& slot) {
       slot.compute_end_ns = wall_clock_ns();
       return;
     }
-    input = slot.output_pointers[i][0];
+    if (!plans_[i].passes_input) input = slot.output_pointers[i][0];
   }
   slot.produced = true;
   slot.compute_end_ns = wall_clock_ns();
@@ -517,7 +517,7 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
     slot.after_stage[i]->record(stream);
     slot.stages_run = i + 1;
     if (!produced) break;
-    input = slot.output_pointers[i][0];
+    if (!plans_[i].passes_input) input = slot.output_pointers[i][0];
   }
   if (produced) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {

@@ -44,10 +44,13 @@ struct StageOutput {
 };
 
 struct StagePlan {
-  std::vector<StageOutput> outputs;     // outputs[0] feeds the next stage
+  std::vector<StageOutput> outputs;     // outputs[0] feeds the next stage (unless passes_input)
   std::size_t workspace_bytes = 0;      // per slot, same memory space as the data
   std::size_t host_staging_bytes = 0;   // per slot, pinned host memory (CUDA) for per-frame uploads
   std::size_t state_bytes = 0;          // once per pipeline, persistent (see keeps_state())
+  // An observing stage (e.g. a B-mode of the data flowing past): the next stage reads this stage's
+  // input unchanged, not outputs[0]; every output is a side output, published with `publish: true`.
+  bool passes_input = false;
 };
 
 // Memory handed to one run. For the CPU backend every pointer is host memory; for CUDA, input,

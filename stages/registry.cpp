@@ -12,6 +12,7 @@
 #include "stages/beamform/beamform/beamform.h"
 #include "stages/doppler/clutter_filter/clutter_filter.h"
 #include "stages/doppler/doppler/doppler.h"
+#include "stages/doppler/mean_bmode/mean_bmode.h"
 
 namespace sonopipe {
 
@@ -29,6 +30,7 @@ const StageRegistry& builtin_stages() {
     r.add(BeamformStage::info());
     r.add(ClutterFilterStage::info());
     r.add(DopplerStage::info());
+    r.add(MeanBmodeStage::info());
     return r;
   }();
   return registry;

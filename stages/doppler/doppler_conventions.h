@@ -45,6 +45,8 @@ inline constexpr const char* kEnsembleTimeVector = "ensemble_time_s";
 inline constexpr double kUniformSpacingTolerance = 1e-3;
 // dB written for zero power.
 inline constexpr double kPowerFloorDb = -300.0;
+// Result header attribute of the mean_bmode stage's output: the number of frames averaged.
+inline constexpr const char* kMeanOfFramesAttribute = "mean_of_frames";
 // Result header attribute of the doppler stage's velocity output (and its others): v_N in m/s.
 inline constexpr const char* kNyquistAttribute = "nyquist_velocity_m_per_s";
 

@@ -2,8 +2,10 @@
 must never die by a signal (or hang, or answer anything but 0 or 1). Exit 1 must be one line on
 stderr naming the damaged file, with no output file left; exit 0 a readable recording.
 
-The valid files: a sonopipe recording (sonopipe-sim), a USTB UFF file (sonopipe-export of it) and a
-Verasonics MATLAB v7.3 save (tests/tools/formats/verasonics_files.py). Each damaged copy gets one
+The valid files: a sonopipe recording (sonopipe-sim), a USTB UFF file (sonopipe-export of it), a
+Verasonics MATLAB v7.3 save (tests/tools/formats/verasonics_files.py) and a MUST/PyMUST MATLAB v5
+file (PyMUST's rotating disk, tests/data/pymust-pwi-disk/: written by another program than ours,
+read by the MUST reader with libmatio in its child process). Each damaged copy gets one
 kind of damage: 1-64 random bytes overwritten at random offsets, a run of up to 4 KiB overwritten
 with random bytes or zeros, or the file truncated at a random offset. Every 10th damaged file also
 goes through sonopipe-run (the same reader path replay takes). Run through the build's
@@ -44,7 +46,7 @@ def program(name):
 
 
 def make_valid_files(folder):
-    """The three valid inputs, each checked to import cleanly before it is damaged."""
+    """The four valid inputs, each checked to import cleanly before it is damaged."""
     recording = os.path.join(folder, "valid_recording.h5")
     subprocess.run([program("sim"), "speckle", "--out", recording, "--frames", "3", "--shape", "4x64", "--kind", "rf",
                     "--type", "int16", "--seed", "7"], check=True, stdout=subprocess.DEVNULL)
@@ -53,12 +55,14 @@ def make_valid_files(folder):
     mat = os.path.join(folder, "valid_v73.mat")
     subprocess.run([sys.executable, os.path.join(ROOT, "tests", "tools", "formats", "verasonics_files.py"), "plane",
                     "v73", mat, "5"], check=True)
-    for path in (recording, uff, mat):
+    must = os.path.join(folder, "valid_must.mat")
+    shutil.copy(os.path.join(ROOT, "tests", "data", "pymust-pwi-disk", "PWI_disk.mat"), must)
+    for path in (recording, uff, mat, must):
         done = subprocess.run([program("import"), path, "--out", path + ".imported.h5"], capture_output=True, text=True,
                               timeout=TIMEOUT_S)
         if done.returncode != 0:
             sys.exit(f"damaged_files: the valid file {path} does not import: {done.stderr}")
-    return [recording, uff, mat]
+    return [recording, uff, mat, must]
 
 
 def damage(data, rng):
@@ -156,7 +160,7 @@ def main():
             work = os.path.join(folder, f"regression-{name}")
             os.makedirs(work)
             shutil.copy(os.path.join(regressions, name), work)
-            jobs.append((-1, os.path.join(work, name), work, f"regression {name}"))
+            jobs.append((-1, os.path.join(work, name), work, f"regression {name}", "regression"))
         for index in range(args.count):
             original = originals[index % len(originals)]
             data, how = damage(contents[original], rng)
@@ -165,20 +169,20 @@ def main():
             path = os.path.join(work, f"damaged_{index}{os.path.splitext(original)[1]}")
             with open(path, "wb") as f:
                 f.write(data)
-            jobs.append((index, path, work, f"{os.path.basename(original)}: {how}"))
+            jobs.append((index, path, work, f"{os.path.basename(original)}: {how}", os.path.basename(original)))
 
         def check(job):
-            index, path, work, how = job
+            index, path, work, how, source = job
             problem, outcome = check_import(path, work)
             if problem is None and index % 10 == 0:  # regression files (index -1) go through import only
                 problem = check_run(path, work, config)
-            return index, path, how, problem, outcome
+            return index, path, how, problem, f"{source}: {outcome}"
 
         outcomes = collections.Counter()
         failures = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for index, path, how, problem, outcome in pool.map(check, jobs):
-                outcomes[f"{os.path.splitext(path)[1]} {outcome}"] += 1
+                outcomes[outcome] += 1
                 if problem:
                     failures.append((index, path, how, problem))
                     if args.keep:

@@ -108,6 +108,26 @@ def mat():
             verasonics_files.write_v5(path, verasonics_files.scenario(scenario, 5), compress)
             with open(path, "rb") as f:
                 write("mat", name, f.read())
+    must()
+
+
+def must():
+    """MUST/PyMUST saves for the same harness (its MUST reader, tools/formats/must_reader.h): `RF`
+    int16 [samples, elements, frames] and `param` (fs, fc, c, t0, pitch, PRF, TXdelay, Nelements) as
+    PyMUST's PWI_disk.mat holds them, 64 samples x 8 elements x 2 frames, plain and compressed."""
+    import tempfile
+    import numpy as np
+    import scipy.io
+    rng = np.random.default_rng(24)
+    rf = rng.integers(-2000, 2000, size=(64, 8, 2), dtype=np.int16)
+    param = {"fs": 20e6 / 3, "fc": 5e6, "c": 1480.0, "t0": 9.95e-6, "pitch": 0.298e-3, "PRF": 10e3,
+             "TXdelay": np.zeros((1, 8)), "Nelements": 8.0}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, compress in [("must_v5", False), ("must_v5z", True)]:
+            path = os.path.join(scratch, name + ".mat")
+            scipy.io.savemat(path, {"RF": rf, "param": param}, format="5", do_compression=compress)
+            with open(path, "rb") as f:
+                write("mat", name, f.read())
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
-// Fuzzes the Verasonics .mat reader (sonopipe-import's and sonopipe-replay's input; mat_file.cpp
-// over libmatio, verasonics_reader.cpp): the input is the file's bytes, a MAT v5 file, opened and
-// read to its last frame. Any such file is read or refused with FormatError, never a crash, a hang
+// Fuzzes the Verasonics and MUST/PyMUST .mat readers (sonopipe-import's and sonopipe-replay's
+// input; mat_file.cpp over libmatio, verasonics_reader.cpp, must_reader.cpp): the input is the
+// file's bytes, a MAT v5 file, opened by each reader and read to its last frame. Any such file is read or refused with FormatError, never a crash, a hang
 // or another exception. libmatio runs in the reader's child process (isolated_reader.h), so what
 // this checks is that the isolation turns every damaged file into one FormatError; coverage
 // inside the child is not seen by libFuzzer (docs/development.md, "Fuzzing"). Inputs whose header says v7.3 are skipped: libmatio hands those to libhdf5,
 // whose parser of damaged bytes is not ours to fix (docs/formats.md, "Bad files"; the HDF5 side of our
 // readers is fuzzed through well-formed files, recording_fuzzer.cpp and uff_fuzzer.cpp). Seeds:
-// tests/fuzz/make_corpus.py (the saves of tests/tools/formats/verasonics_files.py).
+// tests/fuzz/make_corpus.py (the saves of tests/tools/formats/verasonics_files.py, and small MUST
+// saves in PyMUST's layout).
 #include <unistd.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "tools/formats/acquisition_reader.h"
 #include "tools/formats/isolated_reader.h"
+#include "tools/formats/must_reader.h"
 #include "tools/formats/verasonics_reader.h"
 
 namespace {
@@ -57,6 +59,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (std::size_t f = 0; f < reader->frame_count(); ++f) (void)reader->read_frame(f);
     } catch (const sonopipe::formats::FormatError&) {
       // refused with a reason: what a damaged file must get
+    }
+  }
+  // The MUST reader (RF + param), single frames and a two-frame ensemble.
+  for (const std::size_t ensemble : {std::size_t{0}, std::size_t{2}}) {
+    try {
+      sonopipe::formats::ImportOptions options;
+      options.ensemble = ensemble;
+      auto reader = sonopipe::formats::open_must(path, options);
+      (void)reader->description();
+      (void)reader->source_attributes();
+      for (std::size_t f = 0; f < reader->frame_count(); ++f) (void)reader->read_frame(f);
+    } catch (const sonopipe::formats::FormatError&) {
+      // refused with a reason
     }
   }
   std::remove(path.c_str());

@@ -55,8 +55,9 @@ sonopipe_add_fuzzer(mat mat_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(uff uff_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(shm_descriptor shm_descriptor_fuzzer.cpp sonopipe_shm)
 
-# Random byte damage in valid UFF, MATLAB v7.3 and recording files, fed to sonopipe-import (and
-# every 10th to sonopipe-run): never a signal, a hang or a stray exit status (damaged_files.py).
+# Random byte damage in valid UFF, MATLAB v7.3 (Verasonics), MATLAB v5 (MUST/PyMUST) and recording
+# files, fed to sonopipe-import (and every 10th to sonopipe-run): never a signal, a hang or a stray
+# exit status (damaged_files.py).
 # 200 files here; the reader child's time limit is 5 s so the files libhdf5 loops on stay cheap.
 if(SONOPIPE_PYTHON_EXECUTABLE AND TARGET sonopipe-import AND TARGET sonopipe-run)
   add_test(NAME fuzz_damaged_hdf5_files

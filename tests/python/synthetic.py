@@ -224,9 +224,10 @@ def doppler_fields(lateral=64, axial=80, frames=16, rng=None):
     return velocity, power.astype(np.float32), ensemble, lumen
 
 
-def doppler_results(sequence=0, rng=None, stream_id=3, pipeline="doppler", with_bmode=True):
-    """[(ResultHeader, array)] as config/doppler.yaml publishes them (beamform with publish: true
-    for the B-mode)."""
+def doppler_results(sequence=0, rng=None, stream_id=3, pipeline="doppler", bmode="stage"):
+    """[(ResultHeader, array)] as config/doppler.yaml publishes them. The B-mode: bmode="stage" the
+    mean_bmode stage's `bmode` (20 log10 |mean frame|, dB, attribute mean_of_frames), "ensemble" the
+    beamformed ensemble itself (beamform with publish: true), None none."""
     velocity, power, ensemble, _ = doppler_fields(rng=rng)
     grid = [("lateral", 0.2e-3, "m", -6.4e-3), ("axial", 0.2e-3, "m", 10e-3)]
     attributes = {"nyquist_velocity_m_per_s": repr(NYQUIST_M_PER_S)}
@@ -234,16 +235,25 @@ def doppler_results(sequence=0, rng=None, stream_id=3, pipeline="doppler", with_
     results = [(result_header(pipeline, name, array, grid, sequence, unit, stream_id=stream_id, attributes=attributes),
                 array) for name, array, unit in (("velocity", velocity, "m/s"), ("power", power, ""),
                                                   ("power_db", power_db, "dB"))]
-    if with_bmode:
+    if bmode == "ensemble":
         axes = [("frame", 2e-4, "s")] + grid
         results.insert(0, (result_header(pipeline, "beamform_beamformed", ensemble, axes, sequence, "",
                                          stream_id=stream_id), ensemble))
+    elif bmode == "stage":
+        image = mean_bmode_db(ensemble)
+        results.insert(0, (result_header(pipeline, "bmode", image, grid, sequence, "dB", stream_id=stream_id,
+                                         attributes={"mean_of_frames": str(ensemble.shape[0])}), image))
     return results
 
 
-def write_doppler_results(path, rng=None, sequences=1, with_bmode=True):
+def mean_bmode_db(ensemble):
+    """The mean_bmode stage's output (stages/doppler/mean_bmode): 20 log10 |mean over frames|, float32."""
+    return (20 * np.log10(np.abs(ensemble.astype(np.complex128).mean(axis=0)))).astype(np.float32)
+
+
+def write_doppler_results(path, rng=None, sequences=1, bmode="stage"):
     rng = rng or np.random.default_rng(6)
-    results = [r for sequence in range(sequences) for r in doppler_results(sequence, rng, with_bmode=with_bmode)]
+    results = [r for sequence in range(sequences) for r in doppler_results(sequence, rng, bmode=bmode)]
     sonopipe.write_recording(path, results=results)
     return doppler_fields(rng=np.random.default_rng(0))
 

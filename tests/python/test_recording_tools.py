@@ -40,6 +40,27 @@ class SimulatorRecordingReadsInPython(unittest.TestCase):
         # 2 mm/s at 100 frames/s: 20 um per frame
         np.testing.assert_allclose(np.diff(truth.values), 2e-3 / 100, rtol=1e-9)
 
+    def test_flow_channel_ensembles_share_one_shape_and_carry_the_stream_id_given(self):
+        # Each ensemble is its own phantom: before, the sample count followed the deepest scatterer of
+        # each (177 vs 178 samples: the writer refused the second ensemble), and channel frames were
+        # stream 1 whatever --stream-id said.
+        path = support.TemporaryFolder(self).file("flow.h5")
+        seed = str(support.random_generator(self).integers(1, 1 << 31))
+        completed = subprocess.run([support.tool("sim"), "flow", "--channel", "--ensembles", "3", "--frames", "2",
+                                    "--stream-id", "5", "--out", path, "--seed", seed, "--threads", "2"],
+                                   capture_output=True, text=True, timeout=300)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        recording = sonopipe.read_recording(path)
+        self.assertEqual(sorted(recording.streams), [5])
+        stream = recording.streams[5]
+        self.assertEqual(len(stream), 3)
+        self.assertEqual([a.name for a in stream.axes], ["frame", "transmit", "element", "sample"])
+        self.assertEqual(stream.payload.shape[:4], (3, 2, 1, 128))
+        for header, array in stream:
+            self.assertEqual(header.stream_id, 5)
+            self.assertGreater(np.abs(array).max(), 0, "echoes, not zeros")
+        self.assertEqual(recording.truth["axial_velocity_m_per_s"].stream_id, 5)
+
 
 class RecordingsThroughTheDaemon(DaemonFixture):
 

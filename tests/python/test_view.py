@@ -55,6 +55,29 @@ def images_by_title(fig):
     return {ax.get_title(): ax.images[0] for ax in fig.axes if ax.images}
 
 
+class GrouperOfALiveSource(unittest.TestCase):
+    def test_the_first_result_set_of_a_pipeline_holds_all_its_outputs_not_only_the_first_to_arrive(self):
+        # Live, the outputs are learnt from what arrives. Before, the Doppler chain's first set was
+        # taken for complete at its first output (the B-mode alone) and the rest came without it:
+        # a one-ensemble run never showed power over the B-mode.
+        from sonopipe.arrays import axes_from_proto
+        from sonopipe.subscriber import Result
+        rng = support.random_generator(self)
+        results = [Result(f"result/{h.pipeline}/{h.output}", h, a, axes_from_proto(h.axes), local_received_ns=0)
+                   for sequence in (0, 1) for h, a in synthetic.doppler_results(sequence, rng)]
+        outputs = ["bmode", "velocity", "power", "power_db"]
+        self.assertEqual([r.header.output for r in results[:4]], outputs)
+        grouper = Grouper()
+        done = [[g for g in grouper.add(r)] for r in results]
+        # Nothing ends before the next input frame's first output (the set's size is not known yet).
+        self.assertEqual([len(d) for d in done[:4]], [0, 0, 0, 0])
+        self.assertEqual([(g.input_sequence, sorted(g.outputs)) for g in done[4]], [(0, sorted(outputs))])
+        # From then on a set ends as soon as it holds every output learnt.
+        self.assertEqual([len(d) for d in done[5:]], [0, 0, 1])
+        self.assertEqual(sorted(done[7][0].outputs), sorted(outputs))
+        self.assertEqual(grouper.flush(), [])
+
+
 class ViewWritesPngs(unittest.TestCase):
     def setUp(self):
         self.rng = support.random_generator(self)

@@ -354,6 +354,111 @@ class WebViewerWithTheDaemon(unittest.TestCase):
         self.assertRegex(output, r"sonopipe-web: \d+ result sets from \d+ messages")
 
 
+class WebViewerWithTheDopplerAndChannelStrainDaemon(unittest.TestCase):
+    """As a new user would: sonopiped with config/doppler.yaml's and config/beamform_strain.yaml's
+    pipelines (CPU backend), channel data from sonopipe-sim replayed through it, sonopipe-web on its
+    results in headless Chromium. The Doppler view draws the daemon's mean-frame B-mode (the
+    mean_bmode stage's output) under power and velocity; the channel-strain view draws the
+    beamformed RF image as a B-mode. Screenshot kept with SONOPIPE_WEB_SCREENSHOTS."""
+
+    def setUp(self):
+        self.rng = support.random_generator(self)
+        self.folder = support.TemporaryFolder(self)
+        browser.chromium_path()
+        web_launcher()
+
+    def config(self):
+        """config/doppler.yaml with its endpoints moved to ipc, the CPU backend on 2 threads, and
+        config/beamform_strain.yaml's pipeline added."""
+        with open(os.path.join(SOURCE_DIR, "config", "doppler.yaml")) as f:
+            text = f.read()
+        with open(os.path.join(SOURCE_DIR, "config", "beamform_strain.yaml")) as f:
+            strain = f.read()
+        endpoints = {name: self.folder.endpoint(name) for name in ("ingest", "publish", "control")}
+        for name, endpoint in endpoints.items():
+            text, count = re.subn(rf"(\n{name}:\n  endpoint: )tcp://[0-9.]+:\d+", rf"\g<1>{endpoint}", text)
+            self.assertEqual(count, 1, f"config/doppler.yaml has no {name}.endpoint to move")
+        text = re.sub(r"cpu_threads:\s*\d+", "cpu_threads: 2", re.sub(r"backend:\s*\w+", "backend: cpu", text))
+        text += strain[strain.index("  - name: channel_strain"):]
+        path = self.folder.file("doppler_and_strain.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path, endpoints
+
+    def sim(self, *arguments):
+        path = self.folder.file(f"{arguments[0]}.h5")
+        seed = str(self.rng.integers(1, 2**31))
+        completed = subprocess.run([support.tool("sim"), *arguments, "--out", path, "--seed", seed, "--threads", "2"],
+                                   capture_output=True, text=True, timeout=300)
+        self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        return path
+
+    def test_the_doppler_chain_draws_power_over_its_mean_frame_bmode_and_channel_strain_its_bmode(self):
+        flow = self.sim("flow", "--channel", "--frames", "16", "--stream-id", "7")
+        speckle = self.sim("channel", "--phantom", "speckle", "--count", "3", "--frames", "2", "--velocity-mm-s", "5",
+                           "--stream-id", "8")
+        path, endpoints = self.config()
+        daemon = support.Daemon(self, path)
+        control = sonopipe.Control(endpoints["control"], timeout_s=2.0)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                control.status()
+                break
+            except sonopipe.ControlError:
+                if daemon.process.poll() is not None or time.monotonic() > deadline:
+                    self.fail(f"sonopiped did not start on {path}:\n{daemon.log_text()}")
+                time.sleep(0.2)
+        web = WebProcess(self, "--endpoint", endpoints["publish"])
+        page = browser.Browser(web.url)
+        self.addCleanup(page.close)
+        page.wait_for("window.sonopipeViewer !== undefined", START_TIMEOUT_S, "the page's script")
+        time.sleep(1.0)  # the viewer's subscription reaches the daemon's publisher
+        for recording in (flow, speckle):
+            completed = subprocess.run([support.tool("replay"), recording, "--endpoint", endpoints["ingest"],
+                                        "--lossless", "--max"], capture_output=True, text=True,
+                                       timeout=RESULTS_TIMEOUT_S)
+            self.assertEqual(completed.returncode, 0, completed.stdout + completed.stderr)
+        views = page.wait_for("(() => { const v = window.sonopipeViewer.state().views; return v.doppler && "
+                              "v.channel_strain && v.doppler.stream_id === 7 && v.channel_strain.stream_id === 8 "
+                              "&& v; })()", RESULTS_TIMEOUT_S, "the Doppler and channel-strain views")
+        time.sleep(1.0)  # the intake's idle flush completes the last result set
+        views = page.evaluate("window.sonopipeViewer.state().views")
+        self.assertEqual(page.evaluate("window.sonopipeViewer.state().errors"), [])
+        self.assertEqual(views["doppler"]["chain"], "doppler")
+        self.assertEqual([t.split(" (")[0].split(",")[0] for t in views["doppler"]["panels"]],
+                         ["B-mode of the mean frame", "power Doppler over B-mode", "velocity"])
+        self.assertEqual(views["channel_strain"]["chain"], "strain")
+        self.assertEqual(views["channel_strain"]["panels"][0].split(",")[0], "B-mode")
+        # Each pipeline took its own frames only, and refused none (the Doppler one matched channel RF
+        # once, which its clutter filter cannot take).
+        status = control.status()
+        self.assertEqual({p.name: (p.frames_processed, p.stage_errors) for p in status.pipelines},
+                         {"doppler": (1, 0), "channel_strain": (2, 0)})
+        png, pixels = page.screenshot()
+        WebViewerWithTheDaemon.keep_screenshot(self, "daemon_doppler_and_channel_strain.png", png)
+        boxes = {(pipeline, title.split(",")[0].split(" (")[0]): box
+                 for pipeline, title, box in WebViewerWithTheDaemon.canvases(page)}
+
+        def image_part(box):  # inside the panel's frame (plot.js MARGIN), as in the test below
+            left, top, width, height = box
+            return WebViewerWithTheDaemon.crop(pixels, (left + 62, top + 30, width - 62 - 92, height - 30 - 46))
+
+        for key in (("doppler", "B-mode of the mean frame"), ("channel_strain", "B-mode")):
+            part = image_part(boxes[key])
+            grey = np.abs(part - part.mean(axis=2, keepdims=True)).max(axis=2) < 4
+            lit = grey & np.any(np.abs(part - PANEL_BACKGROUND) > 8, axis=2)
+            # The phantom's speckle in grey: a B-mode image, not an empty or flat panel.
+            self.assertGreater(lit.mean(), 0.1, f"{key}: no grey image")
+            self.assertGreater(part[lit].std(), 20.0, f"{key}: no speckle contrast")
+        power = image_part(boxes[("doppler", "power Doppler over B-mode")])
+        coloured = np.abs(power - power.mean(axis=2, keepdims=True)).max(axis=2) >= 4
+        self.assertGreater(coloured.mean(), 0.002, "no power Doppler over the B-mode")
+        page.close()
+        returncode, output = web.stop()
+        self.assertEqual(returncode, 0, output)
+
+
 class WebViewerWithPublishedResults(unittest.TestCase):
     """The page on result messages published as the daemon does ([topic][ResultHeader][payload] on
     a PUB socket): the Doppler chain (config/doppler.yaml's outputs, synthetic.doppler_results) and
@@ -600,15 +705,27 @@ class RenderedPanels(unittest.TestCase):
             self.assertEqual(panel["aspect"], "equal")
 
     def test_doppler_power_over_the_bmode_and_velocity_over_exactly_plus_minus_nyquist(self):
-        group, view = self.rendered(synthetic.write_doppler_results)
+        # The mean_bmode stage's output (config/doppler.yaml) and, drawn the same, the beamformed
+        # ensemble itself (beamform with publish: true).
+        for source in ("stage", "ensemble"):
+            with self.subTest(bmode=source):
+                self.check_doppler_panels(source)
+
+    def check_doppler_panels(self, source):
+        group, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, bmode=source))
         self.assertEqual(view["chain"], "doppler")
         bmode_panel, power_panel, velocity_panel = view["panels"]
         # B-mode of the mean frame: log-compressed |mean IQ| over 50 dB, its maximum at 0 dB.
         self.assertEqual(bmode_panel["title"], "B-mode of the mean frame (16 frames)")
         self.assertEqual((bmode_panel["colour"]["low"], bmode_panel["colour"]["high"]), (-50.0, 0.0))
-        ensemble = group.outputs["beamform_beamformed"].array  # [frame, lateral, axial]
-        magnitude = np.abs(ensemble.mean(axis=0)).T  # [axial, lateral]
-        expected_db = np.clip(20 * np.log10(magnitude / magnitude.max()), -50.0, 0.0)
+        if source == "stage":
+            published = group.outputs["bmode"].array.T.astype(np.float64)  # [axial, lateral] dB
+            self.assertEqual(group.outputs["bmode"].header.unit, "dB")
+            expected_db = np.clip(published - published.max(), -50.0, 0.0)
+        else:
+            ensemble = group.outputs["beamform_beamformed"].array  # [frame, lateral, axial]
+            magnitude = np.abs(ensemble.mean(axis=0)).T  # [axial, lateral]
+            expected_db = np.clip(20 * np.log10(magnitude / magnitude.max()), -50.0, 0.0)
         self.assert_values(bmode_panel, expected_db)
         # Velocity: cm/s, limits exactly +-v_N of the header's attribute, RdBu (+ = away = blue).
         nyquist_cm_s = float(group.outputs["velocity"].header.attributes["nyquist_velocity_m_per_s"]) * 100
@@ -633,7 +750,7 @@ class RenderedPanels(unittest.TestCase):
             np.testing.assert_array_equal(codes, np.frombuffer(base64.b64decode(bmode_panel["pixels"]), np.uint8))
 
     def test_doppler_without_a_beamformed_output_draws_power_and_velocity_without_underlay(self):
-        _, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, with_bmode=False))
+        _, view = self.rendered(lambda path, rng: synthetic.write_doppler_results(path, rng, bmode=None))
         self.assertEqual([p["title"].split(",")[0] for p in view["panels"]], ["power Doppler", "velocity"])
         self.assertTrue(all("underlay" not in p for p in view["panels"]))
 

@@ -114,6 +114,26 @@ class PickyStage : public Stage {
   std::size_t bytes_ = 0;
 };
 
+// Observes its input (StagePlan::passes_input): writes the sum of the float32 input as one float64.
+class SumObserverStage : public Stage {
+ public:
+  StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    count_ = static_cast<std::size_t>(input.element_count());
+    return StagePlan{.outputs = {{"sum", TensorSpec{.dtype = DType::float64, .axes = {{"value", 1}}}}},
+                     .passes_input = true};
+  }
+  bool run_cpu(const StageIo& io) override {
+    const auto* in = static_cast<const float*>(io.input);
+    double sum = 0;
+    for (std::size_t i = 0; i < count_; ++i) sum += in[i];
+    *static_cast<double*>(io.outputs[0]) = sum;
+    return true;
+  }
+
+ private:
+  std::size_t count_ = 0;
+};
+
 // Blocks every frame until released (for the overflow tests).
 class GateStage : public Stage {
  public:
@@ -313,6 +333,41 @@ TEST_CASE("a stage that produces nothing publishes nothing for that frame, which
   CHECK(executor.stats().published == 5);
   REQUIRE(got.items.size() == 5);
   for (std::size_t i = 0; i < 5; ++i) CHECK(got.items[i].sequence == 2 * i + 1);
+}
+
+TEST_CASE("the stage after an observing stage (passes_input) reads the observed stage's input, not its output",
+          "[executor]") {
+  ThreadPool pool(2);
+  Collected got;
+  std::vector<PipelineStage> stages;
+  stages.push_back({.label = "sum", .stage = std::make_unique<SumObserverStage>(), .publish = true});
+  stages.push_back({.label = "picky", .stage = std::make_unique<PickyStage>(), .publish = true});
+  DeviceLane executor("observed", std::move(stages), {.slots = 2, .pool = &pool}, got.callbacks());
+  std::mt19937_64 rng(test::fresh_seed());
+  std::vector<std::vector<float>> sent;
+  for (std::uint64_t n = 0; n < 4; ++n) {
+    sent.push_back(random_floats(6, rng));
+    executor.submit(float_frame(n, 2, 3, sent.back()));
+  }
+  executor.drain();
+  CHECK(got.errors.empty());
+  REQUIRE(got.items.size() == 8);  // "sum" and "copy" of each frame
+  for (const Collected::Item& item : got.items) {
+    INFO(item.output << " of frame " << item.sequence);
+    const std::vector<float>& frame = sent.at(item.sequence);
+    if (item.output == "sum") {
+      double sum = 0;
+      for (float v : frame) sum += v;
+      double published;
+      std::memcpy(&published, item.bytes.data(), sizeof published);
+      CHECK(published == sum);
+    } else {
+      REQUIRE(item.output == "copy");
+      CHECK(item.spec.axes.at(0).size == 2);  // the frame's [line, sample], not the sum's [value]
+      REQUIRE(item.bytes.size() == frame.size() * sizeof(float));
+      CHECK(std::memcmp(item.bytes.data(), frame.data(), item.bytes.size()) == 0);
+    }
+  }
 }
 
 TEST_CASE("a shape a stage refuses rejects that frame only; a new shape reconfigures the buffers", "[executor]") {

@@ -18,6 +18,7 @@
 #include <igtlStringMessage.h>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -551,8 +552,8 @@ TEST_CASE("sonopipe-igtl counts and logs malformed or unshowable results by reas
     CHECK(report.find(topic) != std::string::npos);
 }
 
-TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and velocity's uint8 variant over "
-          "exactly +-Nyquist with 0 for no estimate",
+TEST_CASE("sonopipe-igtl sends Doppler velocity, power and the mean-frame B-mode as float32 images, velocity's "
+          "uint8 variant over exactly +-Nyquist with 0 for no estimate and the B-mode's over the 50 dB below its top",
           "[tools][igtl]") {
   test::TempPath endpoint("igtl-publisher", ""), ready("igtl-ready", ".txt"), bridge_log("igtl-bridge", ".log");
   zmq::context_t context(1);
@@ -612,6 +613,16 @@ TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and 
   velocity[4] = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> power_db(power.size());
   for (std::size_t n = 0; n < power.size(); ++n) power_db[n] = 10.0f * std::log10(power[n]);
+  // The mean_bmode stage's output: dB of the mean frame (speckle over ~60 dB), attribute mean_of_frames.
+  std::vector<float> bmode(kLateral * kAxial);
+  for (float& v : bmode) v = 30.0f * uniform(random) + 10.0f;
+  bmode[5] = -300.0f;  // a pixel of zero mean: the floor, below the window
+  auto bmode_header = [&] {
+    v1::ResultHeader h = header("bmode", "dB");
+    h.mutable_attributes()->clear();
+    (*h.mutable_attributes())["mean_of_frames"] = "32";
+    return h;
+  };
   auto bytes = [](const std::vector<float>& values) {
     return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
   };
@@ -622,7 +633,8 @@ TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and 
   const auto deadline = steady_clock::now() + seconds(30);
   auto complete = [&] {
     for (const char* description : {"doppler/velocity float32", "doppler/velocity uint8", "doppler/power float32",
-                                    "doppler/power_db float32", "doppler/power_db uint8"})
+                                    "doppler/power_db float32", "doppler/power_db uint8", "doppler/bmode float32",
+                                    "doppler/bmode uint8"})
       if (!images.count(device_of(devices_text, description))) return false;
     return true;
   };
@@ -634,6 +646,9 @@ TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and 
       for (std::size_t i = 0; i < 3; ++i)
         publisher.send(zmq::buffer(parts[i]), i + 1 < 3 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
+    const std::string bmode_parts[] = {"result/doppler/bmode", bmode_header().SerializeAsString(), bytes(bmode)};
+    for (std::size_t i = 0; i < 3; ++i)
+      publisher.send(zmq::buffer(bmode_parts[i]), i + 1 < 3 ? zmq::send_flags::sndmore : zmq::send_flags::none);
     const auto until = steady_clock::now() + milliseconds(300);
     while (auto message = client.receive(until)) {
       if (message->device == "sonopipe-devices") devices_text = message->text;
@@ -644,6 +659,7 @@ TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and 
   REQUIRE(complete());
   CHECK(devices_text.find("doppler/velocity uint8 (window +-Nyquist)") != std::string::npos);
   CHECK(devices_text.find("doppler/power_db uint8 (window auto)") != std::string::npos);  // not a velocity
+  CHECK(devices_text.find("doppler/bmode uint8 (window B-mode 50 dB)") != std::string::npos);
 
   // float32: the published values unchanged (NaN kept), [lateral, axial] -> i = axial fastest.
   const ImageReceived& velocity_float = images.at(device_of(devices_text, "doppler/velocity float32"));
@@ -653,6 +669,18 @@ TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and 
     CHECK((velocity_float.floats[n] == velocity[n] || (std::isnan(velocity[n]) && std::isnan(velocity_float.floats[n]))));
   CHECK(images.at(device_of(devices_text, "doppler/power float32")).floats == power);
   CHECK(images.at(device_of(devices_text, "doppler/power_db float32")).floats == power_db);
+  CHECK(images.at(device_of(devices_text, "doppler/bmode float32")).floats == bmode);
+
+  // uint8 B-mode, written out again: [top - 50 dB, top] onto 0..255, the floor at 0.
+  const ImageReceived& bmode_u8 = images.at(device_of(devices_text, "doppler/bmode uint8"));
+  check_geometry(bmode_u8, lateral, axial, igtl::ImageMessage::TYPE_UINT8);
+  REQUIRE(bmode_u8.bytes.size() == bmode.size());
+  const double top = *std::max_element(bmode.begin(), bmode.end());
+  for (std::size_t n = 0; n < bmode.size(); ++n) {
+    INFO("B-mode pixel " << n << ": " << bmode[n] << " dB, top " << top);
+    CHECK(int(bmode_u8.bytes[n]) == std::lround(255 * std::clamp((bmode[n] - (top - 50)) / 50, 0.0, 1.0)));
+  }
+  CHECK(int(bmode_u8.bytes[5]) == 0);
 
   // uint8 velocity, written out again from display_window.h: 0 = no estimate, -v_N -> 1, 0 -> 128, +v_N -> 255.
   const ImageReceived& velocity_u8 = images.at(device_of(devices_text, "doppler/velocity uint8"));

@@ -12,6 +12,7 @@ void add_strain_bench(CLI::App& app); // strain_bench.cpp: ncc_track methods vs 
 void add_beamform_bench(CLI::App& app);  // beamform_bench.cpp: PICMUS-sized frame, focused lines, floors
 void add_devices_bench(CLI::App& app);   // devices_bench.cpp: a pipeline on 1, 2, ... GPUs (multi-device executor)
 void add_doppler_bench(CLI::App& app);  // doppler_bench.cpp: clutter_filter and doppler at fUS scale
+void add_doppler_daemon_bench(CLI::App& app);  // doppler_daemon_bench.cpp: the chain through sonopiped at acquisition rate
 void add_soak_bench(CLI::App& app);     // soak_bench.cpp: lossless soak through convert with a checker
 void add_shm_transport_bench(CLI::App& app);  // shm_transport_bench.cpp: shm:// vs ZeroMQ ipc on the CPU
 void add_live_bench(CLI::App& app);       // live_bench.cpp: live parameter changes, set -> next frame

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   sonopipe::bench::add_beamform_bench(app);
   sonopipe::bench::add_devices_bench(app);
   sonopipe::bench::add_doppler_bench(app);
+  sonopipe::bench::add_doppler_daemon_bench(app);
   sonopipe::bench::add_soak_bench(app);
   sonopipe::bench::add_shm_transport_bench(app);
   sonopipe::bench::add_live_bench(app);

@@ -245,10 +245,14 @@ class Bridge {
       if (options_.uint8_images) {
         const std::optional<DisplayWindow> fixed = fixed_window(image.key);
         const bool nyquist = !fixed && image.nyquist_velocity_m_per_s > 0;
-        const DisplayWindow window =
-            nyquist ? nyquist_window(image.nyquist_velocity_m_per_s) : window_for(image.values, fixed);
+        const bool bmode = !fixed && !nyquist && image.bmode;
+        const DisplayWindow window = nyquist ? nyquist_window(image.nyquist_velocity_m_per_s)
+                                     : bmode ? bmode_window(image.values)
+                                             : window_for(image.values, fixed);
+        const std::string bmode_range = "B-mode " + std::to_string(std::lround(kBmodeDynamicRangeDb)) + " dB";
         publish(pack_uint8_image(device_name(base + kUint8Suffix), image, to_display_uint8(image.values, window)),
-                image.key + " uint8 (window " + (fixed ? "fixed" : nyquist ? "+-Nyquist" : "auto") + ")");
+                image.key + " uint8 (window " + (fixed ? "fixed" : nyquist ? "+-Nyquist" : bmode ? bmode_range : "auto") +
+                    ")");
       }
       ++report_.images_packed;
     }

@@ -30,6 +30,18 @@ DisplayWindow nyquist_window(double nyquist_velocity_m_per_s) {
   return {-nyquist_velocity_m_per_s, nyquist_velocity_m_per_s, true};
 }
 
+DisplayWindow bmode_window(const std::vector<float>& values_db) {
+  bool any = false;
+  double top = 0;
+  for (float v : values_db)
+    if (std::isfinite(v) && (!any || v > top)) {
+      top = v;
+      any = true;
+    }
+  if (!any) return {0, 0};
+  return {top - kBmodeDynamicRangeDb, top};
+}
+
 std::vector<std::uint8_t> to_display_uint8(const std::vector<float>& values, const DisplayWindow& window) {
   std::vector<std::uint8_t> out(values.size(), 0);
   const double width = window.high - window.low;

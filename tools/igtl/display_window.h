@@ -6,6 +6,8 @@
 // Velocity images (Image::nyquist_velocity_m_per_s = v_N > 0) without a fixed window get the Nyquist
 // window, signed: [low, high] = [-v_N, +v_N] and code 0 kept for "no estimate" (NaN):
 //   u8 = 1 + round(254 * clamp((v + v_N) / (2 v_N), 0, 1)),  so -v_N -> 1, 0 m/s -> 128, +v_N -> 255.
+// B-mode images in dB (Image::bmode) without a fixed window get the viewers' B-mode window:
+//   [max - kBmodeDynamicRangeDb, max] of the image's finite values (sonopipe.view.doppler).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,11 @@ struct DisplayWindow {
 
 // The Nyquist window of a velocity image aliasing at +-v_N (m/s).
 DisplayWindow nyquist_window(double nyquist_velocity_m_per_s);
+
+constexpr double kBmodeDynamicRangeDb = 50.0;
+// The B-mode window of a dB image: the kBmodeDynamicRangeDb below its largest finite value ({0, 0}
+// when none is finite).
+DisplayWindow bmode_window(const std::vector<float>& values_db);
 
 constexpr double kAutoWindowLowPercentile = 0.5;
 constexpr double kAutoWindowHighPercentile = 99.5;

@@ -216,6 +216,7 @@ std::vector<Image> images_of_result(const v1::ResultHeader& header, const void* 
     }
     image.unit = header.unit();
     image.nyquist_velocity_m_per_s = nyquist_velocity_m_per_s(header);
+    image.bmode = header.unit() == kDecibelUnit && header.attributes().count(kMeanOfFramesAttribute) > 0;
     image.acquisition_time_ns = header.acquisition_time_ns();
     image.input_sequence = header.input_sequence();
     image.values.assign(image.pixel_count(), std::numeric_limits<float>::quiet_NaN());

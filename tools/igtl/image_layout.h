@@ -26,6 +26,8 @@
 // Velocity (the doppler stage, docs/doppler.md): a result in unit "m/s" whose header carries the
 //   attribute nyquist_velocity_m_per_s (v_N > 0) keeps v_N in Image::nyquist_velocity_m_per_s; the
 //   bridge's uint8 variant then spans exactly [-v_N, +v_N] (display_window.h).
+// B-mode (the mean_bmode stage): a result in unit "dB" whose header carries the attribute
+//   mean_of_frames is Image::bmode; its uint8 variant spans the 50 dB below its maximum.
 #pragma once
 
 #include <array>
@@ -44,6 +46,8 @@ constexpr char kPeakSuffix[] = "peak";
 constexpr const char* kComponentNames[] = {"axial", "lateral", "elevational"};
 constexpr char kNyquistAttribute[] = "nyquist_velocity_m_per_s";  // stages/doppler/doppler_conventions.h
 constexpr char kVelocityUnit[] = "m/s";
+constexpr char kMeanOfFramesAttribute[] = "mean_of_frames";  // stages/doppler/doppler_conventions.h
+constexpr char kDecibelUnit[] = "dB";
 
 using Vector3 = std::array<double, 3>;
 
@@ -57,6 +61,7 @@ struct Image {
   std::vector<float> values;
   std::string unit;                  // of the values (the result's unit)
   double nyquist_velocity_m_per_s = 0;  // > 0: a velocity image aliasing at +-this (m/s); 0: none
+  bool bmode = false;                   // a log-compressed B-mode in dB (the mean_bmode stage's output)
   std::int64_t acquisition_time_ns = 0;
   std::uint64_t input_sequence = 0;
 

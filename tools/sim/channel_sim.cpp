@@ -78,13 +78,37 @@ bool insonified(const ChannelTransmit& transmit, const ChannelSimConfig& config,
   return x_at_array >= left && x_at_array <= right;
 }
 
+double default_sampling_frequency_hz(const ChannelSimConfig& config) {
+  if (config.sampling_frequency_hz != 0.0) return config.sampling_frequency_hz;
+  return config.iq ? config.center_frequency_hz : 4.0 * config.center_frequency_hz;
+}
+
+std::int64_t samples_covering(const ChannelSimConfig& config, double x_min_m, double x_max_m, double z_max_m) {
+  const double c = config.speed_of_sound_m_per_s, fs = default_sampling_frequency_hz(config);
+  const double span_s =
+      kEnvelopeSpan * SpeckleGenerator::envelope_sigma_s(config.center_frequency_hz, config.fractional_bandwidth);
+  const double first_x = element_x(config, 0), last_x = element_x(config, config.elements - 1);
+  // The two-way time grows with depth for every wave (the transmit time, before a focus as beyond
+  // it, and the receive path): the deepest row bounds it; along that row it is sampled finely.
+  constexpr int kRowPoints = 257;
+  double latest_echo_s = config.initial_time_s;
+  for (const ChannelTransmit& t : config.transmits)
+    for (int i = 0; i < kRowPoints; ++i) {
+      const double x = x_min_m + (x_max_m - x_min_m) * i / (kRowPoints - 1);
+      const double farthest = std::max(std::hypot(x - first_x, z_max_m), std::hypot(x - last_x, z_max_m));
+      latest_echo_s = std::max(latest_echo_s, transmit_time_s(t, x, z_max_m, c) + farthest / c + span_s);
+    }
+  // One sample more than the last echo's own count: the fine row may miss its peak by a hair.
+  return static_cast<std::int64_t>(std::ceil((latest_echo_s - config.initial_time_s) * fs)) + 2;
+}
+
 ChannelSimResult simulate_channel(const ChannelSimConfig& config, ThreadPool* pool) {
   ChannelSimConfig p = config;
   require(p.elements > 0 && p.pitch_m > 0, "element count and pitch must be positive");
   require(p.center_frequency_hz > 0 && p.speed_of_sound_m_per_s > 0, "f_c and c must be positive");
   require(p.fractional_bandwidth > 0 && p.fractional_bandwidth < 2, "fractional bandwidth must be in (0, 2)");
   require(!p.transmits.empty(), "at least one transmit is needed");
-  if (p.sampling_frequency_hz == 0.0) p.sampling_frequency_hz = p.iq ? p.center_frequency_hz : 4.0 * p.center_frequency_hz;
+  p.sampling_frequency_hz = default_sampling_frequency_hz(p);
   if (p.iq && p.demodulation_frequency_hz == 0.0) p.demodulation_frequency_hz = p.center_frequency_hz;
   if (!p.iq) p.demodulation_frequency_hz = 0.0;
   const double highest_hz = p.center_frequency_hz * (1.0 + p.fractional_bandwidth / 2.0);

@@ -85,6 +85,11 @@ struct ChannelSimResult {
 // Throws std::invalid_argument on an inconsistent config. pool may be null (single thread).
 ChannelSimResult simulate_channel(const ChannelSimConfig& config, ThreadPool* pool = nullptr);
 
+// The sample count that holds every echo of a scatterer anywhere in x in [x_min, x_max], 0 < z <=
+// z_max, for every transmit (insonified or not): for a series of frames whose scatterers move, so
+// that every frame has the same length (ChannelSimConfig::samples = 0 fits each frame's own).
+std::int64_t samples_covering(const ChannelSimConfig& config, double x_min_m, double x_max_m, double z_max_m);
+
 // Transmit arrival time at (x, z) and whether the transmit insonifies it (the model above).
 double transmit_time_s(const ChannelTransmit& transmit, double x_m, double z_m, double speed_of_sound_m_per_s);
 bool insonified(const ChannelTransmit& transmit, const ChannelSimConfig& config, double x_m, double z_m);

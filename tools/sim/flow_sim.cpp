@@ -231,6 +231,12 @@ FlowChannelResult simulate_flow_channel(const FlowSimConfig& c, ChannelSimConfig
   channel.center_frequency_hz = c.center_frequency_hz;
   channel.fractional_bandwidth = c.fractional_bandwidth;
   channel.speed_of_sound_m_per_s = c.speed_of_sound_m_per_s;
+  channel.stream_id = c.stream_id;
+  // The length from the speckle region, not from where this phantom's deepest scatterer happens to
+  // be: every ensemble of a recording (each its own phantom) has the same shape.
+  if (channel.samples == 0)
+    channel.samples = samples_covering(channel, c.x_min_m - kSpeckleMargin_m, c.x_max_m + kSpeckleMargin_m,
+                                       c.z_max_m + kSpeckleMargin_m);
   FlowChannelResult result;
   for (std::int64_t n = 0; n < c.frames; ++n) {
     channel.scatterers.clear();
@@ -238,7 +244,6 @@ FlowChannelResult simulate_flow_channel(const FlowSimConfig& c, ChannelSimConfig
       if (in_region(c, s.x_m, s.z_m, kSpeckleMargin_m)) channel.scatterers.push_back(s);
     channel.seed += 1;  // fresh noise per frame
     ChannelSimResult frame = simulate_channel(channel, pool);
-    channel.samples = frame.meta.payload.axes.back().size;  // every frame keeps the first one's length
     result.rf.insert(result.rf.end(), frame.rf.begin(), frame.rf.end());
     result.iq.insert(result.iq.end(), frame.iq.begin(), frame.iq.end());
     if (n == 0) result.meta = frame.meta;

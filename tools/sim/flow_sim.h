@@ -96,8 +96,9 @@ struct FlowIqResult {
 };
 FlowIqResult simulate_flow_iq(const FlowSimConfig& config, ThreadPool* pool = nullptr);
 
-// Channel ensembles: `channel` sets the probe, pulse, transmits and sampling (its scatterers and
-// f_c/bandwidth/c are taken from `config`). Frame kind channel_rf/iq, [frame, transmit, element,
+// Channel ensembles: `channel` sets the probe, pulse, transmits and sampling (its scatterers,
+// f_c/bandwidth/c and stream id are taken from `config`; samples = 0: enough for the whole speckle
+// region, so every phantom gives the same shape). Frame kind channel_rf/iq, [frame, transmit, element,
 // sample], vector ensemble_time_s.
 struct FlowChannelResult {
   FrameMeta meta;

@@ -1,5 +1,6 @@
 #include "stages/beamform/beamform/beamform.cuh"
 
+#include <atomic>
 #include <type_traits>
 #include <utility>
 
@@ -235,17 +236,17 @@ __device__ inline float length_from_squared(float squared) {
 }
 
 // The block's centre pixel, its extent (x range, deepest z) and its largest distance from the
-// centre pixel, for every thread of a Lateral x Depth block (threadIdx.x along depth).
+// centre pixel, for every thread of a Lateral x Depth block; the thread's pixel is (lateral
+// `across`, depth `down`) of the block, its index in the block `tid`.
 struct BlockExtent {
   float cx, cz, x_min, x_max, z_max, reach;
 };
 template <int Lateral, int Depth>
-__device__ inline BlockExtent block_extent(float x, float z) {
+__device__ inline BlockExtent block_extent(float x, float z, int down, int across, int tid) {
   constexpr int kWarps = Lateral * Depth / 32;
   __shared__ float extent[4][kWarps];
   __shared__ float centre[2];
-  const int tid = threadIdx.y * Depth + threadIdx.x;
-  if (threadIdx.x == Depth / 2 && threadIdx.y == Lateral / 2) centre[0] = x, centre[1] = z;
+  if (down == Depth / 2 && across == Lateral / 2) centre[0] = x, centre[1] = z;
   float x_min = x, x_max = x, z_max = z;
   for (int offset = 16; offset > 0; offset >>= 1) {
     x_min = fminf(x_min, __shfl_xor_sync(~0u, x_min, offset));
@@ -308,7 +309,7 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
   float x, z;
   pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
 
-  const BlockExtent extent = block_extent<kTileLateral, kTileDepth>(x, z);
+  const BlockExtent extent = block_extent<kTileLateral, kTileDepth>(x, z, threadIdx.x, threadIdx.y, tid);
   const float cx = extent.cx, cz = extent.cz;
   // Staged samples: centre position - half ... + half + 1.
   const float half_span = tile_half_span(extent.reach, s.inverse_c, s.sampling_frequency_hz);
@@ -479,45 +480,67 @@ __global__ void __launch_bounds__(kTileThreads, kTileMinBlocks<C>)
   write_pixel<C>(launch, 0, i, j, sum_re, sum_im);
 }
 // The ensemble kernel: the tiled kernel's staging, with the frames of an ensemble as the rows of a
-// tile. A block takes kEnsembleLateral x kEnsembleDepth pixels and kEnsembleFrames frames
-// (blockIdx.z). Per transmit and element it stages, for each of its frames, the samples around the
-// block centre's position (the same window for every frame: the frames share the geometry), then
-// every pixel computes its delay, apodisation and phasor ONCE and sums that element into all of its
-// frames: per frame one shared-memory read at an immediate offset, the interpolation (2 FMA per
-// channel) and the weighted phasor's multiply-add (4 FMA for IQ, 1 for RF), the frames' sums in
-// registers. Global reads of a staging slot are consecutive samples of one line across a warp
-// (coalesced, in the input's own [frame, transmit, element, sample] order); lateral neighbours share
-// the staged window, so each sample crosses from L2 once per block. Blocks are square-ish (16 x 16
-// pixels) so that the window of a block, bounded by its largest distance from its centre (see the
-// tiled kernel), stays inside kTileSamples on coarser grids than 8 x 32 blocks allow.
+// tile. A block takes kEnsembleLateral x kEnsembleDepth pixels and kEnsembleFrames frames. Per
+// transmit and element it stages, for each of its frames, the samples around the block centre's
+// position (the same window for every frame: the frames share the geometry), then every pixel
+// computes its delay, apodisation and phasor ONCE and sums that element into all of its frames: per
+// frame one shared-memory read at an immediate offset, the interpolation (2 FMA per channel) and the
+// weighted phasor's multiply-add (4 FMA for IQ, 1 for RF), the frames' sums in registers. Global
+// reads of a staging slot are consecutive samples of one line across a warp (coalesced, in the
+// input's own [frame, transmit, element, sample] order); lateral neighbours share the staged window,
+// so each sample crosses from L2 once per block. Blocks are square (16 x 16 pixels) so that the
+// window of a block, bounded by its largest distance from its centre (see the tiled kernel), stays
+// inside 64 entries on coarser grids than 8 x 32 blocks allow. Measured on the H100
+// (docs/doppler-beamforming.md): kEnsembleStage elements staged per block barrier (two: 8 % faster
+// than one), quarter-warps of 4 depths x 2 laterals (fUS: 26 % faster than 8 depths, whose lanes two
+// samples apart met 2-way bank conflicts), blocks deepest first (15 %: the long deep blocks no longer
+// form the tail of the second wave).
 constexpr int kEnsembleThreads = kEnsembleLateral * kEnsembleDepth;
-constexpr int kEnsembleLoads = (kEnsembleFrames * kTileSamples + kEnsembleThreads - 1) / kEnsembleThreads;
 static_assert(kTileChunk <= kEnsembleThreads, "one thread fills one element's row of the block's table");
+static_assert(kEnsembleDepth == 16 && kEnsembleLateral == 16, "a warp: 16 depths x 2 laterals, quarter-warps 4 x 2");
+// Staging slots per thread and staged element for rows of RowEntries entries.
+template <int RowEntries>
+constexpr int kEnsembleLoads = (kEnsembleFrames * RowEntries + kEnsembleThreads - 1) / kEnsembleThreads;
 
-template <int C>
+// RowEntries: entries per row of a tile (32 or 64), the widest window the instance stages; blocks
+// whose window is wider sum per pixel. Grid: x frame chunks, y lateral blocks, z depth blocks from
+// the deepest (blocks start in x, y, z order: the deep ones, with the widest apertures, first).
+template <int C, int RowEntries>
 __global__ void __launch_bounds__(kEnsembleThreads, 2)
     delay_and_sum_ensemble(BeamformLaunch launch, TileConstants constants) {
   using Sample = typename TileTypes<C>::Sample;
   using Entry = typename TileTypes<C>::Entry;
-  // Row kEnsembleFrames of each tile is a spare that the staging lanes with no entry write to.
-  __shared__ Entry tile[2][kEnsembleFrames + 1][kTileSamples];
+  constexpr int kFrames = kEnsembleFrames, kRowEntries = RowEntries, kLoads = kEnsembleLoads<RowEntries>;
+  constexpr int kStage = kEnsembleStage;
+  static_assert(RowEntries >= 32 && RowEntries <= kTileSamples, "the spare row takes one entry per lane");
+  // Per buffer and staged element, a tile of kFrames rows and a spare row that the staging lanes
+  // with no entry write to: Entry [2][kStage][kFrames + 1][kRowEntries] in dynamic shared memory
+  // (launch_ensemble() raises the limit where it exceeds the default 48 KB).
+  extern __shared__ float4 ensemble_tiles[];
+  Entry* const tile = reinterpret_cast<Entry*>(ensemble_tiles);
   __shared__ TileElement table[kTileChunk];
   __shared__ TileElementExtra table_extra[kTileChunk];
 
   const beamform::DasSetup<float>& s = launch.setup;
-  const int tid = threadIdx.y * kEnsembleDepth + threadIdx.x;
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kEnsembleDepth) + threadIdx.x;
-  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + threadIdx.y;
-  const std::int64_t frame_first = blockIdx.z * static_cast<std::int64_t>(kEnsembleFrames);
-  const int count = static_cast<int>(min(static_cast<std::int64_t>(kEnsembleFrames), launch.frames - frame_first));
+  const int tid = threadIdx.x;
+  // The thread's pixel in the block: warp w takes laterals 2w, 2w + 1 and all 16 depths; each
+  // quarter-warp (the 8 lanes of one 16-byte shared-memory phase) 4 depths x 2 laterals, so its
+  // lanes read at most 8 neighbouring entries (no bank conflict) even where neighbouring depths lie
+  // 2 samples apart.
+  const int lane = tid & 31;
+  const int down = (lane & 3) | (lane >> 3) << 2, across = (tid >> 5) * 2 + (lane >> 2 & 1);
+  const std::int64_t j = (gridDim.z - 1 - blockIdx.z) * static_cast<std::int64_t>(kEnsembleDepth) + down;
+  const std::int64_t i = blockIdx.y * static_cast<std::int64_t>(kEnsembleLateral) + across;
+  const std::int64_t frame_first = blockIdx.x * static_cast<std::int64_t>(kFrames);
+  const int count = static_cast<int>(min(static_cast<std::int64_t>(kFrames), launch.frames - frame_first));
   const bool active = j < launch.depth && i < launch.lateral;
   float x, z;
   pixel_position(launch, i < launch.lateral ? i : launch.lateral - 1, j < launch.depth ? j : launch.depth - 1, x, z);
 
-  const BlockExtent extent = block_extent<kEnsembleLateral, kEnsembleDepth>(x, z);
+  const BlockExtent extent = block_extent<kEnsembleLateral, kEnsembleDepth>(x, z, down, across, tid);
   const float cx = extent.cx, cz = extent.cz;
   const float half_span = tile_half_span(extent.reach, s.inverse_c, s.sampling_frequency_hz);
-  if (!(2.0f * half_span + 2.0f <= float(kTileSamples))) {
+  if (!(2.0f * half_span + 2.0f <= float(kRowEntries))) {
     if (active)
       for (int k = 0; k < count; ++k) das_pixel_to_output<C>(launch, frame_first + k, i, j);
     return;  // uniform over the block: no barrier follows for anyone
@@ -531,30 +554,30 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
   const int samples = constants.samples;  // run() checks that line and sample indices fit an int
   const bool contributes = active && (s.f_number <= 0.0f || z > 0.0f);
   const float inverse_half_width = s.f_number > 0.0f && z > 0.0f ? 2.0f * s.f_number / z : 0.0f;
-  float sum_re[kEnsembleFrames], sum_im[kEnsembleFrames];
+  float sum_re[kFrames], sum_im[kFrames];
 #pragma unroll
-  for (int k = 0; k < kEnsembleFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
+  for (int k = 0; k < kFrames; ++k) sum_re[k] = 0.0f, sum_im[k] = 0.0f;
   (void)sum_im;
   // Rows of frames this block lacks hold zeros (they are summed like the others and not written).
-  for (int slot = tid; slot < 2 * (kEnsembleFrames + 1) * kTileSamples; slot += kEnsembleThreads) {
-    const int row = slot / kTileSamples % (kEnsembleFrames + 1);
-    if (row >= count) (&tile[0][0][0])[slot] = Entry{};
+  for (int slot = tid; slot < 2 * kStage * (kFrames + 1) * kRowEntries; slot += kEnsembleThreads) {
+    const int row = slot / kRowEntries % (kFrames + 1);
+    if (row >= count) tile[slot] = Entry{};
   }
-  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(&tile[0][0][0]));
+  const unsigned tiles = static_cast<unsigned>(__cvta_generic_to_shared(tile));
   const unsigned biased_tiles = tiles - constants.magic_bias;
   const int frame_samples = static_cast<int>(launch.transmits) * s.elements * samples;  // one frame's samples
   const int staged = count * span;
   // Staging slots: entry index tid + r kEnsembleThreads, row = frame, q = entry within the window.
-  int warp_slots = 0, slot_q[kEnsembleLoads], slot_frame[kEnsembleLoads];
-  unsigned slot_entry[kEnsembleLoads];
+  int warp_slots = 0, slot_q[kLoads], slot_frame[kLoads];
+  unsigned slot_entry[kLoads];
 #pragma unroll
-  for (int r = 0; r < kEnsembleLoads; ++r) {
+  for (int r = 0; r < kLoads; ++r) {
     const int index = tid + r * kEnsembleThreads, used = min(index, staged - 1);
     if ((index & ~31) < staged) warp_slots = r + 1;
     const int row = used / span;
     slot_q[r] = used - row * span;
     slot_frame[r] = row * frame_samples;
-    slot_entry[r] = tiles + (index < staged ? row * kTileSamples + slot_q[r] : kEnsembleFrames * kTileSamples + (tid & 31)) *
+    slot_entry[r] = tiles + (index < staged ? row * kRowEntries + slot_q[r] : kFrames * kRowEntries + (tid & 31)) *
                                 static_cast<unsigned>(sizeof(Entry));
   }
 
@@ -586,37 +609,38 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
       }
       __syncthreads();
 
-      Sample first_sample[kEnsembleLoads], next_sample[kEnsembleLoads];
-      // Loads element e's window of every frame; a window reaching outside [0, samples - 2] (same
-      // for the whole block) takes the checked path, which reads zero for a sample outside the line.
-      auto prefetch = [&](int e) {
-        const int window = table[e - chunk].receive_start;  // first sample of the window
-        const Sample* line = transmit_input + e * samples;
-        if (table_extra[e - chunk].inside) {
+      Sample first_sample[kStage][kLoads], next_sample[kStage][kLoads];
+      // Loads the windows of every frame of elements group ... group + kStage - 1 (those before
+      // chunk_end); a window reaching outside [0, samples - 2] (same for the whole block) takes the
+      // checked path, which reads zero for a sample outside the line.
+      auto prefetch = [&](int group) {
+        for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
+          constexpr int kElement = decltype(staged_element)::value;
+          const int e = group + kElement;
+          if (kElement > 0 && e >= chunk_end) return;
+          const int window = table[e - chunk].receive_start;  // first sample of the window
+          const Sample* line = transmit_input + e * samples;
+          if (table_extra[e - chunk].inside) {
 #pragma unroll
-          for (int r = 0; r < kEnsembleLoads; ++r) {
-            if (r >= warp_slots) break;
-            const Sample* value = line + (slot_frame[r] + window + slot_q[r]);
-            first_sample[r] = __ldg(value), next_sample[r] = __ldg(value + 1);
-          }
-        } else {
+            for (int r = 0; r < kLoads; ++r) {
+              if (r >= warp_slots) break;
+              const Sample* value = line + (slot_frame[r] + window + slot_q[r]);
+              first_sample[kElement][r] = __ldg(value), next_sample[kElement][r] = __ldg(value + 1);
+            }
+          } else {
 #pragma unroll
-          for (int r = 0; r < kEnsembleLoads; ++r) {
-            if (r >= warp_slots) break;
-            const int sample = window + slot_q[r];
-            read_sample_pair(line + slot_frame[r], sample, samples, first_sample[r], next_sample[r]);
+            for (int r = 0; r < kLoads; ++r) {
+              if (r >= warp_slots) break;
+              const int sample = window + slot_q[r];
+              read_sample_pair(line + slot_frame[r], sample, samples, first_sample[kElement][r],
+                               next_sample[kElement][r]);
+            }
           }
-        }
+        });
       };
-      auto element_step = [&](int e, auto buffer) {
-        constexpr int kTileBytes = (kEnsembleFrames + 1) * kTileSamples * sizeof(Entry);
-        constexpr int kBufferOffset = decltype(buffer)::value * kTileBytes;
-#pragma unroll
-        for (int r = 0; r < kEnsembleLoads; ++r) {
-          if (r < warp_slots) store_entry<kBufferOffset>(slot_entry[r], first_sample[r], next_sample[r]);
-        }
-        __syncthreads();  // this tile is complete; the other was last read before the previous barrier
-        if (e + 1 < chunk_end) prefetch(e + 1);
+      // Element e's terms of this pixel, from its tile at `TileOffset` bytes from the tiles.
+      auto sum_element = [&](int e, auto tile_offset) {
+        constexpr int kTileOffset = decltype(tile_offset)::value;
         const TileElement element = table[e - chunk];
         const float dx = x - element.x_m, dz = z - element.z_m;
         const float weight =
@@ -636,7 +660,7 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
         }
         auto term = [&](auto k) {
           constexpr int kRow = decltype(k)::value;
-          const Entry entry = load_shared<kBufferOffset + kRow * kTileSamples * int(sizeof(Entry))>(
+          const Entry entry = load_shared<kTileOffset + kRow * kRowEntries * int(sizeof(Entry))>(
               address, static_cast<Entry*>(nullptr));
           if constexpr (C == 2) {
             const float re = fmaf(offset, entry.z, entry.x), im = fmaf(offset, entry.w, entry.y);
@@ -646,19 +670,109 @@ __global__ void __launch_bounds__(kEnsembleThreads, 2)
             sum_re[kRow] = fmaf(fmaf(offset, entry.y, entry.x), weight_re, sum_re[kRow]);
           }
         };
-        for_each_index(std::make_integer_sequence<int, kEnsembleFrames>{}, term);
+        for_each_index(std::make_integer_sequence<int, kFrames>{}, term);
+      };
+      // One stage: store the prefetched windows of elements group ... into buffer `Buffer`,
+      // prefetch the next group, sum this group. The two buffers alternate; compile-time buffer and
+      // element indices keep every shared-memory offset an immediate.
+      auto stage_step = [&](int group, auto buffer) {
+        constexpr int kTileBytes = (kFrames + 1) * kRowEntries * sizeof(Entry);
+        constexpr int kBufferOffset = decltype(buffer)::value * kStage * kTileBytes;
+        for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
+          constexpr int kElement = decltype(staged_element)::value;
+          if (kElement > 0 && group + kElement >= chunk_end) return;
+#pragma unroll
+          for (int r = 0; r < kLoads; ++r) {
+            if (r < warp_slots)
+              store_entry<kBufferOffset + kElement * kTileBytes>(slot_entry[r], first_sample[kElement][r],
+                                                                 next_sample[kElement][r]);
+          }
+        });
+        __syncthreads();  // this buffer is complete; the other was last read before the previous barrier
+        if (group + kStage < chunk_end) prefetch(group + kStage);
+        for_each_index(std::make_integer_sequence<int, kStage>{}, [&](auto staged_element) {
+          constexpr int kElement = decltype(staged_element)::value;
+          if (kElement > 0 && group + kElement >= chunk_end) return;
+          sum_element(group + kElement, std::integral_constant<int, kBufferOffset + kElement * kTileBytes>{});
+        });
       };
       prefetch(chunk);
-      for (int e = chunk; e < chunk_end; e += 2) {
-        element_step(e, std::integral_constant<int, 0>{});
-        if (e + 1 < chunk_end) element_step(e + 1, std::integral_constant<int, 1>{});
+      for (int group = chunk; group < chunk_end; group += 2 * kStage) {
+        stage_step(group, std::integral_constant<int, 0>{});
+        if (group + kStage < chunk_end) stage_step(group + kStage, std::integral_constant<int, 1>{});
       }
     }
   }
   if (!active) return;
+  // The pixel's frames: IQ as one 8-byte store each, brought to baseband (write_pixel()) with the
+  // depth's phasor computed once for all of them.
+  float* out = static_cast<float*>(launch.output) +
+               (frame_first * launch.output_frame_stride + i * launch.output_lateral_stride + j) * C;
+  if constexpr (C == 2) {
+    float rotation_re = 1.0f, rotation_im = 0.0f;
+    if (launch.baseband_cycles_per_m != 0.0f) {
+      float cycles = launch.baseband_cycles_per_m * (launch.depth_min_m + launch.depth_step_m * static_cast<float>(j));
+      cycles -= rintf(cycles);
+      sincospif(-2.0f * cycles, &rotation_im, &rotation_re);
+    }
 #pragma unroll
-  for (int k = 0; k < kEnsembleFrames; ++k)
-    if (k < count) write_pixel<C>(launch, frame_first + k, i, j, sum_re[k], sum_im[k]);
+    for (int k = 0; k < kFrames; ++k)
+      if (k < count)
+        reinterpret_cast<float2*>(out)[k * launch.output_frame_stride] =
+            make_float2(sum_re[k] * rotation_re - sum_im[k] * rotation_im, sum_re[k] * rotation_im + sum_im[k] * rotation_re);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kFrames; ++k)
+      if (k < count) out[k * launch.output_frame_stride] = sum_re[k];
+  }
+}
+
+// Upper bound of a 16 x 16 block's reach (largest distance of a pixel from the block's centre
+// pixel, 8 steps away at most along each axis), on the host, to pick the row length.
+inline float ensemble_reach_bound(const BeamformLaunch& launch) {
+  const float depth_far = fmaxf(fabsf(launch.depth_min_m), fabsf(launch.depth_min_m + launch.depth_step_m * float(launch.depth - 1)));
+  const float lateral = launch.grid == BeamformLaunch::Grid::sector ? fabsf(launch.lateral_step) * depth_far
+                                                                    : fabsf(launch.lateral_step);
+  return 1.001f * hypotf(float(kEnsembleLateral / 2) * lateral, float(kEnsembleDepth / 2) * fabsf(launch.depth_step_m));
+}
+
+template <int C, int RowEntries>
+bool launch_ensemble(const BeamformLaunch& launch, const TileConstants& constants, cudaStream_t stream) {
+  constexpr std::int64_t kIntLimit = 0x7fffffff;
+  const beamform::DasSetup<float>& s = launch.setup;
+  if (!(kEnsembleFrames * launch.transmits * s.elements * s.samples < kIntLimit)) return false;
+  const auto depth_blocks = static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth);
+  const auto frame_blocks = static_cast<unsigned>((launch.frames + kEnsembleFrames - 1) / kEnsembleFrames);
+  const auto lateral_blocks = static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral);
+  if (depth_blocks > 65535 || lateral_blocks > 65535) return false;
+  const dim3 blocks(frame_blocks, lateral_blocks, depth_blocks);
+  constexpr int kTileBytes =
+      2 * kEnsembleStage * (kEnsembleFrames + 1) * RowEntries * static_cast<int>(sizeof(typename TileTypes<C>::Entry));
+  if constexpr (kTileBytes > 48 * 1024) {  // raised once per kernel and device (Hopper allows 227 KB)
+    static std::atomic<std::uint64_t> raised{0};
+    int device = 0;
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+    if (!(raised.load(std::memory_order_relaxed) & bit)) {
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(delay_and_sum_ensemble<C, RowEntries>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kTileBytes));
+      raised.fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
+  delay_and_sum_ensemble<C, RowEntries><<<blocks, kEnsembleThreads, kTileBytes, stream>>>(launch, constants);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+// Rows of kEnsembleNarrowRow entries where every block's window fits them (fewer staging registers,
+// smaller tiles), else of kTileSamples.
+template <int C>
+bool run_ensemble(const BeamformLaunch& launch, const TileConstants& constants, cudaStream_t stream) {
+  const beamform::DasSetup<float>& s = launch.setup;
+  const bool narrow = 2.0f * tile_half_span(ensemble_reach_bound(launch), s.inverse_c, s.sampling_frequency_hz) +
+                          2.0f <= float(kEnsembleNarrowRow);
+  return narrow ? launch_ensemble<C, kEnsembleNarrowRow>(launch, constants, stream)
+                : launch_ensemble<C, kTileSamples>(launch, constants, stream);
 }
 
 template <int C>
@@ -675,15 +789,7 @@ void run(const BeamformLaunch& launch, cudaStream_t stream) {
                                 taper,
                                 taper > 0.0f ? 1.0f / taper : 0.0f,
                                 kMagicBits * static_cast<unsigned>(sizeof(typename TileTypes<C>::Entry))};
-  if (staged && launch.frames > 1 && kEnsembleFrames * launch.transmits * s.elements * s.samples < kIntLimit &&
-      (launch.frames + kEnsembleFrames - 1) / kEnsembleFrames <= 65535) {
-    const dim3 blocks(static_cast<unsigned>((launch.depth + kEnsembleDepth - 1) / kEnsembleDepth),
-                      static_cast<unsigned>((launch.lateral + kEnsembleLateral - 1) / kEnsembleLateral),
-                      static_cast<unsigned>((launch.frames + kEnsembleFrames - 1) / kEnsembleFrames));
-    delay_and_sum_ensemble<C><<<blocks, dim3(kEnsembleDepth, kEnsembleLateral), 0, stream>>>(launch, constants);
-    SONOPIPE_CUDA_CHECK_LAUNCH();
-    return;
-  }
+  if (staged && launch.frames > 1 && run_ensemble<C>(launch, constants, stream)) return;
   if (staged && launch.frames == 1 && kTilePass * s.elements * s.samples < kIntLimit) {
     const dim3 blocks(static_cast<unsigned>((launch.depth + kTileDepth - 1) / kTileDepth),
                       static_cast<unsigned>((launch.lateral + kTileLateral - 1) / kTileLateral));

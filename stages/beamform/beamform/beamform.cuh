@@ -43,8 +43,11 @@ void beamform(const BeamformLaunch& launch, cudaStream_t stream);
 constexpr int kTileLateral = 8, kTileDepth = 32, kTileSamples = 64;
 constexpr int kTileChunk = 64;  // elements whose block-wide data sit in shared memory at once
 // The ensemble kernel (inputs with a frame axis): blocks of kEnsembleLateral x kEnsembleDepth pixels
-// and kEnsembleFrames frames, the same window of kTileSamples entries per (frame, element).
-constexpr int kEnsembleLateral = 16, kEnsembleDepth = 16, kEnsembleFrames = 16;
+// and kEnsembleFrames frames, the same window of up to kTileSamples entries per (frame, element),
+// kEnsembleStage elements staged per block barrier; rows of kEnsembleNarrowRow entries where every
+// block's window fits them, else of kTileSamples.
+constexpr int kEnsembleLateral = 16, kEnsembleDepth = 16, kEnsembleFrames = 16, kEnsembleStage = 2;
+constexpr int kEnsembleNarrowRow = 32;
 SONOPIPE_HD inline float tile_half_span(float reach_m, float inverse_c, float sampling_frequency_hz) {
   return ceilf(2.0f * reach_m * inverse_c * sampling_frequency_hz) + 2.0f;  // +2: rounding of float positions
 }

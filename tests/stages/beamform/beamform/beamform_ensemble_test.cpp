@@ -209,6 +209,7 @@ TEST_CASE("beamform CUDA equals the CPU reference on random ensembles", "[beamfo
         if (path == Path::fine || path == Path::fine_cut) {
           params.x_min_m = -1.2e-3, params.x_max_m = 1.2e-3, params.z_min_m = 10e-3, params.z_max_m = 12e-3;
           params.angle_min_deg = -7, params.angle_max_deg = 7;  // sector: 0.44 degrees = 0.09 mm at 12 mm
+          if (path == Path::fine_cut && iq) params.x_min_m = -2.4e-3, params.x_max_m = 2.4e-3;  // 64-entry rows
         }
         params.lateral_pixels = 33, params.depth_pixels = 41;
         if (path == Path::fine_cut) params.f_number = 0;
@@ -224,6 +225,10 @@ TEST_CASE("beamform CUDA equals the CPU reference on random ensembles", "[beamfo
           const float span = cuda::tile_half_span(float(reach), float(1 / config.speed_of_sound_m_per_s),
                                                   float(config.sampling_frequency_hz));
           CHECK((2 * span + 2 <= cuda::kTileSamples) == (path != Path::coarse));
+          // Both row lengths of the ensemble kernel: IQ fine the narrow rows, RF fine and IQ
+          // fine_cut the 64-entry ones.
+          if (path == Path::fine) CHECK((2 * span + 2 <= cuda::kEnsembleNarrowRow) == iq);
+          if (path == Path::fine_cut && iq) CHECK(2 * span + 2 > cuda::kEnsembleNarrowRow);
           if (path == Path::fine_cut) CHECK(config.elements > cuda::kTileChunk);
         }
         BeamformStage cpu(params), gpu(params);

@@ -29,6 +29,7 @@ def log_compress(envelope_values, dynamic_range_db=50.0):
 
 
 BEAMFORMED_SUFFIXES = ("beamformed", "bmode", "mean")  # output names of beamformed images
+MEAN_OF_FRAMES_ATTRIBUTE = "mean_of_frames"  # stages/doppler/doppler_conventions.h kMeanOfFramesAttribute
 
 
 def is_beamformed(output_name):
@@ -37,15 +38,19 @@ def is_beamformed(output_name):
     return output_name.endswith(BEAMFORMED_SUFFIXES)
 
 
-def image_db(array, axes, unit="", dynamic_range_db=50.0):
+def image_db(array, axes, unit="", dynamic_range_db=50.0, attributes=None):
     """(dB [depth, lateral], rows Axis, columns Axis, what) of a beamformed image or raw RF frame.
     A "frame" axis (an ensemble) is reduced to the mean frame: coherent mean of complex IQ, mean
     magnitude of real data. Complex: |IQ|; real: the envelope along depth; unit "dB": as it is,
-    relative to its maximum. Other axes beyond two at their middle index (panels.plane)."""
+    relative to its maximum (the mean_bmode stage's output: its header attribute mean_of_frames
+    names the frames it averaged). Other axes beyond two at their middle index (panels.plane)."""
     from sonopipe.view import panels, units  # here: panels and units need no B-mode
     array = np.asarray(array)
     axes = list(axes)
     what = "B-mode"
+    averaged = (attributes or {}).get(MEAN_OF_FRAMES_ATTRIBUTE, "")
+    if unit == "dB" and averaged.isdigit():
+        what = f"B-mode of the mean frame ({averaged} frames)"
     frame = units.find_axis(axes, ("frame",))
     if frame is not None and len(axes) > 2:
         what = f"B-mode of the mean frame ({axes[frame].size} frames)"

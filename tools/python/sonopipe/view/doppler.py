@@ -3,11 +3,12 @@ B-mode, and the B-mode alone, from the doppler stage's outputs (stages/doppler, 
 
 Outputs read, float32 [lateral, axial]: `velocity` (m/s, + = away from the probe, NaN = no
 estimate), `power` (linear) and/or `power_db`; every header carries the attribute
-`nyquist_velocity_m_per_s` (v_N = c PRF / (4 f_c)). The B-mode comes from a beamformed output of
-the same result set (an output whose name ends in "beamformed", e.g. the beamform stage with
-`publish: true`, or one named "bmode"/"mean"): IQ ensembles [frame, lateral, axial] are averaged
+`nyquist_velocity_m_per_s` (v_N = c PRF / (4 f_c)). The B-mode comes from the same result set:
+the mean_bmode stage's `bmode` (dB of the ensemble's mean frame, what config/doppler.yaml
+publishes) when present, else a beamformed output (a name ending in "beamformed", e.g. the
+beamform stage with `publish: true`, or "mean"): IQ ensembles [frame, lateral, axial] are averaged
 coherently over the frames (the mean frame), then |IQ|; a real beamformed RF image gets its
-envelope along depth; both log-compressed to BMODE_DYNAMIC_RANGE_DB below their maximum.
+envelope along depth; all shown over BMODE_DYNAMIC_RANGE_DB below their maximum.
 
 Display conventions, stated once here and used by sonopipe-view and sonopipe-web alike:
 - power Doppler: dB relative to the largest power of the frame, colour map "hot" over
@@ -55,7 +56,10 @@ def nyquist_velocity_m_per_s(header):
 
 
 def bmode_source(group):
-    """The beamformed output the B-mode is made of, else None."""
+    """The output the B-mode is made of (the mean_bmode stage's first, then any beamformed), else None."""
+    stage_output = find(group, "bmode")
+    if stage_output is not None:
+        return stage_output
     for output, result in group.outputs.items():
         if result.array is not None and bmode.is_beamformed(output):
             return result
@@ -64,7 +68,8 @@ def bmode_source(group):
 
 def bmode_plane(result, dynamic_range_db=BMODE_DYNAMIC_RANGE_DB):
     """(dB [depth, lateral], x, x_label, y, y_label, what) of a beamformed output (bmode.image_db)."""
-    image, rows, columns, what = bmode.image_db(result.array, result.axes, result.header.unit, dynamic_range_db)
+    image, rows, columns, what = bmode.image_db(result.array, result.axes, result.header.unit, dynamic_range_db,
+                                                result.header.attributes)
     y, y_label = panels.axis_coordinates(rows, result.header, image.shape[0])
     x, x_label = panels.axis_coordinates(columns, result.header, image.shape[1])
     return image, x, x_label, y, y_label, what

@@ -20,7 +20,8 @@ def display(result):
     x, x_label = panels.axis_coordinates(columns, result.header, values.shape[1])
     depth_down = rows is not None and units.is_named(rows.name, units.DEPTH_NAMES)
     if bmode.is_beamformed(result.header.output) and depth_down and values.shape[0] > 8:
-        image, rows, columns, what = bmode.image_db(result.array, result.axes, result.header.unit)
+        image, rows, columns, what = bmode.image_db(result.array, result.axes, result.header.unit,
+                                                    attributes=result.header.attributes)
         y, y_label = panels.axis_coordinates(rows, result.header, image.shape[0])
         x, x_label = panels.axis_coordinates(columns, result.header, image.shape[1])
         return image, x, x_label, y, y_label, f"{what} (dB)", "gray", (-50.0, 0.0)

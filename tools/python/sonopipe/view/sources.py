@@ -5,8 +5,11 @@
 - RecordingSource: the results of an HDF5 recording (sonopipe-record), in recorded order, plus its
   raw frames (for the B-mode of strain RF) when the recording holds them.
 
-A Group is complete when it holds every output the pipeline has been seen to publish, or when the
-pipeline's next input frame starts, or when the source goes idle.
+A Group is complete when it holds every output the pipeline is known to publish, or when the
+pipeline's next input frame starts, or when the source goes idle. A live source learns a pipeline's
+outputs from what arrives: until one of its groups has ended, its first group is never taken for
+complete early (a one-ensemble Doppler run would otherwise show its first output alone, e.g. the
+B-mode without power and velocity, and the rest without the B-mode).
 """
 from dataclasses import dataclass, field
 import time
@@ -32,6 +35,7 @@ class Grouper:
 
     def __init__(self, known_outputs=None):
         self._known = {k: set(v) for k, v in (known_outputs or {}).items()}  # pipeline -> outputs
+        self._learned = set(self._known)  # pipelines whose whole output set is known
         self._open = {}  # pipeline -> Group
 
     def add(self, result):
@@ -43,16 +47,18 @@ class Grouper:
         if group is not None and (group.input_sequence != header.input_sequence
                                   or group.stream_id != header.stream_id or output in group.outputs):
             done.append(self._open.pop(pipeline))
+            self._learned.add(pipeline)  # a whole group has passed: its outputs are known
             group = None
         if group is None:
             group = self._open[pipeline] = Group(pipeline, header.input_sequence, header.stream_id)
         group.outputs[output] = result
-        if set(group.outputs) >= self._known[pipeline]:
+        if pipeline in self._learned and set(group.outputs) >= self._known[pipeline]:
             done.append(self._open.pop(pipeline))
         return done
 
     def flush(self):
         done = list(self._open.values())
+        self._learned.update(self._open)
         self._open.clear()
         return done
 
