@@ -9,12 +9,12 @@
 #include "sdk/thread_pool.h"
 #include "stages/arfi/arfi_conventions.h"
 #include "tools/sim/sim_random.h"
+#include "tools/sim/sim_constants.h"
 
 namespace sonopipe::sim {
 namespace {
 
 using Complex = std::complex<double>;
-constexpr double kPi = arfi::kPi;
 
 // In-place iterative radix-2 FFT; sign -1 forward, +1 inverse (unscaled).
 void fft(std::vector<Complex>& a, int sign) {

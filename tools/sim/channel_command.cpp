@@ -14,12 +14,11 @@
 #include "tools/sim/channel_sim.h"
 #include "tools/sim/commands.h"
 #include "tools/sim/sim_random.h"
+#include "tools/sim/sim_constants.h"
 
 namespace sonopipe::sim {
 
 namespace {
-
-constexpr double kDegree = std::numbers::pi / 180.0;
 
 struct ChannelOptions {
   std::string out;

@@ -11,15 +11,13 @@
 #include "stages/beamform/channel_conventions.h"
 #include "tools/sim/sim_random.h"
 #include "tools/sim/speckle_sim.h"
+#include "tools/sim/sim_constants.h"
 
 namespace sonopipe::sim {
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-constexpr double kEnvelopeSpan = 4.0;  // pulse truncated at +-4 sigma (amplitude 3e-4 of peak)
-
-void require(bool condition, const std::string& message) {
+void require_channel(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("channel sim: " + message);
 }
 
@@ -104,23 +102,23 @@ std::int64_t samples_covering(const ChannelSimConfig& config, double x_min_m, do
 
 ChannelSimResult simulate_channel(const ChannelSimConfig& config, ThreadPool* pool) {
   ChannelSimConfig p = config;
-  require(p.elements > 0 && p.pitch_m > 0, "element count and pitch must be positive");
-  require(p.center_frequency_hz > 0 && p.speed_of_sound_m_per_s > 0, "f_c and c must be positive");
-  require(p.fractional_bandwidth > 0 && p.fractional_bandwidth < 2, "fractional bandwidth must be in (0, 2)");
-  require(!p.transmits.empty(), "at least one transmit is needed");
+  require_channel(p.elements > 0 && p.pitch_m > 0, "element count and pitch must be positive");
+  require_channel(p.center_frequency_hz > 0 && p.speed_of_sound_m_per_s > 0, "f_c and c must be positive");
+  require_channel(p.fractional_bandwidth > 0 && p.fractional_bandwidth < 2, "fractional bandwidth must be in (0, 2)");
+  require_channel(!p.transmits.empty(), "at least one transmit is needed");
   p.sampling_frequency_hz = default_sampling_frequency_hz(p);
   if (p.iq && p.demodulation_frequency_hz == 0.0) p.demodulation_frequency_hz = p.center_frequency_hz;
   if (!p.iq) p.demodulation_frequency_hz = 0.0;
   const double highest_hz = p.center_frequency_hz * (1.0 + p.fractional_bandwidth / 2.0);
-  require(p.iq ? p.sampling_frequency_hz > p.fractional_bandwidth * p.center_frequency_hz
+  require_channel(p.iq ? p.sampling_frequency_hz > p.fractional_bandwidth * p.center_frequency_hz
                : p.sampling_frequency_hz > 2.0 * highest_hz,
           "sampling frequency " + std::to_string(p.sampling_frequency_hz) + " Hz is too low for the pulse");
   for (const ChannelTransmit& t : p.transmits) {
-    require(t.elements >= 0 && t.first_element >= 0 && t.first_element + t.elements <= p.elements,
+    require_channel(t.elements >= 0 && t.first_element >= 0 && t.first_element + t.elements <= p.elements,
             "a transmit aperture lies outside the array");
-    if (t.wave == ChannelTransmit::Wave::focused) require(t.source_z_m > 0, "a focus must lie in front of the array");
-    if (t.wave == ChannelTransmit::Wave::diverging) require(t.source_z_m < 0, "a virtual source must lie behind the array");
-    if (t.wave == ChannelTransmit::Wave::plane) require(std::abs(t.angle_rad) < kPi / 2, "plane-wave angle out of range");
+    if (t.wave == ChannelTransmit::Wave::focused) require_channel(t.source_z_m > 0, "a focus must lie in front of the array");
+    if (t.wave == ChannelTransmit::Wave::diverging) require_channel(t.source_z_m < 0, "a virtual source must lie behind the array");
+    if (t.wave == ChannelTransmit::Wave::plane) require_channel(std::abs(t.angle_rad) < kPi / 2, "plane-wave angle out of range");
   }
 
   const double c = p.speed_of_sound_m_per_s, fs = p.sampling_frequency_hz, dt = 1.0 / fs;
@@ -148,7 +146,7 @@ ChannelSimResult simulate_channel(const ChannelSimConfig& config, ThreadPool* po
       }
     }
   if (p.samples == 0) p.samples = static_cast<std::int64_t>(std::ceil((latest_echo_s - p.initial_time_s) * fs)) + 1;
-  require(p.samples > 0, "sample count must be positive");
+  require_channel(p.samples > 0, "sample count must be positive");
   const std::size_t samples = static_cast<std::size_t>(p.samples);
 
   // Echoes, one (transmit, element) line at a time. The Gaussian envelope and the carrier advance by
@@ -244,7 +242,7 @@ ChannelSimResult simulate_channel(const ChannelSimConfig& config, ThreadPool* po
 std::vector<Scatterer> speckle_phantom(double x_min_m, double x_max_m, double z_min_m, double z_max_m,
                                        double wavelength_m, double pitch_m, double per_cell,
                                        const std::vector<Cyst>& cysts, std::uint64_t seed) {
-  require(x_max_m > x_min_m && z_max_m > z_min_m && wavelength_m > 0 && pitch_m > 0 && per_cell > 0,
+  require_channel(x_max_m > x_min_m && z_max_m > z_min_m && wavelength_m > 0 && pitch_m > 0 && per_cell > 0,
           "phantom extent, wavelength, pitch and density must be positive");
   const double cell_area = (wavelength_m / 2) * pitch_m;
   const auto count = static_cast<std::size_t>(std::ceil((x_max_m - x_min_m) * (z_max_m - z_min_m) / cell_area * per_cell));
@@ -264,7 +262,7 @@ std::vector<Scatterer> speckle_phantom(double x_min_m, double x_max_m, double z_
 }
 
 std::vector<ChannelTransmit> plane_wave_sequence(int count, double max_angle_rad) {
-  require(count > 0, "plane-wave count must be positive");
+  require_channel(count > 0, "plane-wave count must be positive");
   std::vector<ChannelTransmit> sequence;
   for (int i = 0; i < count; ++i)
     sequence.push_back(ChannelTransmit::plane(count == 1 ? 0.0 : -max_angle_rad + 2 * max_angle_rad * i / (count - 1)));
@@ -273,7 +271,7 @@ std::vector<ChannelTransmit> plane_wave_sequence(int count, double max_angle_rad
 
 std::vector<ChannelTransmit> focused_line_sequence(const ChannelSimConfig& config, int lines, double focus_z_m,
                                                    int aperture_elements) {
-  require(lines > 0 && aperture_elements > 0 && aperture_elements <= config.elements && focus_z_m > 0,
+  require_channel(lines > 0 && aperture_elements > 0 && aperture_elements <= config.elements && focus_z_m > 0,
           "focused lines need a positive count, an aperture within the array and a focus in front of it");
   std::vector<ChannelTransmit> sequence;
   const double first_x = element_x(config, 0), last_x = element_x(config, config.elements - 1);

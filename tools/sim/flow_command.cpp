@@ -13,12 +13,11 @@
 #include "tools/sim/commands.h"
 #include "tools/sim/flow_sim.h"
 #include "tools/sim/sim_random.h"
+#include "tools/sim/sim_constants.h"
 
 namespace sonopipe::sim {
 
 namespace {
-
-constexpr double kDegree = std::numbers::pi / 180.0;
 
 struct FlowOptions {
   std::string out;

@@ -11,27 +11,27 @@
 #include "stages/doppler/doppler_conventions.h"
 #include "tools/sim/sim_random.h"
 #include "tools/sim/speckle_sim.h"
+#include "tools/sim/sim_constants.h"
 
 namespace sonopipe::sim {
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
 constexpr double kSpeckleMargin_m = 1e-3;  // speckle beyond the image edges (PSF tails reach in)
 constexpr double kPsfSpan = 4.0;           // the Gaussian PSF is cut at 4 sigma (3e-4 of its peak)
 constexpr double kCellLateral_m = 0.3e-3;  // resolution cell: lambda / 2 axially x 0.3 mm laterally
 
-void require(bool condition, const std::string& message) {
+void require_flow(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("flow sim: " + message);
 }
 
 void validate(const FlowSimConfig& c) {
-  require(c.center_frequency_hz > 0 && c.speed_of_sound_m_per_s > 0 && c.prf_hz > 0, "f_c, c and PRF must be > 0");
-  require(c.frames >= 2, "an ensemble needs at least 2 frames");
-  require(c.x_max_m > c.x_min_m && c.z_max_m > c.z_min_m && c.z_min_m > 0, "the image must lie in front of the probe");
-  require(c.lateral_pixels >= 2 && c.axial_pixels >= 2, "at least 2 x 2 pixels");
-  require(c.tube_radius_m > 0 && c.psf_lateral_m > 0, "tube radius and PSF width must be > 0");
-  require(c.tissue_per_cell >= 0 && c.blood_per_cell > 0, "scatterer densities must be >= 0 (blood > 0)");
+  require_flow(c.center_frequency_hz > 0 && c.speed_of_sound_m_per_s > 0 && c.prf_hz > 0, "f_c, c and PRF must be > 0");
+  require_flow(c.frames >= 2, "an ensemble needs at least 2 frames");
+  require_flow(c.x_max_m > c.x_min_m && c.z_max_m > c.z_min_m && c.z_min_m > 0, "the image must lie in front of the probe");
+  require_flow(c.lateral_pixels >= 2 && c.axial_pixels >= 2, "at least 2 x 2 pixels");
+  require_flow(c.tube_radius_m > 0 && c.psf_lateral_m > 0, "tube radius and PSF width must be > 0");
+  require_flow(c.tissue_per_cell >= 0 && c.blood_per_cell > 0, "scatterer densities must be >= 0 (blood > 0)");
 }
 
 struct Frame2 {

@@ -10,13 +10,12 @@
 #include <string>
 
 #include "tools/sim/sim_random.h"
+#include "tools/sim/sim_constants.h"
 
 namespace sonopipe::sim {
 
 namespace {
 
-constexpr double kPi = std::numbers::pi;
-constexpr double kEnvelopeSpan = 4.0;    // pulse truncated at +-4 sigma (amplitude 3e-4 of peak)
 constexpr double kBeamSpan = 3.0;        // beam truncated at +-3 sigma laterally
 constexpr double kBeamSigmaPerPitch = 0.5;  // lateral beam sigma / line pitch: neighbours correlate
 constexpr double kFwhmPerSigma = 2.3548200450309493;  // 2 sqrt(2 ln 2)
@@ -24,7 +23,7 @@ constexpr double kInt16TargetRms = 3000.0;  // counts; speckle peaks (~5 rms) st
 constexpr double kFloatTargetRms = 1.0;
 constexpr double kMaxScatterers = 5e7;
 
-void require(bool condition, const std::string& message) {
+void require_speckle(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("speckle: " + message);
 }
 
@@ -40,23 +39,23 @@ double SpeckleGenerator::envelope_sigma_s(double center_frequency_hz, double fra
 
 SpeckleGenerator::SpeckleGenerator(const SpeckleParams& params) : params_(params) {
   SpeckleParams& p = params_;
-  require(p.kind == FrameKind::iq || p.kind == FrameKind::rf, "kind must be iq or rf");
-  require(!p.shape.empty() && p.shape.size() <= 3, "shape needs 1 to 3 axes: [plane,] [line,] sample");
-  for (std::int64_t size : p.shape) require(size > 0, "every axis of the shape must be positive");
+  require_speckle(p.kind == FrameKind::iq || p.kind == FrameKind::rf, "kind must be iq or rf");
+  require_speckle(!p.shape.empty() && p.shape.size() <= 3, "shape needs 1 to 3 axes: [plane,] [line,] sample");
+  for (std::int64_t size : p.shape) require_speckle(size > 0, "every axis of the shape must be positive");
   if (p.sampling_frequency_hz == 0.0) p.sampling_frequency_hz = p.kind == FrameKind::rf ? 40e6 : 10e6;
   if (p.demodulation_frequency_hz == 0.0 && p.kind == FrameKind::iq) p.demodulation_frequency_hz = p.center_frequency_hz;
   if (p.kind == FrameKind::rf) p.demodulation_frequency_hz = 0.0;
-  require(p.center_frequency_hz > 0 && p.sampling_frequency_hz > 0 && p.speed_of_sound_m_per_s > 0 &&
+  require_speckle(p.center_frequency_hz > 0 && p.sampling_frequency_hz > 0 && p.speed_of_sound_m_per_s > 0 &&
               p.line_pitch_m > 0 && p.frame_rate_hz > 0 && p.scatterers_per_cell > 0 && p.frames > 0,
           "frequencies, speed of sound, pitch, frame rate, density and frame count must be positive");
-  require(p.fractional_bandwidth > 0 && p.fractional_bandwidth < 2, "fractional bandwidth must be in (0, 2)");
+  require_speckle(p.fractional_bandwidth > 0 && p.fractional_bandwidth < 2, "fractional bandwidth must be in (0, 2)");
   const double highest_hz = p.center_frequency_hz * (1.0 + p.fractional_bandwidth / 2.0);
   if (p.kind == FrameKind::rf)
-    require(p.sampling_frequency_hz > 2.0 * highest_hz,
+    require_speckle(p.sampling_frequency_hz > 2.0 * highest_hz,
             "RF sampling at " + std::to_string(p.sampling_frequency_hz) + " Hz aliases a pulse reaching " +
                 std::to_string(highest_hz) + " Hz (-6 dB)");
   else
-    require(p.sampling_frequency_hz > p.fractional_bandwidth * p.center_frequency_hz,
+    require_speckle(p.sampling_frequency_hz > p.fractional_bandwidth * p.center_frequency_hz,
             "IQ sampling frequency must exceed the pulse bandwidth");
 
   samples_ = p.shape.back();
@@ -100,7 +99,7 @@ SpeckleGenerator::SpeckleGenerator(const SpeckleParams& params) : params_(params
   double cells = (depth_hi - depth_lo) / axial_cell_m * (lateral_hi + beam_margin_m) / lateral_cell_m;
   if (volume) cells *= (elevation_hi + beam_margin_m) / lateral_cell_m;
   const double count = std::ceil(cells * p.scatterers_per_cell);
-  require(count <= kMaxScatterers, "needs " + std::to_string(count) + " scatterers, more than the " +
+  require_speckle(count <= kMaxScatterers, "needs " + std::to_string(count) + " scatterers, more than the " +
                                        std::to_string(kMaxScatterers) + " this generator allows");
 
   Rng rng(p.seed);
