@@ -430,10 +430,12 @@ void DeviceLane::wait_until_idle() {
 // exchange; whatever configuring it needed was done when it was prepared.
 void DeviceLane::switch_setup(std::uint64_t stated_generation) {
   std::shared_ptr<Setup> next;
+  std::vector<Retired> skipped;  // committed, superseded before a frame ran them
   std::uint64_t changes = 0;
   {
     std::lock_guard lock(setup_mutex_);
     while (!pending_.empty() && pending_.front()->generation <= stated_generation) {
+      if (next) skipped.push_back({.setup = std::move(next)});
       next = std::move(pending_.front());
       pending_.pop_front();
       ++changes;
@@ -451,7 +453,11 @@ void DeviceLane::switch_setup(std::uint64_t stated_generation) {
     carried->configured = false;
     carried->states = setup_->states;
     carried->buffers = setup_->buffers;
-    next = std::move(carried);
+    skipped.push_back({.setup = std::exchange(next, std::move(carried))});
+  }
+  if (!skipped.empty()) {
+    std::lock_guard lock(retire_mutex_);
+    for (Retired& setup : skipped) retired_.push_back(std::move(setup));
   }
   // (An unconfigured setup, prepared before the lane's first frame, gets its states when configured.)
   if (next->configured && next->states != setup_->states) {

@@ -5,9 +5,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
+
+#include <cstring>
 
 #include "sdk/thread_pool.h"
 #include "tests/support/test_support.h"
@@ -18,23 +22,62 @@ namespace {
 
 // Output float64 [length]: item 0 the stage's `value`, item 1 the frames its stream ran on this
 // state before (StageIo::state_frames), the rest `value` again. A state of `state_words` doubles.
+// Holds up a stage's configure() until opened (a change whose configuring takes long).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false, open = false;
+  void pass() {
+    std::unique_lock lock(mutex);
+    entered = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return open; });
+  }
+  bool wait_entered() {  // false after 20 s (a hang fails the test instead of blocking the suite)
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(20), [&] { return entered; });
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    open = true;
+    changed.notify_all();
+  }
+};
+
+// Which threads ran frames and which destroyed stage instances.
+struct Threads {
+  std::mutex mutex;
+  std::set<std::thread::id> frame_threads, destroying_threads;
+  void add(std::set<std::thread::id>& to) {
+    std::lock_guard lock(mutex);
+    to.insert(std::this_thread::get_id());
+  }
+};
+
 struct StampParams {
   double value = 0;
   std::int64_t length = 4;
   std::int64_t state_words = 1;
   bool stateful = false;
+  Gate* gate = nullptr;         // configure() waits for it
+  Threads* threads = nullptr;   // run_cpu() and the destructor note their thread
 };
 
 class StampStage : public Stage {
  public:
   explicit StampStage(StampParams params) : params_(params) {}
+  ~StampStage() override {
+    if (params_.threads) params_.threads->add(params_.threads->destroying_threads);
+  }
   StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    if (params_.gate) params_.gate->pass();
     if (params_.length > 8 * input.element_count()) throw StageError("stamp: longer than 8x its input");
     StagePlan plan{.outputs = {{"stamp", TensorSpec{.dtype = DType::float64, .axes = {{"value", params_.length}}}}}};
     if (params_.stateful) plan.state_bytes = static_cast<std::size_t>(params_.state_words) * sizeof(double);
     return plan;
   }
   bool run_cpu(const StageIo& io) override {
+    if (params_.threads) params_.threads->add(params_.threads->frame_threads);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     auto* out = static_cast<double*>(io.outputs[0]);
     for (std::int64_t i = 0; i < params_.length; ++i) out[i] = params_.value;
@@ -149,17 +192,186 @@ TEST_CASE("live changes under load: every result carries the generation its fram
   }
 }
 
-TEST_CASE("live changes over several lanes: each lane swaps between its frames, generation matches value",
+TEST_CASE("live changes over several lanes: all lanes switch on the frame the pipeline starts next, so in frame "
+          "order no result of generation N-1 follows one of N",
           "[live]") {
   constexpr int kFrames = 900, kChanges = 30;
   PipelineStats stats;
   const std::vector<Stamp> items = run_under_load({0, 1, 2}, kFrames, kChanges, true, stats);
   REQUIRE(items.size() == kFrames);
+  std::uint64_t previous = 0;
   for (std::size_t n = 0; n < items.size(); ++n) {
     REQUIRE(items[n].sequence == n);
     REQUIRE(items[n].value == value_of(items[n].generation));
     REQUIRE(items[n].length == length_of(items[n].generation));
+    REQUIRE(items[n].generation >= previous);
+    previous = items[n].generation;
   }
+}
+
+// Waits until `executor` has processed `frames` frames; false after 20 s (a hang: the test fails
+// instead of blocking the suite; no timing is measured).
+bool processed_within(PipelineExecutor& executor, std::uint64_t frames) {
+  for (int waited_ms = 0; waited_ms < 20000; ++waited_ms) {
+    if (executor.stats().total.processed >= frames) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST_CASE("several lanes: a change between two bursts takes effect exactly on the first frame after it", "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  {
+    PipelineExecutor executor("stated", {0, 1, 2}, stamp_stages({.value = value_of(0), .length = length_of(0)}),
+                              {.slots = 2, .queue_depth = 8, .pool = &pool}, got.callbacks());
+    std::uint64_t sent = 0;
+    for (std::uint64_t g = 0; g <= 3; ++g) {
+      if (g > 0) {
+        const StampParams next{.value = value_of(g), .length = length_of(g)};
+        executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+      }
+      for (int n = 0; n < 20; ++n) REQUIRE(executor.submit(frame_of(sent++)));
+      REQUIRE(processed_within(executor, sent));
+    }
+    executor.drain();
+  }
+  REQUIRE(got.items.size() == 80);
+  for (const Stamp& s : got.items) {
+    CAPTURE(s.sequence);
+    CHECK(s.generation == s.sequence / 20);
+    CHECK(s.value == value_of(s.generation));
+    CHECK(s.length == length_of(s.generation));
+  }
+}
+
+TEST_CASE("a change is configured off the frame path: frames keep flowing with the old generation meanwhile",
+          "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  Gate gate;
+  {
+    PipelineExecutor executor("gated", {0}, stamp_stages({.value = 1, .length = 4}),
+                              {.slots = 2, .queue_depth = 32, .pool = &pool}, got.callbacks());
+    REQUIRE(executor.submit(frame_of(0)));
+    REQUIRE(processed_within(executor, 1));  // the lane knows its frames: the change is configured for them
+    std::thread setter([&] {
+      const StampParams next{.value = 2, .length = 6, .gate = &gate};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, 1);
+    });
+    CHECK(gate.wait_entered());  // the new instance is being configured (buffers re-planned: length 6)
+    for (int n = 1; n <= 20; ++n) REQUIRE(executor.submit(frame_of(n)));
+    const bool flowed = processed_within(executor, 21);  // none waits for the change
+    gate.release();
+    setter.join();
+    CHECK(flowed);
+    for (int n = 21; n < 26; ++n) REQUIRE(executor.submit(frame_of(n)));
+    executor.drain();
+  }
+  REQUIRE(got.items.size() == 26);
+  for (const Stamp& s : got.items) {
+    CAPTURE(s.sequence);
+    CHECK(s.generation == (s.sequence <= 20 ? 0u : 1u));
+    CHECK(s.value == (s.sequence <= 20 ? 1 : 2));
+    CHECK(s.length == (s.sequence <= 20 ? 4 : 6));
+  }
+  CHECK(got.errors == 0);
+}
+
+TEST_CASE("replaced stage instances are destroyed off the frame path, once their frames have finished", "[live]") {
+  ThreadPool pool(2);
+  Threads threads;
+  Collector got;
+  std::set<std::thread::id> publishing_threads;
+  ExecutorCallbacks callbacks = got.callbacks();
+  callbacks.publish = [&, inner = callbacks.publish](const PublishedResult& r) {
+    threads.add(publishing_threads);
+    inner(r);
+  };
+  std::set<std::thread::id> destroyed_while_running;
+  {
+    PipelineExecutor executor("retire", {0}, stamp_stages({.value = value_of(0), .length = 4, .threads = &threads}),
+                              {.slots = 3, .queue_depth = 64, .pool = &pool}, callbacks);
+    std::uint64_t sent = 0;
+    for (std::uint64_t g = 1; g <= 6; ++g) {
+      for (int n = 0; n < 10; ++n) REQUIRE(executor.submit(frame_of(sent++)));
+      const StampParams next{.value = value_of(g), .length = length_of(g), .threads = &threads};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+    }
+    for (int n = 0; n < 10; ++n) REQUIRE(executor.submit(frame_of(sent++)));
+    executor.drain();
+    std::lock_guard lock(threads.mutex);
+    destroyed_while_running = threads.destroying_threads;  // the replaced ones (the last lives on)
+  }
+  REQUIRE(got.items.size() == 70);
+  CHECK(got.errors == 0);
+  CHECK(destroyed_while_running.size() >= 1);  // the replaced instances were destroyed
+  for (const std::thread::id& id : destroyed_while_running) {
+    CHECK_FALSE(threads.frame_threads.contains(id));
+    CHECK_FALSE(publishing_threads.contains(id));
+  }
+}
+
+namespace {
+
+// Copies its input (float64) to its output; counts its configurations per instance.
+class EchoStage : public Stage {
+ public:
+  explicit EchoStage(std::atomic<int>* instances) : instances_(instances) { ++*instances_; }
+  StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    ++configurations;
+    CHECK(configurations == 1);  // never configured again under frames in flight: a fresh instance is built
+    return {.outputs = {{"echo", input}}};
+  }
+  bool run_cpu(const StageIo& io) override {
+    std::memcpy(io.outputs[0], io.input, io.input_spec.byte_size());
+    return true;
+  }
+  int configurations = 0;
+
+ private:
+  std::atomic<int>* instances_;
+};
+
+}  // namespace
+
+TEST_CASE("a change that alters a later stage's input configures a fresh instance of it off the frame path",
+          "[live]") {
+  constexpr int kFrames = 600, kChanges = 20;
+  ThreadPool pool(2);
+  Collector got;
+  std::atomic<int> echo_instances{0};
+  {
+    PipelineExecutor executor(
+        "chain", {0},
+        [&] {
+          std::vector<PipelineStage> stages;
+          stages.push_back({.label = "stamp", .stage = std::make_unique<StampStage>(StampParams{.value = value_of(0),
+                                                                                               .length = length_of(0)})});
+          stages.push_back({.label = "echo", .stage = std::make_unique<EchoStage>(&echo_instances), .publish = true,
+                            .make = [&] { return std::make_unique<EchoStage>(&echo_instances); }});
+          return stages;
+        },
+        {.slots = 3, .queue_depth = 16, .pool = &pool}, got.callbacks());
+    std::thread feeder([&] {
+      for (int n = 0; n < kFrames; ++n) REQUIRE(executor.submit(frame_of(n)));
+    });
+    REQUIRE(processed_within(executor, 1));
+    for (std::uint64_t g = 1; g <= kChanges; ++g) {
+      std::this_thread::sleep_for(std::chrono::microseconds(700));
+      const StampParams next{.value = value_of(g), .length = length_of(g)};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+    }
+    feeder.join();
+    executor.drain();
+  }
+  REQUIRE(got.items.size() == kFrames);
+  for (const Stamp& s : got.items) {
+    REQUIRE(s.value == value_of(s.generation));
+    REQUIRE(s.length == length_of(s.generation));  // the echo's buffers follow the stamp's new shape
+  }
+  CHECK(got.errors == 0);
+  CHECK(echo_instances > 1);
 }
 
 TEST_CASE("a change that keeps the state size keeps the stream's history; one that changes it starts afresh, counted",
