@@ -82,6 +82,10 @@ struct DeviceLane::Setup {
   std::vector<StagePlan> plans;
   std::vector<PublishedOutput> published_outputs;
   std::vector<std::shared_ptr<SlotBuffers>> buffers;  // [slot]
+  // What those buffers hold at least: per stage the sizes of the plans they were sized for (these
+  // plans, or larger ones of an earlier setup), per published output the bytes of a result buffer.
+  std::vector<StagePlan> sized_for;
+  std::vector<std::size_t> result_bytes;
   std::shared_ptr<StreamStates> states;
   bool states_reset = false;  // fresh states where the setup before kept others for the same frames
 };
@@ -238,21 +242,29 @@ void DeviceLane::plan(Setup& next, const FrameMeta& frame, const Setup* reuse) {
     input = plan.outputs[0].spec;
   }
 
-  // Slot buffers: shared when every buffer the new plans need is no larger than the old plans' (and
-  // the published outputs are the same), else new ones (in place on the submit thread).
+  // Slot buffers grow only: shared when every buffer the new plans need fits in the old ones (a
+  // change back to a smaller or an earlier shape allocates nothing), else new ones (in place on
+  // the submit thread).
   const Setup* old = reuse ? reuse : setup_.get();
-  bool fit = old->configured && old->plans.size() == next.plans.size() &&
-             old->published_outputs.size() == next.published_outputs.size() &&
-             old->buffers.size() == slots_.size();
+  bool fit = old->configured && old->sized_for.size() == next.plans.size() &&
+             old->result_bytes.size() == next.published_outputs.size() && old->buffers.size() == slots_.size();
   for (std::size_t i = 0; fit && i < next.plans.size(); ++i) {
-    const StagePlan &a = next.plans[i], &b = old->plans[i];
+    const StagePlan &a = next.plans[i], &b = old->sized_for[i];
     fit = a.outputs.size() == b.outputs.size() && a.workspace_bytes <= b.workspace_bytes &&
           a.host_staging_bytes <= b.host_staging_bytes;
     for (std::size_t o = 0; fit && o < a.outputs.size(); ++o)
       fit = a.outputs[o].spec.byte_size() <= b.outputs[o].spec.byte_size();
   }
   for (std::size_t p = 0; fit && p < next.published_outputs.size(); ++p)
-    fit = next.published_outputs[p].spec.byte_size() == old->published_outputs[p].spec.byte_size();
+    fit = next.published_outputs[p].spec.byte_size() <= old->result_bytes[p];
+  if (fit) {
+    next.sized_for = old->sized_for;
+    next.result_bytes = old->result_bytes;
+  } else {
+    next.sized_for = next.plans;
+    next.result_bytes.clear();
+    for (const PublishedOutput& out : next.published_outputs) next.result_bytes.push_back(out.spec.byte_size());
+  }
   next.buffers.resize(slots_.size());
   for (std::size_t k = 0; k < slots_.size(); ++k) {
     if (fit) {
@@ -295,13 +307,13 @@ void DeviceLane::size_buffers(SlotBuffers& buffers, const Setup& setup) const {
   const Backend backend = options_.backend;
   const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
   const MemoryKind staging_memory = backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
-  const std::size_t stages = setup.plans.size();
+  const std::size_t stages = setup.sized_for.size();
   buffers.outputs.resize(stages);
   buffers.output_pointers.resize(stages);
   buffers.workspace.resize(stages);
   buffers.staging.resize(stages);
   for (std::size_t i = 0; i < stages; ++i) {
-    const StagePlan& plan = setup.plans[i];
+    const StagePlan& plan = setup.sized_for[i];
     buffers.outputs[i].resize(plan.outputs.size());
     buffers.output_pointers[i].resize(plan.outputs.size());
     for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
@@ -313,9 +325,9 @@ void DeviceLane::size_buffers(SlotBuffers& buffers, const Setup& setup) const {
   }
   // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
   buffers.results.clear();
-  for (const PublishedOutput& out : setup.published_outputs) {
+  for (const std::size_t bytes : setup.result_bytes) {
     buffers.results.push_back(std::make_shared<Buffer>());
-    buffers.results.back()->reserve(staging_memory, out.spec.byte_size());
+    buffers.results.back()->reserve(staging_memory, bytes);
   }
   buffers.private_results.assign(setup.published_outputs.size(), nullptr);
   buffers.copy_results.assign(setup.published_outputs.size(), false);
@@ -472,9 +484,8 @@ void DeviceLane::switch_setup(std::uint64_t stated_generation) {
 }
 
 void DeviceLane::install(std::shared_ptr<Setup> next) {
-  bool same_outputs = next->published_outputs.size() == setup_->published_outputs.size();
-  for (std::size_t p = 0; same_outputs && p < next->published_outputs.size(); ++p)
-    same_outputs = next->published_outputs[p].spec.byte_size() == setup_->published_outputs[p].spec.byte_size();
+  // Spare result buffers have the size of the slots' result buffers.
+  const bool same_outputs = next->result_bytes == setup_->result_bytes;
   Retired old;
   {
     std::lock_guard lock(setup_mutex_);
@@ -637,7 +648,7 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
       }
       if (!released && spares.size() < options_.max_spare_results) {
         released = std::make_shared<Buffer>();
-        released->reserve(kind, slot.setup->published_outputs[p].spec.byte_size());
+        released->reserve(kind, slot.setup->result_bytes[p]);
       }
       if (released) {
         current = std::move(released);
@@ -645,7 +656,7 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
         // Cap reached (a receiver that never lets go): publish a copy from the slot's own buffer.
         if (!own) {
           own = std::make_shared<Buffer>();
-          own->reserve(kind, slot.setup->published_outputs[p].spec.byte_size());
+          own->reserve(kind, slot.setup->result_bytes[p]);
         }
         current = own;
         slot.buffers->copy_results[p] = true;
