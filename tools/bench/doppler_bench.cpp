@@ -1,11 +1,15 @@
 // `sonopipe-bench doppler`: the Doppler stages at functional-ultrasound scale (issue 24): a 200-frame
 // ensemble of 256 x 256 pixels (Casorati matrix 65,536 x 200, complex64, 105 MB), work counted
-// first. FP32 flops: Gram (Cherk, half of S^H S) 8 P N (N + 1) / 2; projection (Cgemm) 8 P N^2; the
-// similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and |U|^T |U| (Ssyrk, P N (N + 1)); the
-// eigensolver of the N x N Gram matrix (heevj) is not counted (small and latency-bound: its time is
-// the gap). Bytes: the Casorati matrix read twice (Gram, projection) and the output written once;
-// blocks add a gather and a scatter (read + write each). doppler reads the ensemble once and writes
-// three float images. GPU time: median of CUDA events around run_cuda. Floors: device_ceilings.h.
+// first. Flops: Gram (Zherk, half of S^H S, FP64) 8 P N (N + 1) / 2; projection (FP32) 16 P N r
+// when r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
+// 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and |U|^T |U| (Ssyrk,
+// P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and latency-bound:
+// its time is in the gap). The FP64 ceiling is half the FP32 one (H100: 64 FP64 lanes per SM
+// against 128 FP32). Bytes (the floor, not the route's traffic): the Casorati matrix read twice
+// (Gram, projection) and the output written once; blocks add a gather and a scatter (read + write
+// each). doppler reads the ensemble once and writes three float images. GPU time: median of CUDA
+// events around run_cuda. Floors: device_ceilings.h.
+// --case routes: tools/bench/svd_routes.h. --case chain: run_chain() below.
 #include <Eigen/Dense>
 
 #include <algorithm>
@@ -70,15 +74,25 @@ FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>
 
 struct Work {
   double gflop = 0, megabytes = 0;
+  double gflop_fp64 = 0;  // of gflop, the part in double precision (the Gram matrix)
+  double floor_ms(const DeviceCeilings& c) const {
+    const double arithmetic = (gflop - gflop_fp64) / c.fp32_tflops + gflop_fp64 / (c.fp32_tflops / 2);
+    return std::max(arithmetic, megabytes * 1e-3 / c.copy_gb_per_s * 1e3);
+  }
 };
 
+// The work of ClutterFilterGpu's route (stages/doppler/clutter_filter/clutter_filter.cuh).
 Work count(const ClutterFilterParams& p, double pixels, double frames, double block_cover) {
   const double data_mb = pixels * frames * 8 * 1e-6;
   if (p.method == ClutterFilterParams::Method::polynomial) return {8 * pixels * frames * frames * 1e-9, 2 * data_mb};
   const double covered = pixels * block_cover;  // pixels summed over the blocks
+  const bool similarity = p.rank_choice == ClutterFilterParams::RankChoice::similarity;
+  const double removed = double(p.tissue_rank + p.noise_rank);
+  const bool rank_update = !similarity && removed > 0 && 4 * removed <= frames;
   Work w;
-  w.gflop = (8 * covered * frames * (frames + 1) / 2 + 8 * covered * frames * frames) * 1e-9;
-  if (p.rank_choice == ClutterFilterParams::RankChoice::similarity)
+  w.gflop_fp64 = 8 * covered * frames * (frames + 1) / 2 * 1e-9;
+  w.gflop = w.gflop_fp64 + (rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames) * 1e-9;
+  if (similarity)
     w.gflop += (8 * covered * frames * frames + 6 * covered * frames + covered * frames * (frames + 1)) * 1e-9;
   w.megabytes = 3 * data_mb * block_cover + (block_cover > 1 ? 4 * data_mb * block_cover : 0.0);
   return w;
@@ -193,7 +207,7 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     for (const ClutterBlock& b : stage.blocks()) cover += double(b.pixels());
     cover /= pixels;
     const Work w = count(c.params, pixels, frames, cover);
-    const double floor_ms = std::max(w.gflop / ceilings.fp32_tflops, w.megabytes * 1e-3 / ceilings.copy_gb_per_s * 1e3);
+    const double floor_ms = w.floor_ms(ceilings);
     double ms = -1;
 #ifdef SONOPIPE_WITH_CUDA
     if (gpu) ms = time_stage(stage, meta, device_input, o.repeats);
@@ -271,7 +285,7 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
     input = c->plan.outputs[0].spec;
     chain.push_back(std::move(c));
   }
-  // Work: the beamformer's terms (16 flops each, tools/bench/beamform_bench.cpp), the filter's count()
+  // Work: the beamformer's terms (16 FP32 flops each, tools/bench/beamform_bench.cpp), the filter's count()
   // and doppler's; bytes stage by stage (each stage reads its input and writes its outputs) and for
   // the chain as one pass (channel data in, the three images out).
   const TensorSpec& ensemble_spec = chain[0]->plan.outputs[0].spec;
@@ -284,8 +298,8 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   const double images_mb = 3 * pixels * 4 * 1e-6;
   const double staged_mb = in_mb + ensemble_mb + filter.megabytes + ensemble_mb + images_mb;
   const double gflop = beamform_gflop + filter.gflop + doppler_gflop;
-  auto floor_of = [&](double g, double mb) {
-    return std::max(g / ceilings.fp32_tflops, mb * 1e-3 / ceilings.copy_gb_per_s * 1e3);
+  auto floor_of = [&](double mb) {
+    return Work{.gflop = gflop, .megabytes = mb, .gflop_fp64 = filter.gflop_fp64}.floor_ms(ceilings);
   };
   void* device_input = nullptr;
   SONOPIPE_CUDA_CHECK(cudaMalloc(&device_input, frame.meta.payload.byte_size()));
@@ -326,7 +340,7 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   const double total = median(total_ms);
   std::printf("%-10s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s\n", w.name,
               median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total, gflop, staged_mb,
-              in_mb + images_mb, floor_of(gflop, staged_mb), floor_of(gflop, in_mb + images_mb), goal_ms,
+              in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
               total <= goal_ms ? "met" : "not met");
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   cudaStreamDestroy(stream);

@@ -12,6 +12,7 @@ namespace sonopipe::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kConvertBlocks = 1024;  // grid-stride conversions: a few blocks per SM
 
 void check_blas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -135,22 +136,59 @@ similarity_rank_kernel(const float* __restrict__ covariance, int n, int rank_min
   }
 }
 
-// Q = I - V_r V_r^H (column-major n x n); V's columns ascend in eigenvalue, so component a (in
-// decreasing order) is column n - 1 - a; removed: a < tissue rank or a >= n - noise_rank.
-__global__ void projector_kernel(const float2* __restrict__ v, int n, const int* __restrict__ device_rank,
+// The block in double (the Gram matrix's input: cublasZherk).
+__global__ void to_double_kernel(const float2* __restrict__ in, double2* __restrict__ out, std::int64_t count) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = make_double2(in[i].x, in[i].y);
+}
+
+// V's columns ascend in eigenvalue, so component a (in decreasing order) is column n - 1 - a.
+__device__ inline int component_column(int n, int a) { return n - 1 - a; }
+
+// Double to float (the eigenvectors for the similarity's U = S V, in V's column order).
+__global__ void to_float_kernel(const double2* __restrict__ in, float2* __restrict__ out, std::int64_t count) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = make_float2(static_cast<float>(in[i].x), static_cast<float>(in[i].y));
+}
+
+// V_r (n x (tissue + noise), float): the removed components, tissue first (a < tissue), then the
+// noise ones (a >= n - noise_rank).
+__global__ void removed_columns_kernel(const double2* __restrict__ v, int n, int tissue_rank, int noise_rank,
+                                       float2* __restrict__ removed) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+  if (row >= n) return;
+  const int a = b < tissue_rank ? b : n - noise_rank + (b - tissue_rank);
+  const double2 x = v[row + component_column(n, a) * n];
+  removed[row + b * n] = make_float2(static_cast<float>(x.x), static_cast<float>(x.y));
+}
+
+// Q = I - V_r V_r^H (column-major n x n), summed in double from the double eigenvectors, rounded to
+// float; removed: a < tissue rank (from the device with the similarity choice) or a >= n - noise_rank.
+__global__ void projector_kernel(const double2* __restrict__ v, int n, const int* __restrict__ device_rank,
                                  int fixed_rank, int noise_rank, float2* __restrict__ q) {
   const int row = blockIdx.x * blockDim.x + threadIdx.x, column = blockIdx.y;
   if (row >= n) return;
   const int tissue_rank = device_rank ? *device_rank : fixed_rank;
-  float re = row == column ? 1.0f : 0.0f, im = 0;
+  double re = row == column ? 1.0 : 0.0, im = 0;
   for (int a = 0; a < n; ++a) {
     if (a >= tissue_rank && a < n - noise_rank) continue;
-    const int c = n - 1 - a;
-    const float2 x = v[row + c * n], y = v[column + c * n];  // x conj(y)
+    const int c = component_column(n, a);
+    const double2 x = v[row + c * n], y = v[column + c * n];  // x conj(y)
     re -= x.x * y.x + x.y * y.y;
     im -= x.y * y.x - x.x * y.y;
   }
-  q[row + column * n] = make_float2(re, im);
+  q[row + column * n] = make_float2(static_cast<float>(re), static_cast<float>(im));
+}
+
+// The Hermitian eigensolver of the N x N double Gram matrix, by size (sonopipe-bench doppler --case
+// routes measured the candidates on the H100; docs/doppler.md): one batched Jacobi kernel up to 32
+// frames (heevjBatched's limit), divide and conquer (heevd) above. Neither synchronises with the
+// host; their `info` stays on the device, unread.
+enum class Eigensolver { jacobi_batched, divide_and_conquer };
+Eigensolver eigensolver_for(int frames) {
+  return frames <= 32 ? Eigensolver::jacobi_batched : Eigensolver::divide_and_conquer;
 }
 
 }  // namespace
@@ -162,10 +200,15 @@ struct ClutterFilterGpu::Impl {
   ClutterFilterShape shape;
   ClutterFilterParams params;
   std::vector<ClutterBlock> blocks;
+  Eigensolver eigensolver = Eigensolver::divide_and_conquer;
   int lwork = 0;
+  // The projection: S_f = S - (S V_r) V_r^H (two rank-r products) when few components go, else S Q.
+  bool rank_update = false;
+  int removed = 0;  // r = tissue_rank + noise_rank (rank_update only)
   // Workspace offsets (bytes).
-  std::size_t block_in = 0, block_out = 0, gram = 0, eigenvalues = 0, projector = 0, work = 0, info = 0, rank = 0,
-              spatial = 0, modulus = 0, covariance = 0, prefix = 0, cover = 0, total = 0;
+  std::size_t block_in = 0, block_out = 0, block_double = 0, gram = 0, eigenvalues = 0, vectors = 0, projector = 0,
+              product = 0, work = 0, info = 0, rank = 0, spatial = 0, modulus = 0, covariance = 0, prefix = 0,
+              cover = 0, total = 0;
   // Staging offsets (bytes): cover weights, polynomial Q.
   std::size_t staged_cover = 0, staged_projector = 0, staging_total = 0;
   std::vector<float> cover_host;  // 1 / cover of each lateral row, then of each axial column
@@ -174,6 +217,21 @@ struct ClutterFilterGpu::Impl {
     if (syevj) cusolverDnDestroySyevjInfo(syevj);
     if (solver) cusolverDnDestroy(solver);
     if (blas) cublasDestroy(blas);
+  }
+
+  // G (double, lower) -> its eigenvectors in place, eigenvalues ascending.
+  void eigenvectors(double2* g, double* values, void* workspace, int* status) const {
+    const int n = static_cast<int>(shape.frames);
+    auto* a = reinterpret_cast<cuDoubleComplex*>(g);
+    auto* w = static_cast<cuDoubleComplex*>(workspace);
+    if (eigensolver == Eigensolver::jacobi_batched)
+      check_solver(cusolverDnZheevjBatched(solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, n, values, w,
+                                           lwork, status, syevj, 1),
+                   "cusolverDnZheevjBatched");
+    else
+      check_solver(cusolverDnZheevd(solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, n, values, w, lwork,
+                                    status),
+                   "cusolverDnZheevd");
   }
 };
 
@@ -196,20 +254,29 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const std::size_t block_elements = block_pixels * static_cast<std::size_t>(n);
   const bool svd = params.method == ClutterFilterParams::Method::svd;
   const bool similarity = svd && params.rank_choice == ClutterFilterParams::RankChoice::similarity;
+  m.eigensolver = eigensolver_for(n);
+  m.removed = static_cast<int>(shape.tissue_rank + shape.noise_rank);
+  // Flops: S Q 8 P N^2, the rank update 16 P N r (and one more pass over S): below N / 4 it wins
+  // (sonopipe-bench doppler --case routes).
+  m.rank_update = svd && !similarity && m.removed > 0 && 4 * m.removed <= n;
   m.lwork = 0;
   if (svd) {
-    // The size query takes the matrix and eigenvalue pointers: scratch ones (configure may allocate).
+    // The size queries take the matrix and eigenvalue pointers: scratch ones (configure may allocate).
     void* matrix = nullptr;
     void* values = nullptr;
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrix, static_cast<std::size_t>(n) * n * sizeof(float2)));
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * sizeof(float)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrix, static_cast<std::size_t>(n) * n * sizeof(double2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * sizeof(double)));
+    const auto* a = static_cast<const cuDoubleComplex*>(matrix);
+    const auto* w = static_cast<const double*>(values);
     const cusolverStatus_t status =
-        cusolverDnCheevj_bufferSize(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
-                                    static_cast<const cuComplex*>(matrix), n, static_cast<const float*>(values),
-                                    &m.lwork, m.syevj);
+        m.eigensolver == Eigensolver::jacobi_batched
+            ? cusolverDnZheevjBatched_bufferSize(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, n, w,
+                                                 &m.lwork, m.syevj, 1)
+            : cusolverDnZheevd_bufferSize(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, n, w,
+                                          &m.lwork);
     cudaFree(matrix);
     cudaFree(values);
-    check_solver(status, "cusolverDnCheevj_bufferSize");
+    check_solver(status, "eigensolver buffer size");
   }
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
@@ -220,10 +287,13 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   m.block_in = take(shape.blocked ? block_elements * sizeof(float2) : 0);
   m.block_out = take(shape.blocked ? block_elements * sizeof(float2) : 0);
-  m.gram = take(nn * sizeof(float2));
-  m.eigenvalues = take(n * sizeof(float));
+  m.block_double = take(svd ? block_elements * sizeof(double2) : 0);
+  m.gram = take(nn * sizeof(double2));
+  m.eigenvalues = take(n * sizeof(double));
+  m.vectors = take(nn * sizeof(float2));  // V in float: V_r (rank update) or all of V (similarity)
   m.projector = take(nn * sizeof(float2));
-  m.work = take(static_cast<std::size_t>(m.lwork) * sizeof(float2));
+  m.product = take(m.rank_update ? block_pixels * m.removed * sizeof(float2) : 0);  // S V_r
+  m.work = take(static_cast<std::size_t>(m.lwork) * sizeof(double2));
   m.info = take(blocks.size() * sizeof(int));
   m.rank = take(sizeof(int));
   m.spatial = take(similarity ? block_elements * sizeof(float2) : 0);
@@ -252,7 +322,7 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   auto device = [&](std::size_t offset) { return base + offset; };
   auto* q = reinterpret_cast<float2*>(device(m.projector));
   check_blas(cublasSetStream(m.blas, stream), "cublasSetStream");
-  const cuComplex one = make_cuComplex(1, 0), zero = make_cuComplex(0, 0);
+  const cuComplex one = make_cuComplex(1, 0), zero = make_cuComplex(0, 0), minus_one = make_cuComplex(-1, 0);
 
   if (m.params.method == ClutterFilterParams::Method::polynomial) {
     // Q from the host (it depends on the frame times only): staging -> device, then S_f = S Q.
@@ -270,9 +340,10 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   }
 
   check_solver(cusolverDnSetStream(m.solver, stream), "cusolverDnSetStream");
-  auto* gram = reinterpret_cast<float2*>(device(m.gram));
-  auto* eigenvalues = reinterpret_cast<float*>(device(m.eigenvalues));
-  auto* work = reinterpret_cast<float2*>(device(m.work));
+  auto* block_double = reinterpret_cast<double2*>(device(m.block_double));
+  auto* gram = reinterpret_cast<double2*>(device(m.gram));
+  auto* eigenvalues = reinterpret_cast<double*>(device(m.eigenvalues));
+  auto* vectors = reinterpret_cast<float2*>(device(m.vectors));
   auto* info = reinterpret_cast<int*>(device(m.info));
   auto* rank = reinterpret_cast<int*>(device(m.rank));
   auto* cover = reinterpret_cast<float*>(device(m.cover));
@@ -284,9 +355,11 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                                         cudaMemcpyHostToDevice, stream));
     SONOPIPE_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<std::size_t>(s.pixels() * n) * sizeof(float2), stream));
   }
+  const double one_d = 1, zero_d = 0;
   for (std::size_t index = 0; index < m.blocks.size(); ++index) {
     const ClutterBlock& b = m.blocks[index];
     const int pixels = static_cast<int>(b.pixels());
+    const std::int64_t elements = std::int64_t(pixels) * n;
     const dim3 grid(static_cast<unsigned>((pixels + kThreads - 1) / kThreads), static_cast<unsigned>(n));
     const float2* a = in;
     float2* y = out;
@@ -298,25 +371,29 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
       y = reinterpret_cast<float2*>(device(m.block_out));
     }
     const auto* ac = reinterpret_cast<const cuComplex*>(a);
-    // G = S^H S (lower triangle), then its eigenvectors in place (ascending eigenvalues).
-    check_blas(cublasCherk(m.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C, n, pixels, &one.x, ac, pixels, &zero.x,
-                           reinterpret_cast<cuComplex*>(gram), n),
-               "cublasCherk (Gram)");
-    check_solver(cusolverDnCheevj(m.solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
-                                  reinterpret_cast<cuComplex*>(gram), n, eigenvalues,
-                                  reinterpret_cast<cuComplex*>(work), m.lwork, info + index, m.syevj),
-                 "cusolverDnCheevj");
+    // G = S^H S in double (lower triangle): a float Gram turns the removed subspace by
+    // eps_float lambda_1 / (lambda_k - lambda_k+1) (docs/doppler.md); then its eigenvectors in place.
+    to_double_kernel<<<kConvertBlocks, kThreads, 0, stream>>>(a, block_double, elements);
+    SONOPIPE_CUDA_CHECK_LAUNCH();
+    check_blas(cublasZherk(m.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_C, n, pixels, &one_d,
+                           reinterpret_cast<const cuDoubleComplex*>(block_double), pixels, &zero_d,
+                           reinterpret_cast<cuDoubleComplex*>(gram), n),
+               "cublasZherk (Gram)");
+    m.eigenvectors(gram, eigenvalues, device(m.work), info + index);
     if (similarity) {
       auto* spatial = reinterpret_cast<cuComplex*>(device(m.spatial));
       auto* modulus = reinterpret_cast<float*>(device(m.modulus));
       auto* covariance = reinterpret_cast<float*>(device(m.covariance));
       // U = S V (the spatial singular vectors times sigma), |U| centred, C = |U|^T |U|.
+      to_float_kernel<<<kConvertBlocks, kThreads, 0, stream>>>(gram, vectors, std::int64_t(n) * n);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
       check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, n, n, &one, ac, pixels,
-                             reinterpret_cast<const cuComplex*>(gram), n, &zero, spatial, pixels),
+                             reinterpret_cast<const cuComplex*>(vectors), n, &zero, spatial, pixels),
                  "cublasCgemm (spatial vectors)");
       centred_modulus_kernel<<<n, kThreads, 0, stream>>>(reinterpret_cast<const float2*>(spatial), pixels, modulus);
       SONOPIPE_CUDA_CHECK_LAUNCH();
-      check_blas(cublasSsyrk(m.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, n, pixels, &one.x, modulus, pixels, &zero.x,
+      const float one_f = 1, zero_f = 0;
+      check_blas(cublasSsyrk(m.blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, n, pixels, &one_f, modulus, pixels, &zero_f,
                              covariance, n),
                  "cublasSsyrk (similarity)");
       similarity_rank_kernel<<<1, kThreads, 0, stream>>>(covariance, n, static_cast<int>(s.rank_min),
@@ -324,14 +401,33 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                                                          reinterpret_cast<float*>(device(m.prefix)), rank);
       SONOPIPE_CUDA_CHECK_LAUNCH();
     }
-    const dim3 projector_grid(static_cast<unsigned>((n + 63) / 64), static_cast<unsigned>(n));
-    projector_kernel<<<projector_grid, 64, 0, stream>>>(gram, n, similarity ? rank : nullptr,
-                                                        static_cast<int>(s.tissue_rank), static_cast<int>(s.noise_rank), q);
-    SONOPIPE_CUDA_CHECK_LAUNCH();
-    // S_f = S Q
-    check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, n, n, &one, ac, pixels,
-                           reinterpret_cast<const cuComplex*>(q), n, &zero, reinterpret_cast<cuComplex*>(y), pixels),
-               "cublasCgemm (projection)");
+    if (m.rank_update) {
+      // S_f = S - (S V_r) V_r^H: W = S V_r, then y = S, y -= W V_r^H.
+      auto* product = reinterpret_cast<cuComplex*>(device(m.product));
+      const auto* removed = reinterpret_cast<const cuComplex*>(vectors);
+      removed_columns_kernel<<<dim3(static_cast<unsigned>((n + 63) / 64), static_cast<unsigned>(m.removed)), 64, 0,
+                               stream>>>(gram, n, static_cast<int>(s.tissue_rank), static_cast<int>(s.noise_rank),
+                                         vectors);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, m.removed, n, &one, ac, pixels, removed, n,
+                             &zero, product, pixels),
+                 "cublasCgemm (S V_r)");
+      SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(y, a, static_cast<std::size_t>(elements) * sizeof(float2),
+                                          cudaMemcpyDeviceToDevice, stream));
+      check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_C, pixels, n, m.removed, &minus_one, product, pixels,
+                             removed, n, &one, reinterpret_cast<cuComplex*>(y), pixels),
+                 "cublasCgemm (rank update)");
+    } else {
+      const dim3 projector_grid(static_cast<unsigned>((n + 63) / 64), static_cast<unsigned>(n));
+      projector_kernel<<<projector_grid, 64, 0, stream>>>(gram, n, similarity ? rank : nullptr,
+                                                          static_cast<int>(s.tissue_rank),
+                                                          static_cast<int>(s.noise_rank), q);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      // S_f = S Q
+      check_blas(cublasCgemm(m.blas, CUBLAS_OP_N, CUBLAS_OP_N, pixels, n, n, &one, ac, pixels,
+                             reinterpret_cast<const cuComplex*>(q), n, &zero, reinterpret_cast<cuComplex*>(y), pixels),
+                 "cublasCgemm (projection)");
+    }
     if (s.blocked) {
       scatter_kernel<<<grid, kThreads, 0, stream>>>(y, s, b, cover, cover + s.lateral, out);
       SONOPIPE_CUDA_CHECK_LAUNCH();
