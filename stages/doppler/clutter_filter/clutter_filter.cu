@@ -213,10 +213,24 @@ struct ClutterFilterGpu::Impl {
   std::size_t staged_cover = 0, staged_projector = 0, staging_total = 0;
   std::vector<float> cover_host;  // 1 / cover of each lateral row, then of each axial column
 
+  // The eigensolver replayed from a CUDA graph, one per workspace (its buffers live there): heevd
+  // is many small launches, whose gaps a graph removes. Captured at the first run with a workspace
+  // (once per slot); a solver that cannot be captured (one that synchronises) runs directly.
+  bool use_graphs = false;
+  bool capturable = true;
+  std::vector<std::pair<const void*, cudaGraphExec_t>> graphs;
+
   ~Impl() {
+    clear_graphs();
     if (syevj) cusolverDnDestroySyevjInfo(syevj);
     if (solver) cusolverDnDestroy(solver);
     if (blas) cublasDestroy(blas);
+  }
+
+  void clear_graphs() {
+    for (auto& [workspace, exec] : graphs) cudaGraphExecDestroy(exec);
+    graphs.clear();
+    capturable = true;
   }
 
   // G (double, lower) -> its eigenvectors in place, eigenvalues ascending.
@@ -232,6 +246,40 @@ struct ClutterFilterGpu::Impl {
       check_solver(cusolverDnZheevd(solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, a, n, values, w, lwork,
                                     status),
                    "cusolverDnZheevd");
+  }
+
+  // eigenvectors() on the workspace at `base` (offsets gram, eigenvalues, work, info), from its graph.
+  void eigenvectors_on(unsigned char* base, cudaStream_t stream) {
+    auto direct = [&] {
+      eigenvectors(reinterpret_cast<double2*>(base + gram), reinterpret_cast<double*>(base + eigenvalues), base + work,
+                   reinterpret_cast<int*>(base + info));
+    };
+    if (!use_graphs || !capturable) return direct();
+    for (const auto& [workspace, exec] : graphs)
+      if (workspace == base) {
+        SONOPIPE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        return;
+      }
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess;
+    if (captured) {
+      try {
+        direct();
+      } catch (const std::exception&) {
+        captured = false;
+      }
+      captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess && captured && graph;
+    }
+    captured = captured && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a failed capture's error is not the frame's
+    if (!captured) {
+      capturable = false;
+      return direct();
+    }
+    graphs.emplace_back(base, exec);
+    SONOPIPE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   }
 };
 
@@ -255,6 +303,8 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const bool svd = params.method == ClutterFilterParams::Method::svd;
   const bool similarity = svd && params.rank_choice == ClutterFilterParams::RankChoice::similarity;
   m.eigensolver = eigensolver_for(n);
+  m.clear_graphs();
+  m.use_graphs = m.eigensolver == Eigensolver::divide_and_conquer;
   m.removed = static_cast<int>(shape.tissue_rank + shape.noise_rank);
   // Flops: S Q 8 P N^2, the rank update 16 P N r (and one more pass over S): below N / 4 it wins
   // (sonopipe-bench doppler --case routes).
@@ -294,7 +344,7 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   m.projector = take(nn * sizeof(float2));
   m.product = take(m.rank_update ? block_pixels * m.removed * sizeof(float2) : 0);  // S V_r
   m.work = take(static_cast<std::size_t>(m.lwork) * sizeof(double2));
-  m.info = take(blocks.size() * sizeof(int));
+  m.info = take(sizeof(int));  // the eigensolver's status, unread (one for every block: the graph's buffers are fixed)
   m.rank = take(sizeof(int));
   m.spatial = take(similarity ? block_elements * sizeof(float2) : 0);
   m.modulus = take(similarity ? block_elements * sizeof(float) : 0);
@@ -342,9 +392,7 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   check_solver(cusolverDnSetStream(m.solver, stream), "cusolverDnSetStream");
   auto* block_double = reinterpret_cast<double2*>(device(m.block_double));
   auto* gram = reinterpret_cast<double2*>(device(m.gram));
-  auto* eigenvalues = reinterpret_cast<double*>(device(m.eigenvalues));
   auto* vectors = reinterpret_cast<float2*>(device(m.vectors));
-  auto* info = reinterpret_cast<int*>(device(m.info));
   auto* rank = reinterpret_cast<int*>(device(m.rank));
   auto* cover = reinterpret_cast<float*>(device(m.cover));
   const bool similarity = m.params.rank_choice == ClutterFilterParams::RankChoice::similarity;
@@ -379,7 +427,7 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                            reinterpret_cast<const cuDoubleComplex*>(block_double), pixels, &zero_d,
                            reinterpret_cast<cuDoubleComplex*>(gram), n),
                "cublasZherk (Gram)");
-    m.eigenvectors(gram, eigenvalues, device(m.work), info + index);
+    m.eigenvectors_on(base, stream);
     if (similarity) {
       auto* spatial = reinterpret_cast<cuComplex*>(device(m.spatial));
       auto* modulus = reinterpret_cast<float*>(device(m.modulus));
