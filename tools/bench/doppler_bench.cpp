@@ -1,7 +1,7 @@
 // `sonopipe-bench doppler`: the Doppler stages at functional-ultrasound scale (issue 24): a 200-frame
 // ensemble of 256 x 256 pixels (Casorati matrix 65,536 x 200, complex64, 105 MB), work counted
-// first. Flops: Gram (Zherk, half of S^H S, FP64) 8 P N (N + 1) / 2; projection (FP32) 16 P N r
-// when r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
+// first. Flops: Gram (Zgemm, all of S^H S, FP64) 8 P N^2; projection (FP32) 16 P N r when N >= 64
+// and r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
 // 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and |U|^T |U| (Ssyrk,
 // P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and latency-bound:
 // its time is in the gap). The FP64 ceiling is half the FP32 one (H100: 64 FP64 lanes per SM
@@ -88,9 +88,9 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
   const double covered = pixels * block_cover;  // pixels summed over the blocks
   const bool similarity = p.rank_choice == ClutterFilterParams::RankChoice::similarity;
   const double removed = double(p.tissue_rank + p.noise_rank);
-  const bool rank_update = !similarity && removed > 0 && 4 * removed <= frames;
+  const bool rank_update = !similarity && removed > 0 && frames >= 64 && 4 * removed <= frames;
   Work w;
-  w.gflop_fp64 = 8 * covered * frames * (frames + 1) / 2 * 1e-9;
+  w.gflop_fp64 = 8 * covered * frames * frames * 1e-9;
   w.gflop = w.gflop_fp64 + (rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames) * 1e-9;
   if (similarity)
     w.gflop += (8 * covered * frames * frames + 6 * covered * frames + covered * frames * (frames + 1)) * 1e-9;

@@ -11,8 +11,8 @@
 //   method polynomial: projection off the Legendre polynomials of degree 0..polynomial_order in
 //     slow time (orthonormalised on the frame times), pixel by pixel; blocks do not apply.
 // CPU reference: double precision, Eigen's SelfAdjointEigenSolver. CUDA: the Gram matrix and its
-// eigenvectors in double (cuBLAS Zherk, cuSOLVER heevjBatched or heevd), the projection in float
-// (cuBLAS Cgemm); no host synchronisation per frame (clutter_filter.cuh).
+// eigenvectors in double (cuBLAS Zgemm, cuSOLVER XsyevBatched over all blocks at once), the
+// projection in float (cuBLAS Cgemm / cublasLt); no host synchronisation per frame (clutter_filter.cuh).
 #pragma once
 
 #include <complex>
