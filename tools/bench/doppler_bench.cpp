@@ -1,11 +1,12 @@
 // `sonopipe-bench doppler`: the Doppler stages at functional-ultrasound scale (issue 24): a 200-frame
 // ensemble of 256 x 256 pixels (Casorati matrix 65,536 x 200, complex64, 105 MB), work counted
-// first. Flops: Gram (Zgemm, all of S^H S, FP64) 8 P N^2; projection (FP32) 16 P N r when N >= 64
-// and r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
+// first. Flops (the work the filter must do, not the route's): Gram (FP64, half of S^H S; the
+// stage's Zgemm does both halves, twice this) 8 P N (N + 1) / 2; projection (FP32) 16 P N r when
+// N >= 64 and r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
 // 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and |U|^T |U| (Ssyrk,
 // P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and latency-bound:
-// its time is in the gap). The FP64 ceiling is half the FP32 one (H100: 64 FP64 lanes per SM
-// against 128 FP32). Bytes (the floor, not the route's traffic): the Casorati matrix read twice
+// its time is in the gap). FP64 at the FP32 ceiling: the H100's FP64 tensor cores (DMMA, which
+// cuBLAS's Zgemm uses) match its FP32 vector rate. Bytes (the floor, not the route's traffic): the Casorati matrix read twice
 // (Gram, projection) and the output written once; blocks add a gather and a scatter (read + write
 // each). doppler reads the ensemble once and writes three float images. GPU time: median of CUDA
 // events around run_cuda. Floors: device_ceilings.h.
@@ -74,10 +75,8 @@ FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>
 
 struct Work {
   double gflop = 0, megabytes = 0;
-  double gflop_fp64 = 0;  // of gflop, the part in double precision (the Gram matrix)
   double floor_ms(const DeviceCeilings& c) const {
-    const double arithmetic = (gflop - gflop_fp64) / c.fp32_tflops + gflop_fp64 / (c.fp32_tflops / 2);
-    return std::max(arithmetic, megabytes * 1e-3 / c.copy_gb_per_s * 1e3);
+    return std::max(gflop / c.fp32_tflops, megabytes * 1e-3 / c.copy_gb_per_s * 1e3);
   }
 };
 
@@ -90,8 +89,7 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
   const double removed = double(p.tissue_rank + p.noise_rank);
   const bool rank_update = !similarity && removed > 0 && frames >= 64 && 4 * removed <= frames;
   Work w;
-  w.gflop_fp64 = 8 * covered * frames * frames * 1e-9;
-  w.gflop = w.gflop_fp64 + (rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames) * 1e-9;
+  w.gflop = 8 * covered * frames * (frames + 1) / 2 * 1e-9 + (rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames) * 1e-9;
   if (similarity)
     w.gflop += (8 * covered * frames * frames + 6 * covered * frames + covered * frames * (frames + 1)) * 1e-9;
   w.megabytes = 3 * data_mb * block_cover + (block_cover > 1 ? 4 * data_mb * block_cover : 0.0);
@@ -299,7 +297,7 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   const double staged_mb = in_mb + ensemble_mb + filter.megabytes + ensemble_mb + images_mb;
   const double gflop = beamform_gflop + filter.gflop + doppler_gflop;
   auto floor_of = [&](double mb) {
-    return Work{.gflop = gflop, .megabytes = mb, .gflop_fp64 = filter.gflop_fp64}.floor_ms(ceilings);
+    return Work{.gflop = gflop, .megabytes = mb}.floor_ms(ceilings);
   };
   void* device_input = nullptr;
   SONOPIPE_CUDA_CHECK(cudaMalloc(&device_input, frame.meta.payload.byte_size()));
