@@ -89,7 +89,8 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
   const double removed = double(p.tissue_rank + p.noise_rank);
   const bool rank_update = !similarity && removed > 0 && frames >= 64 && 4 * removed <= frames;
   Work w;
-  w.gflop = 8 * covered * frames * (frames + 1) / 2 * 1e-9 + (rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames) * 1e-9;
+  const double projection = rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames;
+  w.gflop = (8 * covered * frames * (frames + 1) / 2 + projection) * 1e-9;
   if (similarity)
     w.gflop += (8 * covered * frames * frames + 6 * covered * frames + covered * frames * (frames + 1)) * 1e-9;
   w.megabytes = 3 * data_mb * block_cover + (block_cover > 1 ? 4 * data_mb * block_cover : 0.0);
