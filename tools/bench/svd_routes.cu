@@ -428,24 +428,24 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
                                                  info) == CUSOLVER_STATUS_SUCCESS;
                       }});
   };
-  auto add_heevj_batched = [&](const std::string& name, bool dbl) {
+  auto add_heevj_batched = [&](const std::string& name, bool dbl, syevjInfo_t jacobi) {
     int lwork = 0;
     if (dbl)
       solver_ok(cusolverDnZheevjBatched_bufferSize(solver, mode, lower, n, reinterpret_cast<cuDoubleComplex*>(gram_z), n,
-                                                   values, &lwork, jacobi_default, 1),
+                                                   values, &lwork, jacobi, 1),
                 "ZheevjBatched_bufferSize");
     else
       solver_ok(cusolverDnCheevjBatched_bufferSize(solver, mode, lower, n, reinterpret_cast<cuComplex*>(gram_c), n,
-                                                   reinterpret_cast<float*>(values), &lwork, jacobi_default, 1),
+                                                   reinterpret_cast<float*>(values), &lwork, jacobi, 1),
                 "CheevjBatched_bufferSize");
     void* work = dbl ? static_cast<void*>(d.alloc<double2>(lwork)) : static_cast<void*>(d.alloc<float2>(lwork));
     routes.push_back({name, dbl, n - 1, -1, [=](void* a, cudaStream_t) {
                         return (dbl ? cusolverDnZheevjBatched(solver, mode, lower, n, static_cast<cuDoubleComplex*>(a), n,
                                                               values, static_cast<cuDoubleComplex*>(work), lwork, info,
-                                                              jacobi_default, 1)
+                                                              jacobi, 1)
                                     : cusolverDnCheevjBatched(solver, mode, lower, n, static_cast<cuComplex*>(a), n,
                                                               reinterpret_cast<float*>(values),
-                                                              static_cast<cuComplex*>(work), lwork, info, jacobi_default,
+                                                              static_cast<cuComplex*>(work), lwork, info, jacobi,
                                                               1)) == CUSOLVER_STATUS_SUCCESS;
                       }});
   };
@@ -460,8 +460,9 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
   add_x("Z XsyevBatched (batch 1)", true, true);
   if (k > 0) add_heevdx("Z heevdx (k largest only)");
   if (n <= 32) {
-    add_heevj_batched("C heevjBatched (batch 1)", false);
-    add_heevj_batched("Z heevjBatched (batch 1)", true);
+    add_heevj_batched("C heevjBatched (batch 1)", false, jacobi_default);
+    add_heevj_batched("Z heevjBatched (batch 1)", true, jacobi_default);
+    add_heevj_batched("Z heevjBatched tol 1e-12, 12 sweeps", true, jacobi_tuned_z);
   }
 
   // --- time each eigen route alone, then end to end with each projection; error of each.
