@@ -48,10 +48,10 @@ constexpr std::chrono::nanoseconds kSpareIdle = std::chrono::seconds(1);
 
 }  // namespace
 
-struct DeviceLane::Slot {
-  // Memory: host for the CPU backend; device (+ pinned host for copies) for CUDA.
-  Buffer input_host;                      // pinned staging of the payload (CUDA), aligned copy (CPU)
-  Buffer input_device;
+// Memory a slot's frame runs in that depends on the stages' plans. Used by one frame at a time (the
+// one in its slot), so setups of successive parameter generations share a slot's buffers when they
+// fit both and only a change that needs more gets new ones.
+struct DeviceLane::SlotBuffers {
   std::vector<std::vector<Buffer>> outputs;   // [stage][output]
   std::vector<std::vector<void*>> output_pointers;
   std::vector<Buffer> workspace, staging;     // [stage]
@@ -62,6 +62,42 @@ struct DeviceLane::Slot {
   // published as a copy (copy_results[p]); allocated on first need.
   std::vector<std::shared_ptr<Buffer>> private_results;
   std::vector<bool> copy_results;
+};
+
+// Everything a frame runs with besides its slot's streams and events: one parameter generation's
+// stage instances, configured for one frame description. Built whole, then switched to by a
+// pointer exchange between two frames (DeviceLane::prepare_stages); a slot keeps the setup its
+// frame started with until the frame has finished.
+struct DeviceLane::Setup {
+  std::uint64_t generation = 0;
+  std::vector<std::shared_ptr<Stage>> instances;  // [stage]; unchanged ones shared with the setup before
+  std::vector<std::function<std::unique_ptr<Stage>()>> makes;  // [stage] builds one like it (may be empty)
+  bool configured = false;       // for `frame`, as of configuration `configuration`
+  std::uint64_t configuration = 0;
+  FrameMeta frame;
+  std::vector<TensorSpec> stage_inputs;
+  std::vector<StagePlan> plans;
+  std::vector<PublishedOutput> published_outputs;
+  std::vector<std::shared_ptr<SlotBuffers>> buffers;  // [slot]
+  // What those buffers hold at least: per stage the sizes of the plans they were sized for (these
+  // plans, or larger ones of an earlier setup), per published output the bytes of a result buffer.
+  std::vector<StagePlan> sized_for;
+  std::vector<std::size_t> result_bytes;
+  std::shared_ptr<StreamStates> states;
+  bool states_reset = false;  // fresh states where the setup before kept others for the same frames
+};
+
+// A setup switched away from, freed once no slot runs it, with the spare result buffers of its
+// outputs when the next setup changed them.
+struct DeviceLane::Retired {
+  std::shared_ptr<Setup> setup;
+  std::vector<std::vector<std::shared_ptr<Buffer>>> spares;
+};
+
+struct DeviceLane::Slot {
+  // Memory: host for the CPU backend; device (+ pinned host for copies) for CUDA.
+  Buffer input_host;                      // pinned staging of the payload (CUDA), aligned copy (CPU)
+  Buffer input_device;
   StreamStates::Entry* state = nullptr;  // the frame's stream state (stateful stages), submit thread
 
   // CUDA handles (null on the CPU backend), created once.
@@ -69,9 +105,11 @@ struct DeviceLane::Slot {
   std::unique_ptr<GpuEvent> start, after_h2d, done;
   std::vector<std::unique_ptr<GpuEvent>> after_stage;
 
-  // The frame in flight.
+  // The frame in flight and the setup it started with (held until it has finished).
   InputFrame frame;
-  std::uint64_t generation = 0;  // parameter generation it started with
+  std::shared_ptr<Setup> setup;
+  SlotBuffers* buffers = nullptr;  // setup->buffers[this slot]
+  std::uint64_t generation = 0;    // parameter generation it started with
   bool produced = false;
   bool failed = false;
   std::string error;
@@ -85,22 +123,23 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
                                    ExecutorOptions options, ExecutorCallbacks callbacks)
     : name_(std::move(name)), stages_(std::move(stages)), options_(options),
       callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow),
-      stream_states_(options.max_streams), started_steady_ns_(steady_ns()) {
+      started_steady_ns_(steady_ns()) {
   if (stages_.empty()) throw std::invalid_argument("pipeline '" + name_ + "' has no stages");
   if (options_.slots < 1) throw std::invalid_argument("slots must be at least 1");
   if (options_.backend == Backend::cpu && !options_.pool)
     throw std::invalid_argument("the CPU backend needs a thread pool");
   if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  setup_ = std::make_shared<Setup>();
+  for (PipelineStage& stage : stages_) {
+    setup_->instances.push_back(std::move(stage.stage));
+    setup_->makes.push_back(std::move(stage.make));
+  }
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     stage_compute_ms_.push_back(std::make_unique<SampleWindow>());
     stage_enqueue_ms_.push_back(std::make_unique<SampleWindow>());
   }
   for (int s = 0; s < options_.slots; ++s) {
     auto slot = std::make_unique<Slot>();
-    slot->outputs.resize(stages_.size());
-    slot->output_pointers.resize(stages_.size());
-    slot->workspace.resize(stages_.size());
-    slot->staging.resize(stages_.size());
     slot->enqueue_ms.assign(stages_.size(), 0.0);
     slot->cpu_compute_ms.assign(stages_.size(), 0.0);
     if (options_.backend == Backend::cuda) {
@@ -120,6 +159,7 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
   }
   submit_thread_ = std::thread([this] { submit_loop(); });
   completion_thread_ = std::thread([this] { completion_loop(); });
+  retire_thread_ = std::thread([this] { retire_loop(); });
 }
 
 DeviceLane::~DeviceLane() { drain(); }
@@ -135,6 +175,12 @@ void DeviceLane::drain() {
     queue_.close();
     if (submit_thread_.joinable()) submit_thread_.join();
     if (completion_thread_.joinable()) completion_thread_.join();
+    {
+      std::lock_guard lock(retire_mutex_);
+      retire_stop_ = true;
+    }
+    retire_changed_.notify_all();
+    if (retire_thread_.joinable()) retire_thread_.join();
   });
 }
 
@@ -151,85 +197,166 @@ bool DeviceLane::same_description(const FrameMeta& frame, const FrameMeta& c) {
   return true;
 }
 
-void DeviceLane::configure(const FrameMeta& frame) {
-  configured_ = false;
+// Plans `next` (its generation and instances set) for `frame`. Without `reuse` (submit thread, no
+// slot in flight) every instance is configured in place and the slot buffers grow in place. With
+// `reuse` (a live change prepared on another thread while `reuse`'s frames may be in flight) an
+// instance shared with `reuse` keeps its plan when its input is unchanged; when the input changes a
+// fresh instance is built from the stage's factory (none: `next` stays unconfigured, and the submit
+// thread configures it in place when it switches to it); buffers that fit are shared, others are new.
+void DeviceLane::plan(Setup& next, const FrameMeta& frame, const Setup* reuse) {
   const Backend backend = options_.backend;
-  stage_inputs_.clear();
-  plans_.clear();
-  published_outputs_.clear();
+  next.configured = false;
+  next.stage_inputs.clear();
+  next.plans.clear();
+  next.published_outputs.clear();
   TensorSpec input = frame.payload;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
-    stage_inputs_.push_back(input);
-    StagePlan plan = stages_[i].stage->configure(frame, input, backend);
+    next.stage_inputs.push_back(input);
+    const bool shared = reuse && next.instances[i] == reuse->instances[i];
+    if (shared && input == reuse->stage_inputs[i]) {
+      next.plans.push_back(reuse->plans[i]);  // configured for this input already
+    } else {
+      if (shared) {
+        // Frames in flight run this instance: configure one like it instead.
+        if (!next.makes[i]) return;
+        next.instances[i] = next.makes[i]();
+      }
+      next.plans.push_back(next.instances[i]->configure(frame, input, backend));
+    }
+    const StagePlan& plan = next.plans.back();
     if (plan.outputs.empty())
       throw StageError("stage '" + stages_[i].label + "' declared no outputs");
     if (stages_[i].publish) {
       for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
         std::string output_name = stages_[i].output_prefix + plan.outputs[o].name;
-        for (const PublishedOutput& other : published_outputs_)
+        for (const PublishedOutput& other : next.published_outputs)
           if (other.name == output_name)
             throw StageError("output '" + output_name + "' is published twice in pipeline '" + name_ +
                              "'; give one of the stages a name");
-        published_outputs_.push_back({i, o, output_name, plan.outputs[o].spec});
+        next.published_outputs.push_back({i, o, output_name, plan.outputs[o].spec});
       }
     }
     if (!plan.passes_input) input = plan.outputs[0].spec;
-    plans_.push_back(std::move(plan));
   }
 
-  const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
-  const MemoryKind staging_memory = backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
+  // Slot buffers grow only: shared when every buffer the new plans need fits in the old ones (a
+  // change back to a smaller or an earlier shape allocates nothing), else new ones (in place on
+  // the submit thread).
+  const Setup* old = reuse ? reuse : setup_.get();
+  bool fit = old->configured && old->sized_for.size() == next.plans.size() &&
+             old->result_bytes.size() == next.published_outputs.size() && old->buffers.size() == slots_.size();
+  for (std::size_t i = 0; fit && i < next.plans.size(); ++i) {
+    const StagePlan &a = next.plans[i], &b = old->sized_for[i];
+    fit = a.outputs.size() == b.outputs.size() && a.workspace_bytes <= b.workspace_bytes &&
+          a.host_staging_bytes <= b.host_staging_bytes;
+    for (std::size_t o = 0; fit && o < a.outputs.size(); ++o)
+      fit = a.outputs[o].spec.byte_size() <= b.outputs[o].spec.byte_size();
+  }
+  for (std::size_t p = 0; fit && p < next.published_outputs.size(); ++p)
+    fit = next.published_outputs[p].spec.byte_size() <= old->result_bytes[p];
+  if (fit) {
+    next.sized_for = old->sized_for;
+    next.result_bytes = old->result_bytes;
+  } else {
+    next.sized_for = next.plans;
+    next.result_bytes.clear();
+    for (const PublishedOutput& out : next.published_outputs) next.result_bytes.push_back(out.spec.byte_size());
+  }
+  next.buffers.resize(slots_.size());
+  for (std::size_t k = 0; k < slots_.size(); ++k) {
+    if (fit) {
+      next.buffers[k] = old->buffers[k];
+    } else if (reuse || k >= old->buffers.size() || !old->buffers[k]) {
+      next.buffers[k] = std::make_shared<SlotBuffers>();
+      size_buffers(*next.buffers[k], next);
+    } else {
+      next.buffers[k] = old->buffers[k];  // nothing in flight: grown in place
+      size_buffers(*next.buffers[k], next);
+    }
+  }
+
   // A new description starts every stream's history afresh; a parameter change on the same
   // description keeps it when every state keeps its size.
+  const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
   std::vector<std::size_t> state_bytes(stages_.size(), 0);
   for (std::size_t i = 0; i < stages_.size(); ++i)
-    if (stages_[i].stage->keeps_state()) state_bytes[i] = plans_[i].state_bytes;
-  const bool after_change = keep_states_;
-  keep_states_ = false;
-  const bool same_frames = same_description(frame, configured_frame_);
-  if (after_change && same_frames && state_bytes == stream_states_.bytes()) {
-    // kept: the stages read the same histories with their new parameters
+    if (next.instances[i]->keeps_state()) state_bytes[i] = next.plans[i].state_bytes;
+  const bool same_frames = reuse ? true : ever_configured_ && same_description(frame, configured_frame_);
+  next.states_reset = false;
+  if (same_frames && old->states && old->states->bytes() == state_bytes) {
+    next.states = old->states;  // the stages read the same histories with their new parameters
   } else {
-    if (after_change && same_frames && stream_states_.live() > 0) {
-      state_resets_.fetch_add(1, std::memory_order_relaxed);
+    next.states_reset = same_frames && old->states != nullptr;
+    next.states = std::make_shared<StreamStates>(options_.max_streams);
+    next.states->configure(std::move(state_bytes), data_memory);
+    if (next.states_reset)
       for (std::size_t i = 0; i < stages_.size(); ++i)
-        if (i < stream_states_.bytes().size() && state_bytes[i] != stream_states_.bytes()[i])
+        if (i < old->states->bytes().size() && next.states->bytes()[i] != old->states->bytes()[i])
           spdlog::warn("pipeline {}: stage {} keeps {} bytes of state per stream with its new parameters "
-                       "instead of {}: {} streams start their history afresh (state_resets)",
-                       name_, stages_[i].label, state_bytes[i], stream_states_.bytes()[i], stream_states_.live());
+                       "instead of {}: its streams start their history afresh (state_resets)",
+                       name_, stages_[i].label, next.states->bytes()[i], old->states->bytes()[i]);
+  }
+  next.frame = frame;
+  next.configured = true;
+}
+
+void DeviceLane::size_buffers(SlotBuffers& buffers, const Setup& setup) const {
+  const Backend backend = options_.backend;
+  const MemoryKind data_memory = backend == Backend::cuda ? MemoryKind::device : MemoryKind::host;
+  const MemoryKind staging_memory = backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
+  const std::size_t stages = setup.sized_for.size();
+  buffers.outputs.resize(stages);
+  buffers.output_pointers.resize(stages);
+  buffers.workspace.resize(stages);
+  buffers.staging.resize(stages);
+  for (std::size_t i = 0; i < stages; ++i) {
+    const StagePlan& plan = setup.sized_for[i];
+    buffers.outputs[i].resize(plan.outputs.size());
+    buffers.output_pointers[i].resize(plan.outputs.size());
+    for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
+      buffers.outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size());
+      buffers.output_pointers[i][o] = buffers.outputs[i][o].data();
     }
-    stream_states_.configure(std::move(state_bytes), data_memory);
-    streams_live_.store(0, std::memory_order_relaxed);
+    buffers.workspace[i].reserve(data_memory, plan.workspace_bytes);
+    buffers.staging[i].reserve(staging_memory, plan.host_staging_bytes);
+  }
+  // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
+  buffers.results.clear();
+  for (const std::size_t bytes : setup.result_bytes) {
+    buffers.results.push_back(std::make_shared<Buffer>());
+    buffers.results.back()->reserve(staging_memory, bytes);
+  }
+  buffers.private_results.assign(setup.published_outputs.size(), nullptr);
+  buffers.copy_results.assign(setup.published_outputs.size(), false);
+}
+
+// A new description (or a setup prepared for other frames): configures setup_'s instances in place
+// for `frame` (submit thread, no slot in flight) and switches to the result.
+void DeviceLane::configure(const FrameMeta& frame) {
+  auto next = std::make_shared<Setup>();
+  next->generation = setup_->generation;
+  next->instances = setup_->instances;
+  next->makes = setup_->makes;
+  next->configuration = configurations_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  try {
+    plan(*next, frame, nullptr);
+  } catch (...) {
+    // The instances may be half configured for `frame`: nothing runs them until one configures.
+    next->configured = false;
+    install(std::move(next));
+    throw;
   }
   for (auto& slot : slots_) {
+    const MemoryKind staging_memory = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
     slot->input_host.reserve(staging_memory, frame.payload.byte_size());
-    if (backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
-    for (std::size_t i = 0; i < stages_.size(); ++i) {
-      const StagePlan& plan = plans_[i];
-      slot->outputs[i].resize(plan.outputs.size());
-      slot->output_pointers[i].resize(plan.outputs.size());
-      for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
-        slot->outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size());
-        slot->output_pointers[i][o] = slot->outputs[i][o].data();
-      }
-      slot->workspace[i].reserve(data_memory, plan.workspace_bytes);
-      slot->staging[i].reserve(staging_memory, plan.host_staging_bytes);
-    }
-    // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
-    slot->results.clear();
-    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
-      slot->results.push_back(std::make_shared<Buffer>());
-      slot->results[p]->reserve(staging_memory, published_outputs_[p].spec.byte_size());
-    }
-    slot->private_results.assign(published_outputs_.size(), nullptr);
-    slot->copy_results.assign(published_outputs_.size(), false);
+    if (options_.backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
   }
-  spare_results_.assign(published_outputs_.size(), {});
-  spares_needed_steady_ns_.assign(published_outputs_.size(), 0);
+  if (next->states_reset && setup_->states && setup_->states->live() > 0)
+    state_resets_.fetch_add(1, std::memory_order_relaxed);
+  if (next->states != setup_->states) streams_live_.store(0, std::memory_order_relaxed);
   configured_frame_ = frame;
-  configured_ = true;
-  std::lock_guard lock(description_mutex_);
-  description_ = Description{frame, stage_inputs_};
+  ever_configured_ = true;
+  install(std::move(next));
 }
 
 void DeviceLane::submit_loop() {
@@ -253,69 +380,178 @@ void DeviceLane::submit_loop() {
 }
 
 std::optional<DeviceLane::Description> DeviceLane::description() const {
-  std::lock_guard lock(description_mutex_);
-  return description_;
+  std::lock_guard lock(setup_mutex_);
+  if (!setup_->configured) return std::nullopt;
+  return Description{setup_->frame, setup_->stage_inputs};
 }
 
-void DeviceLane::update_stages(std::vector<StageUpdate> updates, std::uint64_t generation) {
-  std::lock_guard lock(update_mutex_);
+std::shared_ptr<DeviceLane::Setup> DeviceLane::prepare_stages(std::vector<StageUpdate> updates,
+                                                              std::uint64_t generation) {
+  std::lock_guard prepare_lock(prepare_mutex_);
+  std::shared_ptr<const Setup> latest;
+  {
+    std::lock_guard lock(setup_mutex_);
+    latest = pending_.empty() ? setup_ : pending_.back();
+  }
+  auto next = std::make_shared<Setup>(*latest);
+  next->generation = generation;
+  next->configured = false;
+  next->states_reset = false;
   for (StageUpdate& update : updates) {
     if (update.stage >= stages_.size() || !update.instance)
       throw std::invalid_argument("pipeline " + name_ + ": no stage " + std::to_string(update.stage) + " to update");
-    bool replaced = false;
-    for (StageUpdate& pending : pending_updates_)
-      if (pending.stage == update.stage) {
-        pending.instance = std::move(update.instance);
-        replaced = true;
-      }
-    if (!replaced) pending_updates_.push_back(std::move(update));
+    next->instances[update.stage] = std::move(update.instance);
+    next->makes[update.stage] = std::move(update.make);
   }
-  pending_generation_ = std::max(pending_generation_, generation);
+  // Planned for the frames the lane configured last, unless it has configured its instances again
+  // since (then the submit thread configures this setup when it switches to it).
+  next->configuration = configurations_.load(std::memory_order_acquire);
+  if (!latest->configured || latest->configuration != next->configuration) return next;
+  if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  plan(*next, latest->frame, latest.get());
+  return next;
+}
+
+void DeviceLane::commit_stages(std::shared_ptr<Setup> setup) {
+  std::lock_guard prepare_lock(prepare_mutex_);
+  {
+    std::lock_guard lock(setup_mutex_);
+    pending_.push_back(std::move(setup));
+  }
   update_pending_.store(true, std::memory_order_release);
 }
 
-void DeviceLane::apply_stage_updates() {
-  std::vector<StageUpdate> updates;
-  std::uint64_t generation = 0;
+void DeviceLane::update_stages(std::vector<StageUpdate> updates, std::uint64_t generation) {
+  commit_stages(prepare_stages(std::move(updates), generation));
+}
+
+bool DeviceLane::ready_for(const FrameMeta& frame) const {
+  return setup_->configured && setup_->configuration == configurations_.load(std::memory_order_relaxed) &&
+         same_description(frame, setup_->frame);
+}
+
+void DeviceLane::wait_until_idle() {
+  std::unique_lock lock(slot_mutex_);
+  slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+}
+
+// Switches to the newest committed setup the frame's stated generation reaches: a pointer
+// exchange; whatever configuring it needed was done when it was prepared.
+void DeviceLane::switch_setup(std::uint64_t stated_generation) {
+  std::shared_ptr<Setup> next;
+  std::vector<Retired> skipped;  // committed, superseded before a frame ran them
+  std::uint64_t changes = 0;
   {
-    std::lock_guard lock(update_mutex_);
-    updates.swap(pending_updates_);
-    generation = pending_generation_;
-    update_pending_.store(false, std::memory_order_relaxed);
+    std::lock_guard lock(setup_mutex_);
+    while (!pending_.empty() && pending_.front()->generation <= stated_generation) {
+      if (next) skipped.push_back({.setup = std::move(next)});
+      next = std::move(pending_.front());
+      pending_.pop_front();
+      ++changes;
+    }
+    update_pending_.store(!pending_.empty(), std::memory_order_relaxed);
   }
-  // Slots in flight still run (CUDA: on the stream, reading the old instances' memory): the old
-  // instances go only after every slot is done.
+  if (!next) return;
+  const bool stale = !next->configured || next->configuration != configurations_.load(std::memory_order_relaxed);
+  if (stale && setup_->configured) {
+    // Prepared before the lane configured its instances for the frames it sees now (its first
+    // frames, or a new description): it is configured before this frame, keeping the streams'
+    // histories the lane has now and growing its buffers in place, as a change prepared after
+    // them would.
+    auto carried = std::make_shared<Setup>(*next);
+    carried->configured = false;
+    carried->states = setup_->states;
+    carried->buffers = setup_->buffers;
+    skipped.push_back({.setup = std::exchange(next, std::move(carried))});
+  }
+  if (!skipped.empty()) {
+    std::lock_guard lock(retire_mutex_);
+    for (Retired& setup : skipped) retired_.push_back(std::move(setup));
+  }
+  // (An unconfigured setup, prepared before the lane's first frame, gets its states when configured.)
+  if (next->configured && next->states != setup_->states) {
+    if (next->states_reset && setup_->states && setup_->states->live() > 0)
+      state_resets_.fetch_add(1, std::memory_order_relaxed);
+    streams_live_.store(next->states->live(), std::memory_order_relaxed);
+  }
+  generation_now_.store(next->generation, std::memory_order_relaxed);
+  param_changes_.fetch_add(changes, std::memory_order_relaxed);
+  failed_frame_.reset();  // a description the old parameters refused may suit the new ones
+  install(std::move(next));
+}
+
+void DeviceLane::install(std::shared_ptr<Setup> next) {
+  // Spare result buffers have the size of the slots' result buffers.
+  const bool same_outputs = next->result_bytes == setup_->result_bytes;
+  Retired old;
   {
-    std::unique_lock lock(slot_mutex_);
-    slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
+    std::lock_guard lock(setup_mutex_);
+    old.setup = std::exchange(setup_, std::move(next));
   }
-  for (StageUpdate& update : updates) stages_[update.stage].stage = std::move(update.instance);
-  generation_ = generation;
-  generation_now_.store(generation, std::memory_order_relaxed);
-  param_changes_.fetch_add(1, std::memory_order_relaxed);
-  keep_states_ = configured_;  // configure() below decides whether the histories can stay
-  configured_ = false;         // the next frame configures the new instances (buffers re-planned)
-  failed_frame_.reset();       // a description the old parameters refused may suit the new ones
+  if (!same_outputs) {
+    old.spares = std::move(spare_results_);  // freed with the old setup
+    spare_results_.assign(setup_->published_outputs.size(), {});
+    spares_needed_steady_ns_.assign(setup_->published_outputs.size(), 0);
+  }
+  {
+    std::lock_guard lock(retire_mutex_);
+    retired_.push_back(std::move(old));
+    retiring_.store(true, std::memory_order_relaxed);
+  }
+  retire_changed_.notify_one();
+}
+
+// Frees setups no longer switched to once no slot runs them: stage instances and buffers are
+// destroyed here (device frees synchronise), not on a frame's way.
+void DeviceLane::retire_loop() {
+  if (options_.backend == Backend::cuda) {
+    try {
+      use_gpu_device(options_.device_id);
+    } catch (const std::exception&) {
+    }
+  }
+  std::unique_lock lock(retire_mutex_);
+  while (true) {
+    std::vector<Retired> unused;
+    for (std::size_t i = 0; i < retired_.size();) {
+      // Only retired_ holds it (the acquire fence orders a slot's last reads before the free, as in
+      // held_by_receivers()).
+      if (retired_[i].setup.use_count() == 1) {
+        std::atomic_thread_fence(std::memory_order_acquire);
+        unused.push_back(std::move(retired_[i]));
+        retired_[i] = std::move(retired_.back());
+        retired_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    retiring_.store(!retired_.empty(), std::memory_order_relaxed);
+    if (!unused.empty()) {
+      lock.unlock();
+      unused.clear();
+      lock.lock();
+      continue;
+    }
+    if (retire_stop_ && retired_.empty()) return;
+    // Woken when a setup is retired or a slot lets go of one; the timeout covers a missed wake-up.
+    retire_changed_.wait_for(lock, std::chrono::milliseconds(retire_stop_ ? 1 : 20));
+  }
 }
 
 void DeviceLane::process(InputFrame& frame) {
-  if (update_pending_.load(std::memory_order_acquire)) apply_stage_updates();
-  if (!configured_ || !same_description(frame.meta, configured_frame_)) {
+  if (update_pending_.load(std::memory_order_acquire)) switch_setup(frame.param_generation);
+  if (!ready_for(frame.meta)) {
     // A description that failed is refused as it was, without configuring (and planning) again.
     if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
       refuse(frame.meta, failed_why_);
       return;
     }
-    // Buffers are shared by the ring: wait until no slot is in flight before resizing them.
-    {
-      std::unique_lock lock(slot_mutex_);
-      slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
-    }
+    // The instances run by the frames in flight are configured again: wait until they are done.
+    wait_until_idle();
     try {
       configure(frame.meta);
       failed_frame_.reset();
     } catch (const std::exception& e) {
-      configured_ = false;
       failed_frame_ = frame.meta;
       failed_why_ = e.what();
       refuse(frame.meta, failed_why_);
@@ -329,7 +565,9 @@ void DeviceLane::process(InputFrame& frame) {
     slot.busy = true;
   }
   slot.frame = std::move(frame);
-  slot.generation = generation_;
+  slot.setup = setup_;
+  slot.buffers = setup_->buffers[next_slot_].get();
+  slot.generation = setup_->generation;
   slot.produced = false;
   slot.failed = false;
   slot.error.clear();
@@ -361,32 +599,33 @@ void DeviceLane::process(InputFrame& frame) {
 
 void DeviceLane::acquire_stream_state(Slot& slot) {
   slot.state = nullptr;
-  if (stream_states_.empty_state()) return;
+  StreamStates& states = *slot.setup->states;
+  if (states.empty_state()) return;
   const std::uint32_t stream_id = slot.frame.meta.stream_id;
-  if (options_.backend == Backend::cuda && stream_states_.would_evict(stream_id)) {
+  if (options_.backend == Backend::cuda && states.would_evict(stream_id)) {
     // The evicted stream's buffers may still be read by work in flight on another slot.
     std::unique_lock lock(slot_mutex_);
     slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
   }
   bool evicted = false;
-  slot.state = &stream_states_.acquire(stream_id, evicted);
-  streams_live_.store(stream_states_.live(), std::memory_order_relaxed);
+  slot.state = &states.acquire(stream_id, evicted);
+  streams_live_.store(states.live(), std::memory_order_relaxed);
   if (evicted) {
     const std::uint64_t count = streams_evicted_.fetch_add(1, std::memory_order_relaxed) + 1;
     if (worth_a_line(count))
       spdlog::warn("pipeline {}: more than {} live streams: the least recently used one's state is forgotten "
-                   "for stream {} ({} evicted so far; max_streams)", name_, stream_states_.capacity(),
+                   "for stream {} ({} evicted so far; max_streams)", name_, states.capacity(),
                    stream_id, count);
   }
 }
 
 void DeviceLane::prepare_result_buffers(Slot& slot) {
   const MemoryKind kind = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
-  for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
-    std::shared_ptr<Buffer>& current = slot.results[p];
-    std::shared_ptr<Buffer>& own = slot.private_results[p];
+  for (std::size_t p = 0; p < slot.setup->published_outputs.size(); ++p) {
+    std::shared_ptr<Buffer>& current = slot.buffers->results[p];
+    std::shared_ptr<Buffer>& own = slot.buffers->private_results[p];
     const bool was_private = own && current == own;
-    slot.copy_results[p] = false;
+    slot.buffers->copy_results[p] = false;
     const bool needs_spare = was_private || held_by_receivers(current);
     if (!needs_spare) release_idle_spares(p);
     if (needs_spare) {
@@ -406,7 +645,7 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
       }
       if (!released && spares.size() < options_.max_spare_results) {
         released = std::make_shared<Buffer>();
-        released->reserve(kind, published_outputs_[p].spec.byte_size());
+        released->reserve(kind, slot.setup->result_bytes[p]);
       }
       if (released) {
         current = std::move(released);
@@ -414,21 +653,21 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
         // Cap reached (a receiver that never lets go): publish a copy from the slot's own buffer.
         if (!own) {
           own = std::make_shared<Buffer>();
-          own->reserve(kind, published_outputs_[p].spec.byte_size());
+          own->reserve(kind, slot.setup->result_bytes[p]);
         }
         current = own;
-        slot.copy_results[p] = true;
+        slot.buffers->copy_results[p] = true;
         const std::uint64_t count = results_copied_.fetch_add(1, std::memory_order_relaxed) + 1;
         if (worth_a_line(count))
           spdlog::warn("pipeline {}: receivers hold {} result buffers of output {}: results are published as "
                        "copies until they let go ({} so far; results_copied)", name_, spares.size(),
-                       published_outputs_[p].name, count);
+                       slot.setup->published_outputs[p].name, count);
       }
     }
     // CPU stages write published outputs directly into the result buffer.
     if (options_.backend == Backend::cpu) {
-      const PublishedOutput& out = published_outputs_[p];
-      slot.output_pointers[out.stage][out.output] = current->data();
+      const PublishedOutput& out = slot.setup->published_outputs[p];
+      slot.buffers->output_pointers[out.stage][out.output] = current->data();
     }
   }
 }
@@ -458,13 +697,13 @@ void DeviceLane::run_on_cpu(Slot& slot) {
   slot.compute_start_ns = wall_clock_ns();
   slot.compute_start_steady_ns = steady_ns();
   for (std::size_t i = 0; i < stages_.size(); ++i) {
-    StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
-               .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
-               .host_staging = slot.staging[i].data(),
+    StageIo io{.frame = slot.frame.meta, .input_spec = slot.setup->stage_inputs[i], .input = input,
+               .outputs = slot.buffers->output_pointers[i], .workspace = slot.buffers->workspace[i].data(),
+               .host_staging = slot.buffers->staging[i].data(),
                .state = slot.state ? slot.state->buffers[i].data() : nullptr, .pool = options_.pool,
                .state_frames = slot.state ? slot.state->frames[i] : 0};
     const std::int64_t before = steady_ns();
-    const bool produced = stages_[i].stage->run_cpu(io);
+    const bool produced = slot.setup->instances[i]->run_cpu(io);
     if (slot.state) ++slot.state->frames[i];
     slot.cpu_compute_ms[i] = ms_between(before, steady_ns());
     slot.enqueue_ms[i] = slot.cpu_compute_ms[i];
@@ -473,7 +712,7 @@ void DeviceLane::run_on_cpu(Slot& slot) {
       slot.compute_end_ns = wall_clock_ns();
       return;
     }
-    if (!plans_[i].passes_input) input = slot.output_pointers[i][0];
+    if (!slot.setup->plans[i].passes_input) input = slot.buffers->output_pointers[i][0];
   }
   slot.produced = true;
   slot.compute_end_ns = wall_clock_ns();
@@ -497,7 +736,7 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   const void* input = slot.input_device.data();
   bool produced = true;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
-    Stage& stage = *stages_[i].stage;
+    Stage& stage = *slot.setup->instances[i];
     if (stage.keeps_state()) {
       // Frame order for stateful stages: wait for the previous frame's run of this stage, which
       // lives on the previous slot of the ring (slots are used round-robin).
@@ -505,9 +744,9 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
       if (previous != next_slot_ && slots_[previous]->stages_run > i)
         slots_[previous]->after_stage[i]->wait_on(stream);
     }
-    StageIo io{.frame = slot.frame.meta, .input_spec = stage_inputs_[i], .input = input,
-               .outputs = slot.output_pointers[i], .workspace = slot.workspace[i].data(),
-               .host_staging = slot.staging[i].data(),
+    StageIo io{.frame = slot.frame.meta, .input_spec = slot.setup->stage_inputs[i], .input = input,
+               .outputs = slot.buffers->output_pointers[i], .workspace = slot.buffers->workspace[i].data(),
+               .host_staging = slot.buffers->staging[i].data(),
                .state = slot.state ? slot.state->buffers[i].data() : nullptr, .stream = stream,
                .pool = options_.pool, .state_frames = slot.state ? slot.state->frames[i] : 0};
     const std::int64_t before = steady_ns();
@@ -517,12 +756,12 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
     slot.after_stage[i]->record(stream);
     slot.stages_run = i + 1;
     if (!produced) break;
-    if (!plans_[i].passes_input) input = slot.output_pointers[i][0];
+    if (!slot.setup->plans[i].passes_input) input = slot.buffers->output_pointers[i][0];
   }
   if (produced) {
-    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
-      const PublishedOutput& out = published_outputs_[p];
-      copy_to_host_async(slot.results[p]->data(), slot.output_pointers[out.stage][out.output],
+    for (std::size_t p = 0; p < slot.setup->published_outputs.size(); ++p) {
+      const PublishedOutput& out = slot.setup->published_outputs[p];
+      copy_to_host_async(slot.buffers->results[p]->data(), slot.buffers->output_pointers[out.stage][out.output],
                          out.spec.byte_size(), stream);
     }
   }
@@ -549,6 +788,10 @@ void DeviceLane::completion_loop() {
     Slot& slot = *slots_[index];
     finish(slot);
     slot.frame.payload.reset();  // hand the socket's buffer back now, not when the slot is reused
+    // Let go of the frame's setup; the retire thread frees a replaced one once no slot holds it.
+    slot.buffers = nullptr;
+    slot.setup.reset();
+    if (retiring_.load(std::memory_order_relaxed)) retire_changed_.notify_one();
     {
       std::lock_guard lock(slot_mutex_);
       in_flight_.pop_front();
@@ -619,16 +862,16 @@ void DeviceLane::finish(Slot& slot) {
   // Counted before the results leave, so whoever has received a result finds it in the status;
   // published first, so that a status showing a frame processed shows its results published.
   const bool publishing = slot.produced && callbacks_.publish;
-  if (publishing) published_.fetch_add(published_outputs_.size(), std::memory_order_release);
+  if (publishing) published_.fetch_add(slot.setup->published_outputs.size(), std::memory_order_release);
   processed_.fetch_add(1, std::memory_order_release);
   if (publishing) {
-    for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
-      const PublishedOutput& out = published_outputs_[p];
+    for (std::size_t p = 0; p < slot.setup->published_outputs.size(); ++p) {
+      const PublishedOutput& out = slot.setup->published_outputs[p];
       std::shared_ptr<const void> owner;
-      if (!slot.copy_results[p]) owner = slot.results[p];
+      if (!slot.buffers->copy_results[p]) owner = slot.buffers->results[p];
       try {
         callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
-                                           .spec = out.spec, .data = slot.results[p]->data(),
+                                           .spec = out.spec, .data = slot.buffers->results[p]->data(),
                                            .bytes = out.spec.byte_size(), .timing = timing,
                                            .backend = options_.backend, .owner = std::move(owner),
                                            .param_generation = slot.generation});

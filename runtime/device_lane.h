@@ -94,10 +94,12 @@ struct PublishedResult {
   std::uint64_t param_generation = 0;
 };
 
-// A stage instance built from changed parameters, to replace stage `stage` of a lane.
+// A stage instance built from changed parameters, to replace stage `stage` of a lane, and how to
+// build another like it (PipelineStage::make).
 struct StageUpdate {
   std::size_t stage = 0;
   std::unique_ptr<Stage> instance;
+  std::function<std::unique_ptr<Stage>()> make;
 };
 
 struct ExecutorCallbacks {
@@ -166,13 +168,23 @@ class DeviceLane {
   LaneStats stats() const;
   // The last `trace_capacity` frames' timelines, oldest first.
   std::vector<FrameTrace> traces() const;
-  // Replaces stages by instances built from changed parameters, between two frames: the next frame
-  // the lane starts (and every later one) runs them and carries `generation`; frames already
-  // started finish with the old instances. The lane waits until no slot is in flight, swaps, and
-  // configures again for the next frame (buffers re-planned, nothing queued is lost). Stream states
-  // are kept when every stateful stage's state size is unchanged, else started afresh (counted:
-  // state_resets). Any thread; a later call before the next frame supersedes an earlier one's
-  // instance of the same stage.
+  // A live parameter change, in two steps so that a pipeline over several devices changes on all
+  // or none. prepare_stages() builds the lane's next *setup* off the frame path, on the calling
+  // thread with the lane's device current: the changed instances configured for the frames the lane
+  // sees now, a fresh instance of every later stage whose input it changes, buffers for every slot
+  // where the old ones do not fit (shared where they do), stream states kept when their size is
+  // (else started afresh: state_resets). Throws when a stage refuses (nothing changes).
+  // commit_stages() queues it: the next frame the lane starts whose stated generation
+  // (InputFrame::param_generation) reaches `generation` switches to it by a pointer exchange, and
+  // carries `generation`; frames already started finish with their own setup; the old setup is
+  // freed on the lane's retire thread once its last frame has finished. A setup prepared for other
+  // frames than the ones arriving (their description changed meanwhile) is configured between two
+  // frames, after the frames in flight, as a new description is. Calls must not overlap (the
+  // executor serialises them); each builds on the setup committed before it.
+  struct Setup;
+  std::shared_ptr<Setup> prepare_stages(std::vector<StageUpdate> updates, std::uint64_t generation);
+  void commit_stages(std::shared_ptr<Setup> setup);
+  // Both steps at once (one lane).
   void update_stages(std::vector<StageUpdate> updates, std::uint64_t generation);
   // The frame description the lane last configured, and each stage's input for it (none before the
   // first frame). Any thread: a live change is tried on it before it is accepted.
@@ -184,6 +196,8 @@ class DeviceLane {
 
  private:
   struct Slot;
+  struct SlotBuffers;
+  struct Retired;
   struct PublishedOutput {
     std::size_t stage = 0, output = 0;
     std::string name;
@@ -192,11 +206,17 @@ class DeviceLane {
 
   void submit_loop();
   void completion_loop();
+  void retire_loop();
   static bool same_description(const FrameMeta& frame, const FrameMeta& reference);
   void process(InputFrame& frame);
   void acquire_stream_state(Slot& slot);
-  void configure(const FrameMeta& frame);
-  void apply_stage_updates();  // submit thread, before a frame starts
+  void configure(const FrameMeta& frame);          // submit thread, nothing in flight
+  void plan(Setup& next, const FrameMeta& frame, const Setup* reuse);
+  void size_buffers(SlotBuffers& buffers, const Setup& setup) const;
+  void switch_setup(std::uint64_t stated_generation);  // submit thread, before a frame starts
+  void install(std::shared_ptr<Setup> next);       // submit thread: setup_ = next, the old one retired
+  bool ready_for(const FrameMeta& frame) const;    // setup_ is configured for `frame`
+  void wait_until_idle();                          // no slot in flight
   void run_on_cpu(Slot& slot);
   void enqueue_on_cuda(Slot& slot);
   void finish(Slot& slot);
@@ -209,18 +229,25 @@ class DeviceLane {
   void report_frame_done(const FrameMeta& frame);
 
   const std::string name_;
+  // Labels, prefixes and publish flags; the instances and their factories live in the setups.
   std::vector<PipelineStage> stages_;
   const ExecutorOptions options_;
   const ExecutorCallbacks callbacks_;
   FrameQueue queue_;
 
-  // Set by configure() (submit thread, while no slot is in flight).
-  bool configured_ = false;
-  FrameMeta configured_frame_;
-  std::vector<TensorSpec> stage_inputs_;
-  std::vector<StagePlan> plans_;
-  std::vector<PublishedOutput> published_outputs_;
-  StreamStates stream_states_;  // submit thread only
+  // What the frames the submit thread starts run: stage instances, their plans for one frame
+  // description, every slot's buffers, the stream states (runtime/device_lane.cpp). Replaced, never
+  // changed once other threads can see it; written by the submit thread under setup_mutex_.
+  std::shared_ptr<Setup> setup_;
+  std::deque<std::shared_ptr<Setup>> pending_;  // committed, not switched to yet (setup_mutex_)
+  mutable std::mutex setup_mutex_;
+  std::mutex prepare_mutex_;                    // one prepare/commit at a time
+  std::atomic<bool> update_pending_{false};
+  // Bumped each time the submit thread configures its instances in place (a new description): a
+  // setup prepared before that is configured again when it is switched to.
+  std::atomic<std::uint64_t> configurations_{0};
+  FrameMeta configured_frame_;  // submit thread: the description last configured in place
+  bool ever_configured_ = false;
   std::atomic<std::size_t> streams_live_{0};
   std::atomic<std::uint64_t> streams_evicted_{0};
   // The last description configure() refused and why: frames like it are refused without
@@ -231,6 +258,14 @@ class DeviceLane {
   // again, per published output; reused once released (submit thread only).
   std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
   std::vector<std::int64_t> spares_needed_steady_ns_;  // [published output] last time a spare was taken
+
+  // Setups no longer switched to, freed (device memory, stage instances) on the retire thread once
+  // no slot runs them, so no frame waits on a free.
+  std::mutex retire_mutex_;
+  std::condition_variable retire_changed_;
+  std::vector<Retired> retired_;
+  std::atomic<bool> retiring_{false};
+  bool retire_stop_ = false;
 
   std::vector<std::unique_ptr<Slot>> slots_;
   std::size_t next_slot_ = 0;
@@ -250,18 +285,9 @@ class DeviceLane {
   mutable std::mutex trace_mutex_;
   std::deque<FrameTrace> traces_;
 
-  mutable std::mutex description_mutex_;
-  std::optional<Description> description_;
-  // Stage updates not applied yet (update_stages), and the generation they bring.
-  std::mutex update_mutex_;
-  std::vector<StageUpdate> pending_updates_;
-  std::uint64_t pending_generation_ = 0;
-  std::atomic<bool> update_pending_{false};
-  std::uint64_t generation_ = 0;   // submit thread: the generation of the frames it starts
-  bool keep_states_ = false;       // submit thread: the next configure() follows a parameter change
   std::atomic<std::uint64_t> generation_now_{0}, param_changes_{0}, state_resets_{0};
 
-  std::thread submit_thread_, completion_thread_;
+  std::thread submit_thread_, completion_thread_, retire_thread_;
   std::once_flag drained_;
 };
 

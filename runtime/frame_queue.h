@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,10 @@ struct InputFrame {
   // as soon as that copy is done, from a CUDA host function: its owner's release must make no
   // CUDA call (daemon/shm_ingest.cpp: the slot goes back to the producers).
   bool payload_pinned = false;
+  // The parameter generation the frame runs with, stated by whoever hands it to a device lane
+  // (PipelineExecutor over several devices: the pipeline's generation when it dispatched the frame,
+  // so every lane switches on the same frame). The default: the newest the lane has.
+  std::uint64_t param_generation = std::numeric_limits<std::uint64_t>::max();
 };
 
 class FrameQueue {

@@ -37,6 +37,7 @@ std::vector<PipelineStage> build_stages(const PipelineConfig& config, const Stag
     stage.label = labels[i];
     stage.output_prefix = stage_config.name.empty() ? "" : stage_config.name + "_";
     stage.stage = info->create(stage_config.params);
+    stage.make = [info, params = stage_config.params] { return info->create(params); };
     stage.publish = stage_config.publish || i + 1 == config.stages.size();
     stages.push_back(std::move(stage));
   }

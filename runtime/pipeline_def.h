@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,11 @@ struct PipelineStage {
   std::string output_prefix;  // "" or "<name>_", prepended to published output names
   std::unique_ptr<Stage> stage;
   bool publish = false;
+  // Builds another instance like `stage` (same parameters), unconfigured. A live change of an
+  // earlier stage that changes this stage's input configures such a fresh instance off the frame
+  // path, since frames in flight still run `stage`; without it the lane configures `stage` again
+  // between two frames, after its frames in flight (runtime/device_lane.h).
+  std::function<std::unique_ptr<Stage>()> make;
 };
 
 // The stages' labels: the name, or the type numbered "#2", "#3" for repeats; unique in a pipeline.

@@ -105,6 +105,7 @@ void PipelineExecutor::dispatch_loop() {
       tickets_.push_back(ticket);
       lane_tickets_[lane].push_back(std::move(ticket));
     }
+    frame->param_generation = dispatch_generation_.load(std::memory_order_acquire);
     lanes_[lane]->submit(std::move(*frame));  // blocks while that device is full
   }
 }
@@ -163,13 +164,18 @@ void PipelineExecutor::release_finished_locked() {
 
 void PipelineExecutor::update_stage(std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
                                     std::uint64_t generation) {
+  std::lock_guard lock(update_mutex_);
   std::vector<std::unique_ptr<Stage>> instances;
   for (std::size_t lane = 0; lane < lanes_.size(); ++lane) instances.push_back(make());
+  std::vector<std::shared_ptr<DeviceLane::Setup>> setups;
   for (std::size_t lane = 0; lane < lanes_.size(); ++lane) {
     std::vector<StageUpdate> updates;
-    updates.push_back({.stage = stage, .instance = std::move(instances[lane])});
-    lanes_[lane]->update_stages(std::move(updates), generation);
+    updates.push_back({.stage = stage, .instance = std::move(instances[lane]), .make = make});
+    setups.push_back(lanes_[lane]->prepare_stages(std::move(updates), generation));
   }
+  for (std::size_t lane = 0; lane < lanes_.size(); ++lane) lanes_[lane]->commit_stages(std::move(setups[lane]));
+  // From here the dispatcher states the new generation: every lane has it.
+  dispatch_generation_.store(generation, std::memory_order_release);
 }
 
 void PipelineExecutor::check_stage(std::size_t stage, Stage& instance) const {

@@ -58,8 +58,12 @@ class PipelineExecutor {
   void drain();                   // as DeviceLane::drain
   PipelineStats stats() const;
   // A live parameter change of stage `stage`: `make` builds one new instance per device (all built
-  // before any lane changes, so a throwing factory changes nothing); each lane swaps it in before
-  // the next frame it starts, whose results carry `generation` (DeviceLane::update_stages).
+  // before any lane changes, so a throwing factory changes nothing); each lane prepares its next
+  // setup on this thread (instances configured, buffers planned: DeviceLane::prepare_stages), all
+  // before any is committed, so a lane that refuses changes nothing either. The change takes effect
+  // on the next frame the pipeline starts: with one device the next frame its lane starts; with
+  // several the next frame the dispatcher hands to a device, whichever it is (frames are stated
+  // the generation when dispatched), so in frame order no result of generation N-1 follows one of N.
   void update_stage(std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
                     std::uint64_t generation);
   // Configures `instance` (a candidate for stage `stage`) on the CPU for the frames the pipeline
@@ -96,6 +100,8 @@ class PipelineExecutor {
   std::atomic<std::uint64_t> publish_errors_{0};  // publishing a held result threw
   std::vector<std::deque<std::shared_ptr<Ticket>>> lane_tickets_;
   std::atomic<std::uint64_t> accepted_{0};  // several devices: taken by the front queue
+  std::mutex update_mutex_;                     // one live change at a time
+  std::atomic<std::uint64_t> dispatch_generation_{0};  // several devices: stated on dispatched frames
 
   std::thread dispatcher_;
   std::once_flag drained_;

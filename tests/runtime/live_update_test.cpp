@@ -5,11 +5,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include <cmath>
+#include <cstring>
+#include <random>
+
 #include "sdk/thread_pool.h"
+#include "stages/registry.h"
 #include "tests/support/test_support.h"
 
 using namespace sonopipe;
@@ -18,23 +25,62 @@ namespace {
 
 // Output float64 [length]: item 0 the stage's `value`, item 1 the frames its stream ran on this
 // state before (StageIo::state_frames), the rest `value` again. A state of `state_words` doubles.
+// Holds up a stage's configure() until opened (a change whose configuring takes long).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false, open = false;
+  void pass() {
+    std::unique_lock lock(mutex);
+    entered = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return open; });
+  }
+  bool wait_entered() {  // false after 20 s (a hang fails the test instead of blocking the suite)
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(20), [&] { return entered; });
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    open = true;
+    changed.notify_all();
+  }
+};
+
+// Which threads ran frames and which destroyed stage instances.
+struct Threads {
+  std::mutex mutex;
+  std::set<std::thread::id> frame_threads, destroying_threads;
+  void add(std::set<std::thread::id>& to) {
+    std::lock_guard lock(mutex);
+    to.insert(std::this_thread::get_id());
+  }
+};
+
 struct StampParams {
   double value = 0;
   std::int64_t length = 4;
   std::int64_t state_words = 1;
   bool stateful = false;
+  Gate* gate = nullptr;         // configure() waits for it
+  Threads* threads = nullptr;   // run_cpu() and the destructor note their thread
 };
 
 class StampStage : public Stage {
  public:
   explicit StampStage(StampParams params) : params_(params) {}
+  ~StampStage() override {
+    if (params_.threads) params_.threads->add(params_.threads->destroying_threads);
+  }
   StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    if (params_.gate) params_.gate->pass();
     if (params_.length > 8 * input.element_count()) throw StageError("stamp: longer than 8x its input");
     StagePlan plan{.outputs = {{"stamp", TensorSpec{.dtype = DType::float64, .axes = {{"value", params_.length}}}}}};
     if (params_.stateful) plan.state_bytes = static_cast<std::size_t>(params_.state_words) * sizeof(double);
     return plan;
   }
   bool run_cpu(const StageIo& io) override {
+    if (params_.threads) params_.threads->add(params_.threads->frame_threads);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     auto* out = static_cast<double*>(io.outputs[0]);
     for (std::int64_t i = 0; i < params_.length; ++i) out[i] = params_.value;
@@ -149,17 +195,195 @@ TEST_CASE("live changes under load: every result carries the generation its fram
   }
 }
 
-TEST_CASE("live changes over several lanes: each lane swaps between its frames, generation matches value",
+TEST_CASE("live changes over several lanes: all lanes switch on the frame the pipeline starts next, so in frame "
+          "order no result of generation N-1 follows one of N",
           "[live]") {
   constexpr int kFrames = 900, kChanges = 30;
   PipelineStats stats;
   const std::vector<Stamp> items = run_under_load({0, 1, 2}, kFrames, kChanges, true, stats);
   REQUIRE(items.size() == kFrames);
+  std::uint64_t previous = 0;
   for (std::size_t n = 0; n < items.size(); ++n) {
     REQUIRE(items[n].sequence == n);
     REQUIRE(items[n].value == value_of(items[n].generation));
     REQUIRE(items[n].length == length_of(items[n].generation));
+    REQUIRE(items[n].generation >= previous);
+    previous = items[n].generation;
   }
+}
+
+// Waits until `executor` has processed `frames` frames; false after 20 s (a hang: the test fails
+// instead of blocking the suite; no timing is measured).
+bool processed_within(PipelineExecutor& executor, std::uint64_t frames) {
+  for (int waited_ms = 0; waited_ms < 20000; ++waited_ms) {
+    if (executor.stats().total.processed >= frames) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST_CASE("several lanes: a change between two bursts takes effect exactly on the first frame after it", "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  {
+    PipelineExecutor executor("stated", {0, 1, 2}, stamp_stages({.value = value_of(0), .length = length_of(0)}),
+                              {.slots = 2, .queue_depth = 8, .pool = &pool}, got.callbacks());
+    std::uint64_t sent = 0;
+    for (std::uint64_t g = 0; g <= 3; ++g) {
+      if (g > 0) {
+        const StampParams next{.value = value_of(g), .length = length_of(g)};
+        executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+      }
+      for (int n = 0; n < 20; ++n) REQUIRE(executor.submit(frame_of(sent++)));
+      REQUIRE(processed_within(executor, sent));
+    }
+    executor.drain();
+  }
+  REQUIRE(got.items.size() == 80);
+  for (const Stamp& s : got.items) {
+    CAPTURE(s.sequence);
+    CHECK(s.generation == s.sequence / 20);
+    CHECK(s.value == value_of(s.generation));
+    CHECK(s.length == length_of(s.generation));
+  }
+}
+
+TEST_CASE("a change is configured off the frame path: frames keep flowing with the old generation meanwhile",
+          "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  Gate gate;
+  {
+    PipelineExecutor executor("gated", {0}, stamp_stages({.value = 1, .length = 4}),
+                              {.slots = 2, .queue_depth = 32, .pool = &pool}, got.callbacks());
+    REQUIRE(executor.submit(frame_of(0)));
+    REQUIRE(processed_within(executor, 1));  // the lane knows its frames: the change is configured for them
+    std::thread setter([&] {
+      const StampParams next{.value = 2, .length = 6, .gate = &gate};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, 1);
+    });
+    CHECK(gate.wait_entered());  // the new instance is being configured (buffers re-planned: length 6)
+    for (int n = 1; n <= 20; ++n) REQUIRE(executor.submit(frame_of(n)));
+    const bool flowed = processed_within(executor, 21);  // none waits for the change
+    gate.release();
+    setter.join();
+    CHECK(flowed);
+    for (int n = 21; n < 26; ++n) REQUIRE(executor.submit(frame_of(n)));
+    executor.drain();
+  }
+  REQUIRE(got.items.size() == 26);
+  for (const Stamp& s : got.items) {
+    CAPTURE(s.sequence);
+    CHECK(s.generation == (s.sequence <= 20 ? 0u : 1u));
+    CHECK(s.value == (s.sequence <= 20 ? 1 : 2));
+    CHECK(s.length == (s.sequence <= 20 ? 4 : 6));
+  }
+  CHECK(got.errors == 0);
+}
+
+TEST_CASE("replaced stage instances are destroyed off the frame path, once their frames have finished", "[live]") {
+  ThreadPool pool(2);
+  Threads threads;
+  Collector got;
+  std::set<std::thread::id> publishing_threads;
+  ExecutorCallbacks callbacks = got.callbacks();
+  callbacks.publish = [&, inner = callbacks.publish](const PublishedResult& r) {
+    threads.add(publishing_threads);
+    inner(r);
+  };
+  std::set<std::thread::id> destroyed_while_running;
+  {
+    PipelineExecutor executor("retire", {0}, stamp_stages({.value = value_of(0), .length = 4, .threads = &threads}),
+                              {.slots = 3, .queue_depth = 64, .pool = &pool}, callbacks);
+    std::uint64_t sent = 0;
+    for (std::uint64_t g = 1; g <= 6; ++g) {
+      for (int n = 0; n < 10; ++n) REQUIRE(executor.submit(frame_of(sent++)));
+      const StampParams next{.value = value_of(g), .length = length_of(g), .threads = &threads};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+    }
+    for (int n = 0; n < 10; ++n) REQUIRE(executor.submit(frame_of(sent++)));
+    executor.drain();
+    std::lock_guard lock(threads.mutex);
+    destroyed_while_running = threads.destroying_threads;  // the replaced ones (the last lives on)
+  }
+  REQUIRE(got.items.size() == 70);
+  CHECK(got.errors == 0);
+  CHECK(destroyed_while_running.size() >= 1);  // the replaced instances were destroyed
+  for (const std::thread::id& id : destroyed_while_running) {
+    CHECK_FALSE(threads.frame_threads.contains(id));
+    CHECK_FALSE(publishing_threads.contains(id));
+  }
+}
+
+namespace {
+
+// Copies its input (float64) to its output; counts its instances and the configurations of an
+// instance beyond its first (assertions stay on the test's thread: Catch is not thread-safe).
+class EchoStage : public Stage {
+ public:
+  EchoStage(std::atomic<int>* instances, std::atomic<int>* configured_again)
+      : instances_(instances), configured_again_(configured_again) {
+    ++*instances_;
+  }
+  StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    if (++configurations > 1) ++*configured_again_;
+    return {.outputs = {{"echo", input}}};
+  }
+  bool run_cpu(const StageIo& io) override {
+    std::memcpy(io.outputs[0], io.input, io.input_spec.byte_size());
+    return true;
+  }
+  int configurations = 0;
+
+ private:
+  std::atomic<int>* instances_;
+  std::atomic<int>* configured_again_;
+};
+
+}  // namespace
+
+TEST_CASE("a change that alters a later stage's input configures a fresh instance of it off the frame path",
+          "[live]") {
+  constexpr int kFrames = 600, kChanges = 20;
+  ThreadPool pool(2);
+  Collector got;
+  std::atomic<int> echo_instances{0}, configured_again{0};
+  std::atomic<bool> all_submitted{true};
+  {
+    PipelineExecutor executor(
+        "chain", {0},
+        [&] {
+          std::vector<PipelineStage> stages;
+          stages.push_back({.label = "stamp", .stage = std::make_unique<StampStage>(StampParams{.value = value_of(0),
+                                                                                               .length = length_of(0)})});
+          stages.push_back({.label = "echo", .stage = std::make_unique<EchoStage>(&echo_instances, &configured_again),
+                            .publish = true,
+                            .make = [&] { return std::make_unique<EchoStage>(&echo_instances, &configured_again); }});
+          return stages;
+        },
+        {.slots = 3, .queue_depth = 16, .pool = &pool}, got.callbacks());
+    std::thread feeder([&] {
+      for (int n = 0; n < kFrames; ++n)
+        if (!executor.submit(frame_of(n))) all_submitted = false;
+    });
+    CHECK(processed_within(executor, 1));
+    for (std::uint64_t g = 1; g <= kChanges; ++g) {
+      std::this_thread::sleep_for(std::chrono::microseconds(700));
+      const StampParams next{.value = value_of(g), .length = length_of(g)};
+      executor.update_stage(0, [next] { return std::make_unique<StampStage>(next); }, g);
+    }
+    feeder.join();
+    executor.drain();
+  }
+  CHECK(all_submitted);
+  REQUIRE(got.items.size() == kFrames);
+  for (const Stamp& s : got.items) {
+    REQUIRE(s.value == value_of(s.generation));
+    REQUIRE(s.length == length_of(s.generation));  // the echo's buffers follow the stamp's new shape
+  }
+  CHECK(got.errors == 0);
+  CHECK(echo_instances > 1);
+  CHECK(configured_again == 0);  // never configured again under frames in flight: a fresh one is built
 }
 
 TEST_CASE("a change that keeps the state size keeps the stream's history; one that changes it starts afresh, counted",
@@ -215,3 +439,137 @@ TEST_CASE("a candidate is tried on the frames the pipeline sees before it is acc
   executor.drain();
   CHECK(got.errors == 0);
 }
+
+#ifdef SONOPIPE_WITH_CUDA
+namespace {
+
+// convert (scale) -> upsample (factor) on the CPU, stage by stage: the reference of one frame.
+std::vector<float> cpu_chain(const InputFrame& frame, const std::string& scale, const std::string& factor,
+                             ThreadPool& pool) {
+  const StageRegistry& registry = builtin_stages();
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(registry.find("convert")->create(registry.find("convert")->validate({{"scale", RawParam{{scale}}}})));
+  stages.push_back(
+      registry.find("upsample")->create(registry.find("upsample")->validate({{"factor", RawParam{{factor}}}})));
+  TensorSpec spec = frame.meta.payload;
+  std::vector<std::byte> data(static_cast<const std::byte*>(frame.payload.get()),
+                              static_cast<const std::byte*>(frame.payload.get()) + frame.payload_bytes);
+  for (auto& stage : stages) {
+    const StagePlan plan = stage->configure(frame.meta, spec, Backend::cpu);
+    std::vector<std::vector<std::byte>> outputs;
+    std::vector<void*> pointers;
+    for (const StageOutput& out : plan.outputs) {
+      outputs.emplace_back(out.spec.byte_size());
+      pointers.push_back(outputs.back().data());
+    }
+    std::vector<std::byte> workspace(plan.workspace_bytes), staging(plan.host_staging_bytes);
+    const StageIo io{.frame = frame.meta, .input_spec = spec, .input = data.data(), .outputs = pointers,
+                     .workspace = workspace.data(), .host_staging = staging.data(), .pool = &pool};
+    REQUIRE(stage->run_cpu(io));
+    data = std::move(outputs[0]);
+    spec = plan.outputs[0].spec;
+  }
+  REQUIRE(spec.dtype == DType::complex64);
+  const auto* floats = reinterpret_cast<const float*>(data.data());
+  return {floats, floats + data.size() / sizeof(float)};
+}
+
+}  // namespace
+
+TEST_CASE("on CUDA, changes of scale and of upsampling factor under load: every result equals the CPU reference "
+          "with the values of its generation",
+          "[live][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  constexpr int kFrames = 300, kLines = 16, kSamples = 128;
+  const StageRegistry& registry = builtin_stages();
+  ThreadPool pool(2);
+  std::mt19937_64 rng(test::fresh_seed());
+  std::uniform_int_distribution<int> dist(-2000, 2000);
+  std::vector<InputFrame> frames;
+  for (int n = 0; n < kFrames; ++n) {
+    auto values = std::make_shared<std::vector<std::int16_t>>(kLines * kSamples * 2);
+    for (auto& v : *values) v = static_cast<std::int16_t>(dist(rng));
+    InputFrame frame;
+    frame.meta.sequence = static_cast<std::uint64_t>(n);
+    frame.meta.kind = FrameKind::iq;
+    frame.meta.payload.dtype = DType::int16;
+    frame.meta.payload.axes = {{"line", kLines}, {"sample", kSamples}, {"iq", 2}};
+    frame.payload = std::shared_ptr<const std::byte>(values, reinterpret_cast<const std::byte*>(values->data()));
+    frame.payload_bytes = values->size() * sizeof(std::int16_t);
+    frame.received_ns = 1;
+    frames.push_back(std::move(frame));
+  }
+  struct Result {
+    std::uint64_t sequence, generation;
+    std::vector<float> values;
+  };
+  std::mutex mutex;
+  std::vector<Result> results;
+  std::atomic<int> errors{0};
+  ExecutorCallbacks callbacks{
+      .publish = [&](const PublishedResult& r) {
+        const auto* v = static_cast<const float*>(r.data);
+        std::lock_guard lock(mutex);
+        results.push_back({r.frame.sequence, r.param_generation, {v, v + r.bytes / sizeof(float)}});
+      },
+      .stage_error = [&](const FrameMeta&, const std::string&, const std::string&) { ++errors; }};
+  // Generation g: scale 1 + g % 3, factor 4 or 5 (g % 2): even changes keep shapes, odd ones re-plan.
+  auto scale_of = [](std::uint64_t g) { return std::to_string(1 + g % 3); };
+  auto factor_of = [](std::uint64_t g) { return std::string(g % 2 ? "5" : "4"); };
+  auto stage_values = [&](const char* type, const char* key, const std::string& value) {
+    return registry.find(type)->validate({{key, RawParam{{value}}}});
+  };
+  {
+    PipelineExecutor executor(
+        "cuda_live", {0},
+        [&] {
+          std::vector<PipelineStage> stages;
+          const ParamValues convert = stage_values("convert", "scale", scale_of(0));
+          const ParamValues upsample = stage_values("upsample", "factor", factor_of(0));
+          stages.push_back({.label = "convert", .stage = registry.find("convert")->create(convert),
+                            .make = [&registry, convert] { return registry.find("convert")->create(convert); }});
+          stages.push_back({.label = "upsample", .stage = registry.find("upsample")->create(upsample), .publish = true,
+                            .make = [&registry, upsample] { return registry.find("upsample")->create(upsample); }});
+          return stages;
+        },
+        {.backend = Backend::cuda, .slots = 3, .queue_depth = 16}, callbacks);
+    std::thread feeder([&] {
+      for (const InputFrame& frame : frames) {
+        if (!executor.submit(frame)) ++errors;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    for (std::uint64_t g = 1; g <= 20; ++g) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      // Two changes per step: the scale (same shapes), then the factor (buffers re-planned).
+      const ParamValues convert = stage_values("convert", "scale", scale_of(g));
+      executor.update_stage(0, [&registry, convert] { return registry.find("convert")->create(convert); }, 2 * g - 1);
+      const ParamValues upsample = stage_values("upsample", "factor", factor_of(g));
+      executor.update_stage(1, [&registry, upsample] { return registry.find("upsample")->create(upsample); }, 2 * g);
+    }
+    feeder.join();
+    executor.drain();
+  }
+  CHECK(errors == 0);
+  REQUIRE(results.size() == kFrames);
+  std::uint64_t previous = 0;
+  for (const Result& r : results) {
+    CAPTURE(r.sequence, r.generation);
+    REQUIRE(r.generation >= previous);
+    previous = r.generation;
+    // Pipeline generation 2g-1 brought scale_of(g) (factor still factor_of(g-1)); 2g brought factor_of(g).
+    const std::uint64_t scale_g = (r.generation + 1) / 2, factor_g = r.generation / 2;
+    const std::vector<float> reference =
+        cpu_chain(frames[r.sequence], scale_of(scale_g), factor_of(factor_g), pool);
+    REQUIRE(r.values.size() == reference.size());  // buffers re-planned for the factor in force
+    double worst = 0, magnitude = 0;
+    for (std::size_t i = 0; i < reference.size(); ++i) {
+      worst = std::max(worst, std::abs(double(r.values[i]) - double(reference[i])));
+      magnitude = std::max(magnitude, std::abs(double(reference[i])));
+    }
+    // convert is one correctly rounded float multiply on both paths; upsample's float32 Thomas solve
+    // differs by a few ulps of the signal scale (as in upsample_test's [cuda] case).
+    REQUIRE(worst <= 1e-5 * magnitude);
+  }
+}
+#endif

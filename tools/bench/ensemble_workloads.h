@@ -1,6 +1,6 @@
 // The ensemble beamforming workloads of `sonopipe-bench beamform` (cases pwi_disk_ensemble,
-// pwi_disk_compound, fus_ensemble) and of tools/bench/mach_driver.cu, which times mach's kernel on
-// the same data: one definition of each shape, geometry and random data, so both benchmarks see the
+// pwi_disk_compound, fus_ensemble), of `sonopipe-bench doppler --case chain` (tools/bench/
+// ensemble_frame.h) and of tools/bench/mach_driver.cu, which times mach's kernel on the same data: one definition of each shape, geometry and random data, so both benchmarks see the
 // same work. Plain C++ (no sonopipe types), so the driver compiles with nvcc alone.
 //
 // pwi_disk: the shape of mach's own benchmark (its BENCHMARKS.md: PyMUST's rotating-disk Doppler

@@ -1,14 +1,19 @@
 // CUDA half of the `clutter_filter` stage (stages/doppler/clutter_filter/clutter_filter.h): cuBLAS and
-// cuSOLVER handles, the workspace plan and the per-frame work, all on the caller's stream.
-// Per block (pixels P_b x frames N, column-major):
-//   G = S^H S                      cublasCherk (lower)
-//   G = V diag(w) V^H              cusolverDnCheevj, w ascending (its info stays on the device, unread:
-//                                  Jacobi returns orthonormal vectors even past its sweep limit)
-//   [similarity] U = S V, |U| centred per column, C = |U|^T |U| normalised (cublasSsyrk), the
-//                tissue rank fitted on the device (one block of threads)
-//   Q = I - V_r V_r^H              one kernel (V_r: the removed columns, from k on the device)
-//   S_f = S Q                      cublasCgemm
-// Blocks: gathered into the workspace, filtered, added into the output with 1 / cover weights.
+// cuSOLVER handles, the workspace plan and the per-frame work, all on the caller's stream. The route
+// is the fastest accurate one `sonopipe-bench doppler --case routes` measured on the H100
+// (docs/doppler.md). Per block (pixels P_b x frames N, column-major):
+//   G = S^H S                      S converted to double, one cublasZgemm: a float Gram matrix
+//                                  turns the removed subspace by eps_float lambda_1 / gap
+//   G = V diag(w) V^H              every block's at once: cusolverDnXsyevBatched in double, in
+//                                  place, w ascending (no host workspace, info unread on the device)
+//   [similarity] U = S V (V in float), |U| centred per column, C = |U|^T |U| normalised
+//                (cublasSsyrk), the tissue rank fitted on the device (one block of threads)
+//   S_f = S - (S V_r) V_r^H        fixed ranks, N >= 64, r <= N / 4 removed: W = S V_r (Cgemm), then
+//                                  D = S - W V_r^H out of place (cublasLt, C = S, D = S_f)
+//   S_f = S Q, Q = I - V_r V_r^H   otherwise (and with the similarity rank, known on the device only):
+//                                  Q summed in double from V, one Cgemm
+// Blocks: gathered into the workspace (twice: for the Gram, then for the projection), filtered,
+// added into the output with 1 / cover weights.
 // Polynomial: Q comes from the host (pinned staging) and the projection is the same Cgemm.
 #pragma once
 

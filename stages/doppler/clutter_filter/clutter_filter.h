@@ -10,8 +10,9 @@
 //     outputs are averaged (equal weights).
 //   method polynomial: projection off the Legendre polynomials of degree 0..polynomial_order in
 //     slow time (orthonormalised on the frame times), pixel by pixel; blocks do not apply.
-// CPU reference: double precision, Eigen's SelfAdjointEigenSolver. CUDA: cuBLAS Cherk (Gram),
-// cuSOLVER heevj (eigenvectors), one Cgemm (projection); no host synchronisation per frame.
+// CPU reference: double precision, Eigen's SelfAdjointEigenSolver. CUDA: the Gram matrix and its
+// eigenvectors in double (cuBLAS Zgemm, cuSOLVER XsyevBatched over all blocks at once), the
+// projection in float (cuBLAS Cgemm / cublasLt); no host synchronisation per frame (clutter_filter.cuh).
 #pragma once
 
 #include <complex>
