@@ -57,7 +57,9 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   publisher_ = std::make_unique<Publisher>(
       context_, config_.publish_endpoint,
       PublishLimits{.high_water_mark = config_.publish_high_water_mark,
-                    .max_queued_bytes = config_.publish_max_queued_bytes},
+                    .max_queued_bytes = config_.publish_max_queued_bytes,
+                    .stall_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(config_.publish_stall_timeout_s))},
       secure_publish);
   if (!config_.publish_shm.endpoint.empty()) shm_publisher_ = std::make_unique<ShmPublisher>(config_);
   ExecutorCallbacks callbacks{
@@ -325,6 +327,7 @@ void Daemon::add_publish_status(v1::Status& status) const {
     subscriber->set_peer(info.peer);
     subscriber->set_connected_s(info.connected_s);
     subscriber->set_lagging(info.lagging);
+    subscriber->set_stalled(info.stalled);
     subscriber->set_backlog_bytes(info.backlog_bytes);
     subscriber->set_results_dropped(info.results_dropped);
     subscriber->set_cut(info.cut);

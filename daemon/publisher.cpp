@@ -64,12 +64,15 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
     configure(socket_);
   } else {
     subscribers_ = std::make_unique<SubscriberWatch>(context, socket_, "publish", limits_.max_queued_bytes,
-                                                     static_cast<std::size_t>(limits_.high_water_mark));
+                                                     static_cast<std::size_t>(limits_.high_water_mark),
+                                                     limits_.stall_timeout);
   }
   socket_.bind(endpoint);
   spdlog::info("publish: bound to {} (per subscriber at most {} messages queued{})", endpoint,
                limits_.high_water_mark,
-               subscribers_ ? ", cut past a backlog of " + std::to_string(limits_.max_queued_bytes) + " bytes"
+               subscribers_ ? ", cut past a backlog of " + std::to_string(limits_.max_queued_bytes) +
+                                  " bytes when stalled, " + std::to_string(kReadingAllowance * limits_.max_queued_bytes) +
+                                  " while reading"
                             : std::string(" (security.curve: max_queued_bytes does not apply)"));
   if (reachable_beyond_loopback(endpoint))
     spdlog::warn("publish: {} is reachable from other machines: anyone who reaches it receives every result; "
