@@ -74,9 +74,9 @@ class Publisher {
   void close(int linger_milliseconds);
 
  private:
-  // The payload as a message that references it (or a copy of it when it has no owner) and
-  // counts its bytes in bytes_held until ZeroMQ lets go of it.
-  zmq::message_t payload_message(const PublishedResult& result);
+  // The payload as a message that references it (or a copy of it: `copy`) and counts its bytes in
+  // bytes_held until ZeroMQ lets go of it.
+  zmq::message_t payload_message(const PublishedResult& result, bool copy);
   void read_subscriber_events();
   void return_freed_memory();
 

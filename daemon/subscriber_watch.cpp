@@ -151,6 +151,12 @@ void SubscriberWatch::cut(int fd, Subscriber& subscriber) {
   ++cut_total_;
 }
 
+bool SubscriberWatch::any_lagging() const {
+  for (const auto& [fd, subscriber] : by_fd_)
+    if (subscriber.info.lagging && !subscriber.info.cut) return true;
+  return false;
+}
+
 std::vector<SubscriberInfo> SubscriberWatch::subscribers() const {
   std::vector<SubscriberInfo> out;
   const auto now = std::chrono::steady_clock::now();

@@ -63,6 +63,8 @@ class SubscriberWatch {
   void before_result(std::size_t message_bytes);
 
   std::vector<SubscriberInfo> subscribers() const;
+  // Whether a subscriber was lagging at the last result (not counting those cut).
+  bool any_lagging() const;
   std::uint64_t results_dropped_total() const { return dropped_total_; }  // subscribers that left included
   std::uint64_t cut_total() const { return cut_total_; }
 

@@ -65,6 +65,8 @@ struct DeviceLane::Slot {
   // published as a copy (copy_results[p]); allocated on first need.
   std::vector<std::shared_ptr<Buffer>> private_results;
   std::vector<bool> copy_results;
+  // [published output] the receiver's memory the result is written into instead (claim_result).
+  std::vector<std::shared_ptr<ResultClaim>> claims;
   StreamStates::Entry* state = nullptr;  // the frame's stream state (stateful stages), submit thread
 
   // CUDA handles (null on the CPU backend), created once.
@@ -225,6 +227,7 @@ void DeviceLane::configure(const FrameMeta& frame) {
       slot->results[p]->reserve(staging_memory, published_outputs_[p].spec.byte_size());
     }
     slot->private_results.assign(published_outputs_.size(), nullptr);
+    slot->claims.assign(published_outputs_.size(), nullptr);
     slot->copy_results.assign(published_outputs_.size(), false);
   }
   spare_results_.assign(published_outputs_.size(), {});
@@ -386,10 +389,19 @@ void DeviceLane::acquire_stream_state(Slot& slot) {
 void DeviceLane::prepare_result_buffers(Slot& slot) {
   const MemoryKind kind = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
   for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
+    slot.copy_results[p] = false;
+    if (callbacks_.claim_result) {
+      const PublishedOutput& out = published_outputs_[p];
+      slot.claims[p] = callbacks_.claim_result(name_, out.name, out.spec.byte_size());
+      if (slot.claims[p] && !slot.claims[p]->data) slot.claims[p].reset();
+      if (slot.claims[p]) {
+        if (options_.backend == Backend::cpu) slot.output_pointers[out.stage][out.output] = slot.claims[p]->data;
+        continue;
+      }
+    }
     std::shared_ptr<Buffer>& current = slot.results[p];
     std::shared_ptr<Buffer>& own = slot.private_results[p];
     const bool was_private = own && current == own;
-    slot.copy_results[p] = false;
     const bool needs_spare = was_private || held_by_receivers(current);
     if (!needs_spare) release_idle_spares(p);
     if (needs_spare) {
@@ -525,8 +537,8 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   if (produced) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
       const PublishedOutput& out = published_outputs_[p];
-      copy_to_host_async(slot.results[p]->data(), slot.output_pointers[out.stage][out.output],
-                         out.spec.byte_size(), stream);
+      void* host = slot.claims[p] ? slot.claims[p]->data : slot.results[p]->data();
+      copy_to_host_async(host, slot.output_pointers[out.stage][out.output], out.spec.byte_size(), stream);
     }
   }
   slot.done->record(stream);
@@ -613,6 +625,7 @@ void DeviceLane::finish(Slot& slot) {
       }
     }
     report_stage_error(slot.frame.meta, slot.error);
+    for (auto& claim : slot.claims) claim.reset();  // abandoned: never published
     report_frame_done(slot.frame.meta);
     return;
   }
@@ -628,13 +641,16 @@ void DeviceLane::finish(Slot& slot) {
     for (std::size_t p = 0; p < published_outputs_.size(); ++p) {
       const PublishedOutput& out = published_outputs_[p];
       std::shared_ptr<const void> owner;
-      if (!slot.copy_results[p]) owner = slot.results[p];
+      std::shared_ptr<ResultClaim> claim = std::move(slot.claims[p]);
+      const void* data = claim ? claim->data : slot.results[p]->data();
+      if (claim) owner = claim;
+      else if (!slot.copy_results[p]) owner = slot.results[p];
       try {
         callbacks_.publish(PublishedResult{.pipeline = name_, .output = out.name, .frame = slot.frame.meta,
-                                           .spec = out.spec, .data = slot.results[p]->data(),
+                                           .spec = out.spec, .data = data,
                                            .bytes = out.spec.byte_size(), .timing = timing,
                                            .backend = options_.backend, .owner = std::move(owner),
-                                           .param_generation = slot.generation});
+                                           .claim = std::move(claim), .param_generation = slot.generation});
       } catch (const std::exception& e) {
         published_.fetch_sub(1, std::memory_order_relaxed);
         const std::uint64_t count = publish_errors_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -649,6 +665,7 @@ void DeviceLane::finish(Slot& slot) {
       }
     }
   }
+  for (auto& claim : slot.claims) claim.reset();  // a frame that produced nothing: abandoned
   const std::int64_t now_steady = steady_ns();
   latency_ms_.add(ms_between(slot.frame.received_ns, wall_ns()));
   if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));
