@@ -218,3 +218,38 @@ TEST_CASE("shm publish: a lossless subscriber SIGKILLed while reading gives its 
   const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
   CHECK(status.results_published() == kFrames);
 }
+
+TEST_CASE("shm publish: a stalled ZeroMQ subscriber never keeps the result pool's slots from the shm subscribers",
+          "[daemon][shm]") {
+  // Results are sent over ZeroMQ from their shm slot only while every ZeroMQ subscriber keeps up;
+  // a lagging one gets a copy. Were the slots held by its queue, the 3-slot pool would run dry after
+  // three results and the shm subscriber would get nothing more.
+  ShmName name;
+  test::DaemonHarness daemon(daemon_settings());
+  add_publish_shm(daemon, name, "live", 3);
+  daemon.start();
+  shm::Consumer subscriber(name.endpoint, shm::Mode::live);
+  zmq::context_t context(1);
+  zmq::socket_t stalled(context, zmq::socket_type::sub);
+  stalled.set(zmq::sockopt::rcvhwm, 1);
+  stalled.set(zmq::sockopt::rcvbuf, 64 * 1024);
+  stalled.set(zmq::sockopt::linger, 0);
+  stalled.set(zmq::sockopt::subscribe, "result/");
+  stalled.connect(daemon.endpoint("publish"));
+  daemon.wait_for_status([](const v1::Status& s) { return s.subscribers_size() == 2; });
+  std::this_thread::sleep_for(300ms);  // its subscription travels after the handshake
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 20;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {  // one at a time: 256 KiB results, more than its socket holds
+    auto samples = test::random_samples(64 * 512 * 2, rng);
+    daemon.send(test::iq_header(n, 64, 512).SerializeAsString(), samples.data(), samples.size() * 2);
+    auto r = take_result(subscriber);
+    REQUIRE(r);
+    CHECK(r->header.input_sequence() == n);
+  }
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.results_published() == kFrames; });
+  CHECK(status.results_published() == kFrames);
+  bool lagging = false;
+  for (const v1::SubscriberStatus& s : status.subscribers()) lagging |= s.lagging();
+  CHECK(lagging);  // the stalled one did fall behind
+}
