@@ -87,6 +87,7 @@ struct CoreOptions {
   bool keep = false;
   std::size_t stall_frames = 40;     // 0: no stalled-subscriber run
   std::size_t max_queued_bytes = 0;  // 0: the daemon's default
+  std::string shm_write = "every";   // shm: the producer copies the payload into every slot, or "first" time only
 };
 
 // One synthetic frame: RF lines of kSamplesPerLine samples, int16 or float32, random (never
@@ -198,16 +199,23 @@ struct StallRow {
 };
 
 // Writes [header][payload] into a slot of `producer`'s pool and commits it (lossless: waits).
-void send_shm(shm::Producer& producer, const std::string& header, const BenchFrame& frame) {
+// `written`: slots that hold this frame's payload already (--shm-write first: the payload is
+// written into each slot once, as a scanner whose acquisition hardware fills the slot costs its
+// producer no copy); null: written every time.
+void send_shm(shm::Producer& producer, const std::string& header, const BenchFrame& frame,
+              std::vector<bool>* written = nullptr) {
   auto claim = producer.claim(SteadyClock::now() + kReceiveTimeout);
   if (!claim) throw std::runtime_error("no slot of the daemon's pool came free within the receive timeout");
   std::memcpy(claim->header.data(), header.data(), header.size());
-  std::memcpy(claim->payload.data(), frame.payload.data(), frame.payload.size());
+  if (!written || !(*written)[claim->slot]) {
+    std::memcpy(claim->payload.data(), frame.payload.data(), frame.payload.size());
+    if (written) (*written)[claim->slot] = true;
+  }
   producer.commit(*claim, header.size(), frame.payload.size());
 }
 
 // The pool alone: a producer thread writes `count` frames, this thread takes and releases them.
-double raw_shm_fps(const BenchFrame& frame, std::size_t count) {
+double raw_shm_fps(const BenchFrame& frame, std::size_t count, bool write_once) {
   const std::string endpoint = "shm://bench-raw-" + std::to_string(::getpid());
   shm::PoolOptions options;
   options.slot_count = 8;
@@ -220,7 +228,8 @@ double raw_shm_fps(const BenchFrame& frame, std::size_t count) {
   std::thread sender([&] {
     shm::Producer producer(endpoint);
     first_send = SteadyClock::now();
-    for (std::size_t i = 0; i < count; ++i) send_shm(producer, header, frame);
+    std::vector<bool> written(shm::kMaxSlots, false);
+    for (std::size_t i = 0; i < count; ++i) send_shm(producer, header, frame, write_once ? &written : nullptr);
   });
   std::size_t received = 0;
   while (received < count) {
@@ -380,10 +389,19 @@ struct DaemonClient {
   std::unique_ptr<shm::Consumer> results;  // ... and results read in place from the daemon's result pool
   std::vector<zmq::message_t> parts;
   std::size_t last_result_bytes = 0;
+  bool write_once = false;              // --shm-write first
+  const BenchFrame* written_frame = nullptr;  // the frame the pool's slots hold (write_once)
+  std::vector<bool> written;
 
   // One frame to the daemon's ingest (one sending thread at a time).
   void send(const std::string& header, const BenchFrame& frame) {
-    if (shm) send_shm(*shm, header, frame);
+    if (shm && write_once) {
+      if (written_frame != &frame) written.assign(shm::kMaxSlots, false);  // another frame: write again
+      written_frame = &frame;
+      send_shm(*shm, header, frame, &written);
+    } else if (shm) {
+      send_shm(*shm, header, frame);
+    }
     else tools::send_frame(push, header, zero_copy(frame), false);
   }
 
@@ -712,6 +730,7 @@ void run_core_bench(const CoreOptions& options_in) {
     const v1::Status first = daemon.status();
     backend_line = first.backend() + " on " + first.device_name() + " (" + first.backend_reason() + ")";
     DaemonClient client(endpoints);
+    client.write_once = options.shm_write == "first";
     std::uint64_t sequence = 0;
     const bool beamform = options.pipeline == "beamform", arfi = options.pipeline == "arfi";
     const bool fixed_frame = beamform || arfi;
@@ -721,7 +740,7 @@ void run_core_bench(const CoreOptions& options_in) {
       Row row{.transport = transport, .size_mb = size_mb, .frame_bytes = frame.payload.size()};
       run_point(daemon, client, frame, options, sequence, row);
       if (transport == "shm") {
-        row.raw_fps = raw_shm_fps(frame, options.frames);
+        row.raw_fps = raw_shm_fps(frame, options.frames, options.shm_write == "first");
         row.relay_fps = std::nan("");  // no relay: results leave over ipc
       } else {
         row.raw_fps = raw_zeromq_fps(transport, dir.string(), frame, options.frames);
@@ -748,7 +767,8 @@ void run_core_bench(const CoreOptions& options_in) {
                                                : "convert " + options.type + " RF frames (lines x " + std::to_string(kSamplesPerLine) + ")")
             << ", " << options.frames
             << " frames per throughput point, " << options.latency_frames << " for latency, " << options.warmup
-            << " warm-up; slots " << options.slots << ", queue " << options.queue_depth << "\n";
+            << " warm-up; slots " << options.slots << ", queue " << options.queue_depth
+            << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "") << "\n";
   print_table(rows);
   print_goals(rows, stalls);
   if (own_dir && !options.keep) fs::remove_all(work);
@@ -784,6 +804,10 @@ void add_core_bench(CLI::App& app) {
   command->add_option("--stall-frames", options->stall_frames,
                       "frames through the daemon while a second subscriber stalls (largest size; 0: no stall run)")
       ->capture_default_str();
+  command->add_option("--shm-write", options->shm_write,
+                      "shm: the bench copies each frame into its slot (every), or into each slot the first time only "
+                      "(first: a producer whose hardware writes the slot, the daemon's own rate)")
+      ->capture_default_str()->check(CLI::IsMember({"every", "first"}));
   command->add_option("--max-queued-bytes", options->max_queued_bytes,
                       "the daemon's publish.max_queued_bytes (0: its default)")->capture_default_str();
   command->callback([options] { run_core_bench(*options); });
