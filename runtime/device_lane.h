@@ -223,6 +223,7 @@ class DeviceLane {
   void prepare_result_buffers(Slot& slot);
   void release_idle_spares(std::size_t output);
   void release_staged_payload(Slot& slot);
+  void stage_into_pinned(void* pinned, const void* payload, std::size_t bytes);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
   void refuse(const FrameMeta& frame, const std::string& why);
   void report_frame_done(const FrameMeta& frame);

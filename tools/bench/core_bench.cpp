@@ -8,7 +8,8 @@
 //             are collected on a SUB: frames/s = N / (last result received - first frame sent);
 //   status    the daemon's own timing after the throughput run: per-frame H2D + stage + D2H (CUDA)
 //             against the measured wall time per frame gives the slot overlap;
-//   latency   L frames one at a time (next sent when the previous result arrived): end-to-end =
+//   latency   L frames one at a time (next sent when the previous result arrived; 10 more before,
+//             not counted, let the throughput run's tail settle): end-to-end =
 //             result received - frame sent (one host clock), and the daemon's received->published;
 //   raw ZeroMQ N frames of the same size PUSH -> PULL on the same transport, no daemon: the
 //             ceiling the daemon's ingest hop is compared with (the issue's goal);
@@ -187,6 +188,7 @@ struct Row {
   std::uint64_t results_in_place = 0;               // shm: results the D2H wrote into the result pool
   std::size_t daemon_rejected = 0;
   double faults_per_frame = -1;  // the daemon's minor page faults per frame in the throughput run
+  std::string slowest;           // the latency run's three slowest frames: "index: e2e / daemon ms"
 };
 
 // A stalled subscriber's cost (one per transport, at the largest frame size).
@@ -472,6 +474,8 @@ long minor_faults(pid_t pid) {
   return -1;
 }
 
+std::string fixed(double value, int precision);
+
 void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame, const CoreOptions& options,
                std::uint64_t& sequence, Row& row) {
   std::int64_t received_ns = 0;
@@ -526,7 +530,14 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   }
   row.results_in_place = status.shm_results_in_place();
 
-  // Latency: one frame in flight at a time.
+  // Latency: one frame in flight at a time, after kLatencySettle frames that are not counted: the
+  // first frames after the throughput run wait behind its tail (buffers being handed back, queues
+  // draining; seen as the slowest three frames of the run being its first three).
+  constexpr std::size_t kLatencySettle = 10;
+  for (std::size_t i = 0; i < kLatencySettle; ++i) {
+    client.send(header_for(frame, sequence++), frame);
+    client.receive(received_ns);
+  }
   std::vector<double> e2e_ms, daemon_ms;
   for (std::size_t i = 0; i < options.latency_frames; ++i) {
     const std::uint64_t expected = sequence;
@@ -539,6 +550,13 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
     e2e_ms.push_back(static_cast<double>(received_ns - sent_ns) * 1e-6);
     daemon_ms.push_back(static_cast<double>(header.timing().published_ns() - header.timing().received_ns()) * 1e-6);
   }
+  // Where the tail lies: the three slowest frames of the run, with their place in it.
+  std::vector<std::size_t> order(e2e_ms.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return e2e_ms[a] > e2e_ms[b]; });
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, order.size()); ++i)
+    row.slowest += (i ? ", #" : "#") + std::to_string(order[i]) + ": " + fixed(e2e_ms[order[i]], 2) + " / " +
+                   fixed(daemon_ms[order[i]], 2);
   row.e2e_p50_ms = percentile(e2e_ms, 0.50);
   row.e2e_p99_ms = percentile(e2e_ms, 0.99);
   row.daemon_p50_ms = percentile(daemon_ms, 0.50);
@@ -634,7 +652,9 @@ void print_table(const std::vector<Row>& rows) {
     if (r.cuda) std::cout << "  [p50 ms: H2D " << fixed(r.h2d_ms, 3) << ", stages " << fixed(r.stages_ms, 3) << ", D2H " << fixed(r.d2h_ms, 3) << "]";
     std::cout << "\n";
   }
-  std::cout << "daemon page faults per frame (throughput run; one per 4 KiB page touched for the first time):";
+  std::cout << "latency run, slowest frames (#index: e2e / daemon ms):";
+  for (const Row& r : rows) std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: " << r.slowest;
+  std::cout << "\ndaemon page faults per frame (throughput run; one per 4 KiB page touched for the first time):";
   for (const Row& r : rows) std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0) << ";";
   std::cout << "\n(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
                "daemon's output size, its I/O without its work;\n latency in ms: e2e = frame sent -> result received, one "
@@ -666,11 +686,14 @@ void print_goals(const std::vector<Row>& rows, const std::vector<StallRow>& stal
                   << " frames/s, " << r.daemon_rejected << " rejected "
                   << (r.daemon_fps >= 3000 && r.daemon_rejected == 0 ? "PASS" : "MISS") << "\n";
         if (r.cuda) {
-          // GPU busy: H2D + kernels + D2H per frame (they overlap across slots, so this can pass 100 %).
-          const double busy = r.gpu_busy_ms * r.daemon_fps / 1000.0, kernels = r.stages_ms * r.daemon_fps / 1000.0;
-          std::cout << "goal shm convert -> beamform GPU busy >= 70 %: kernels " << fixed(100 * kernels, 0)
-                    << " % of wall (copies + kernels " << fixed(100 * busy, 0) << " %) "
-                    << (kernels >= 0.7 ? "PASS" : "MISS") << "\n";
+          // GPU busy: the stages' time per frame (between the events around them) x frames/s. Slots
+          // overlap, and a stage's events then also span other slots' kernels: past 100 % the GPU is
+          // never idle; below, this is an upper bound. (Kernel alone: 0.233 ms, 4,300 frames/s.)
+          const double kernels = r.stages_ms * r.daemon_fps / 1000.0;
+          std::cout << "goal shm convert -> beamform GPU busy >= 70 %: stages " << fixed(r.stages_ms, 3) << " ms x "
+                    << fixed(r.daemon_fps, 0) << " frames/s = " << fixed(100 * kernels, 0) << " % of wall; "
+                    << fixed(100 * r.daemon_fps / 4300.0, 0) << " % of the kernel-alone rate "
+                    << (r.daemon_fps / 4300.0 >= 0.7 ? "PASS" : "MISS") << "\n";
         }
       }
       continue;
