@@ -16,6 +16,7 @@
 #include "client/sonopipe_client.h"
 #include "shm/consumer.h"
 #include "shm/producer.h"
+#include "wire/delivery.h"
 #include "sonopipe/v1/result.pb.h"
 
 struct sp_frame {
@@ -41,6 +42,11 @@ struct sp_sender {
   std::optional<sonopipe::client::CurveKeys> curve;
   std::map<std::uint32_t, std::uint64_t> next_sequence;  // per stream id
   std::uint64_t frames_sent = 0;
+  // sp_sender_set_ack_endpoint: the daemon's acknowledgements (ZeroMQ; wire/delivery.h), read
+  // whenever the sender is used; the ledger of what is not acknowledged yet.
+  std::string ack_endpoint;
+  mutable zmq::socket_t acks;
+  mutable std::optional<sonopipe::wire::DeliveryLedger> ledger;
 };
 
 struct sp_subscriber {

@@ -53,6 +53,8 @@ std::unique_ptr<sp_sender> new_sender(bool lossless) {
 void connect(sp_sender& sender, const char* endpoint) {
   if (sender.connected) throw ClientError(SP_ERROR_STATE, "the sender is already connected");
   if (sonopipe::shm::is_shm_endpoint(endpoint)) {
+    if (!sender.ack_endpoint.empty())
+      throw ClientError(SP_ERROR_STATE, "shm:// acknowledges through the pool; no ack endpoint");
     if (sender.curve)
       throw ClientError(SP_ERROR_STATE, "CURVE does not apply to shm:// (same host; the pool's permissions protect it)");
     try {
@@ -65,11 +67,46 @@ void connect(sp_sender& sender, const char* endpoint) {
   }
   if (sender.curve) sonopipe::client::apply_curve(sender.socket, *sender.curve);
   try {
+    if (!sender.ack_endpoint.empty()) {
+      sender.ledger.emplace();
+      sender.acks = zmq::socket_t(sender.context, zmq::socket_type::sub);
+      sender.acks.set(zmq::sockopt::rcvhwm, 0);  // acknowledgements are small; never drop one here
+      sender.acks.set(zmq::sockopt::linger, 0);
+      sender.acks.set(zmq::sockopt::subscribe, sonopipe::wire::ack_topic(sender.ledger->sender_id()));
+      if (sender.curve) sonopipe::client::apply_curve(sender.acks, *sender.curve);
+      sender.acks.connect(sender.ack_endpoint);
+    }
     sender.socket.connect(endpoint);
   } catch (const zmq::error_t& e) {
-    throw ClientError(SP_ERROR_SOCKET, "cannot connect to '" + std::string(endpoint) + "': " + e.what());
+    throw ClientError(SP_ERROR_SOCKET, "cannot connect to '" + std::string(endpoint) + "' (ack endpoint '" +
+                                           sender.ack_endpoint + "'): " + e.what());
   }
   sender.connected = true;
+}
+
+// Applies the acknowledgements that have arrived, waiting up to `wait_ms` for the first.
+void read_acknowledgements(const sp_sender& sender, int wait_ms) {
+  if (!sender.ledger) return;
+  zmq::pollitem_t item{sender.acks.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms)) == 0) return;
+  sonopipe::wire::Acknowledgement ack;
+  while (true) {
+    zmq::message_t topic, body;
+    if (!sender.acks.recv(topic, zmq::recv_flags::dontwait)) return;
+    if (!topic.more()) continue;
+    if (!sender.acks.recv(body, zmq::recv_flags::none)) return;
+    while (body.more()) sender.acks.recv(body, zmq::recv_flags::none);  // not ours: drain
+    if (sonopipe::wire::decode_ack(body.data(), body.size(), ack)) sender.ledger->apply(ack);
+  }
+}
+
+// Waits until every frame sent is acknowledged or the deadline passes.
+void wait_acknowledged(const sp_sender& sender, std::chrono::steady_clock::time_point deadline) {
+  while (sender.ledger && sender.ledger->outstanding() > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    read_acknowledgements(sender, static_cast<int>(std::min<long>(left.count(), 50)));
+  }
 }
 
 std::chrono::steady_clock::time_point deadline_after(int timeout_ms) {
@@ -81,6 +118,10 @@ std::chrono::steady_clock::time_point deadline_after(int timeout_ms) {
 std::string checked_header(const sp_sender& sender, const sp_frame& frame, std::size_t bytes,
                            sonopipe::v1::FrameHeader& header) {
   header = outgoing_header(sender, frame);
+  if (sender.ledger) {  // the number this message will carry (count_sent records it once it is out)
+    header.set_sender_id(sender.ledger->sender_id());
+    header.set_send_index(sender.ledger->next_index());
+  }
   std::string header_bytes = header.SerializeAsString();
   // The daemon's own ingest check (daemon/frame_admission.cpp): header rules and limits, then shape x
   // element size against the payload. The sender does not know the daemon's max_frame_bytes.
@@ -120,6 +161,10 @@ void commit_slot(sp_sender& sender, const sonopipe::shm::Producer::Claim& claim,
 void count_sent(sp_sender& sender, const sonopipe::v1::FrameHeader& header) {
   sender.next_sequence[header.stream_id()] = header.sequence() + 1;
   ++sender.frames_sent;
+  if (sender.ledger) {
+    sender.ledger->send(header.stream_id(), header.sequence(), 0);
+    read_acknowledgements(sender, 0);
+  }
 }
 
 }  // namespace
@@ -196,6 +241,17 @@ int sp_sender_close(sp_sender* sender) {
   return guarded(__func__, [&] {
     // The socket's linger (SP_DEFAULT_CLOSE_LINGER_MS) bounds how long queued frames are delivered.
     std::unique_ptr<sp_sender> closing(sender);
+    if (closing && closing->ledger) {
+      // ZeroMQ with acknowledgement: the same bound for the daemon to acknowledge what was sent.
+      wait_acknowledged(*closing, deadline_after(SP_DEFAULT_CLOSE_LINGER_MS));
+      const std::size_t undelivered = closing->ledger->outstanding();
+      closing->socket.set(zmq::sockopt::linger, 0);  // what is not acknowledged is reported, not pushed on
+      if (undelivered > 0)
+        throw ClientError(SP_ERROR_TIMEOUT, std::to_string(undelivered) + " frame(s) not delivered: the daemon did not "
+                                            "acknowledge them within " + std::to_string(SP_DEFAULT_CLOSE_LINGER_MS) +
+                                            " ms");
+      return;
+    }
     if (!closing || !closing->shm || closing->shm->mode() != sonopipe::shm::Mode::lossless) return;
     // shm: the same bound for the daemon to take what is in the pool; what it did not is reported.
     closing->shm->wait_delivered(deadline_after(SP_DEFAULT_CLOSE_LINGER_MS));
@@ -206,14 +262,74 @@ int sp_sender_close(sp_sender* sender) {
   });
 }
 
+int sp_sender_set_ack_endpoint(sp_sender* sender, const char* ack_endpoint) {
+  return guarded(__func__, [&] {
+    require(sender, "sender");
+    require(ack_endpoint, "ack_endpoint");
+    std::lock_guard lock(sender->mutex);
+    if (sender->connected) throw ClientError(SP_ERROR_STATE, "the ack endpoint must be set before sp_sender_connect");
+    if (!sender->lossless)
+      throw ClientError(SP_ERROR_STATE, "acknowledgement is for lossless senders (a live sender drops by design)");
+    sender->ack_endpoint = ack_endpoint;
+  });
+}
+
+int sp_sender_wait_delivered(sp_sender* sender, int timeout_ms, uint64_t* delivered, uint64_t* undelivered) {
+  return guarded(__func__, [&] {
+    require(sender, "sender");
+    require(delivered, "delivered");
+    require(undelivered, "undelivered");
+    std::lock_guard lock(sender->mutex);
+    if (sender->shm) {
+      sender->shm->wait_delivered(deadline_after(timeout_ms));
+      const sonopipe::shm::ProducerCounters counters = sender->shm->counters();
+      *delivered = counters.delivered;
+      *undelivered = counters.undelivered();
+      return;
+    }
+    if (!sender->ledger)
+      throw ClientError(SP_ERROR_STATE, "delivery is acknowledged on shm:// or with sp_sender_set_ack_endpoint only");
+    wait_acknowledged(*sender, deadline_after(timeout_ms));
+    *delivered = sender->ledger->delivered();
+    *undelivered = sender->ledger->outstanding();
+  });
+}
+
+int sp_sender_undelivered(const sp_sender* sender, uint32_t* stream_ids, uint64_t* sequences, size_t capacity,
+                          size_t* count) {
+  return guarded(__func__, [&] {
+    require(sender, "sender");
+    require(count, "count");
+    if (capacity > 0) {
+      require(stream_ids, "stream_ids");
+      require(sequences, "sequences");
+    }
+    std::lock_guard lock(sender->mutex);
+    if (!sender->ledger) throw ClientError(SP_ERROR_STATE, "sp_sender_undelivered needs sp_sender_set_ack_endpoint");
+    read_acknowledgements(*sender, 0);
+    const auto frames = sender->ledger->undelivered();
+    *count = frames.size();
+    for (std::size_t i = 0; i < frames.size() && i < capacity; ++i) {
+      stream_ids[i] = frames[i].stream_id;
+      sequences[i] = frames[i].sequence;
+    }
+  });
+}
+
 int sp_sender_delivery(const sp_sender* sender, uint64_t* delivered, uint64_t* undelivered) {
   return guarded(__func__, [&] {
     require(sender, "sender");
     require(delivered, "delivered");
     require(undelivered, "undelivered");
     std::lock_guard lock(sender->mutex);
+    if (sender->ledger) {
+      read_acknowledgements(*sender, 0);
+      *delivered = sender->ledger->delivered();
+      *undelivered = sender->ledger->outstanding();
+      return;
+    }
     if (!sender->shm)
-      throw ClientError(SP_ERROR_STATE, "delivery is acknowledged on shm:// endpoints only");
+      throw ClientError(SP_ERROR_STATE, "delivery is acknowledged on shm:// or with sp_sender_set_ack_endpoint only");
     const sonopipe::shm::ProducerCounters counters = sender->shm->counters();
     *delivered = counters.delivered;
     *undelivered = counters.undelivered();

@@ -110,8 +110,22 @@ SP_API int sp_send(sp_sender* sender, const sp_frame* frame, const void* data, s
  * sender; on shm:// it waits for a free slot like sp_send. */
 SP_API int sp_frame_buffer(sp_sender* sender, const sp_frame* frame, void** data);
 SP_API int sp_send_buffer(sp_sender* sender, const sp_frame* frame);
-/* shm:// only: frames the daemon took (delivered) and committed frames it has not taken yet. */
+/* Delivery acknowledgement over ZeroMQ (docs/wire-protocol.md, "Acknowledgement"): the daemon's
+ * ingest.ack_endpoint, set before sp_sender_connect (lossless senders). Frames are numbered and
+ * the daemon's acknowledgements read; sp_sender_delivery and sp_sender_undelivered say what it took,
+ * and sp_sender_close waits for them up to SP_DEFAULT_CLOSE_LINGER_MS (SP_ERROR_TIMEOUT naming the
+ * count of frames not delivered, e.g. when the daemon died with them in ZeroMQ's queues). */
+SP_API int sp_sender_set_ack_endpoint(sp_sender* sender, const char* ack_endpoint);
+/* shm://, or ZeroMQ with an ack endpoint: frames the daemon took (delivered) and frames sent that
+ * it has not acknowledged (undelivered); over ZeroMQ, frames it read and refused count as neither.
+ * sp_sender_wait_delivered first waits up to timeout_ms (-1: for ever) for every frame sent to be
+ * taken. */
 SP_API int sp_sender_delivery(const sp_sender* sender, uint64_t* delivered, uint64_t* undelivered);
+SP_API int sp_sender_wait_delivered(sp_sender* sender, int timeout_ms, uint64_t* delivered, uint64_t* undelivered);
+/* ZeroMQ with an ack endpoint: the stream id and sequence of up to `capacity` frames not
+ * acknowledged, in send order; *count = how many there are in all (may exceed capacity). */
+SP_API int sp_sender_undelivered(const sp_sender* sender, uint32_t* stream_ids, uint64_t* sequences, size_t capacity,
+                                 size_t* count);
 
 /* ---------------------------------------------------------------- frame description
  * A new frame: kind "iq", element type "float32", no axes, stream 0, automatic sequence numbers,

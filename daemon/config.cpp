@@ -370,7 +370,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   config.registry = stages;
 
   if (const YAML::Node ingest = root["ingest"]) {
-    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind", "slots", "permissions"});
+    reader.expect_map(ingest, "ingest", {"endpoint", "pattern", "bind", "slots", "permissions", "ack_endpoint"});
     if (ingest["slots"])
       config.shm_slots = static_cast<std::uint32_t>(reader.integer(ingest["slots"], "ingest.slots", 1, shm::kMaxSlots));
     if (ingest["permissions"])
@@ -381,6 +381,13 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
       config.ingest_pattern = reader.choice(ingest["pattern"], "ingest.pattern", {"pull", "sub"}) == "pull"
                                   ? IngestPattern::pull : IngestPattern::sub;
     if (ingest["bind"]) config.ingest_bind = reader.boolean(ingest["bind"], "ingest.bind");
+    if (ingest["ack_endpoint"]) {
+      config.ingest_ack_endpoint = reader.text(ingest["ack_endpoint"], "ingest.ack_endpoint");
+      if (shm::is_shm_endpoint(config.ingest_ack_endpoint) || shm::is_shm_endpoint(config.ingest_endpoint))
+        reader.fail(ingest["ack_endpoint"], "ingest.ack_endpoint",
+                    "acknowledges a tcp:// or ipc:// ingest on a tcp:// or ipc:// endpoint; an shm:// pool "
+                    "acknowledges through the pool itself");
+    }
   }
   if (const YAML::Node publish = root["publish"]) {
     reader.expect_map(publish, "publish", {"endpoint", "high_water_mark", "max_queued_bytes", "stall_timeout_s", "status_interval_s", "shm"});
@@ -481,6 +488,8 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     reader.fail(root["publish"]["shm"], "publish.shm.endpoint", "expected an endpoint of its own");
   if (endpoints.size() != 3 + !config.publish_shm.endpoint.empty())
     reader.fail(root, "ingest/publish/control.endpoint", "expected three different endpoints");
+  if (!config.ingest_ack_endpoint.empty() && !endpoints.insert(config.ingest_ack_endpoint).second)
+    reader.fail(root["ingest"]["ack_endpoint"], "ingest.ack_endpoint", "expected an endpoint of its own");
   for (std::size_t i = 0; i < config.pipelines.size(); ++i)
     if (const std::string& own = config.pipelines[i].ingest_endpoint; !own.empty() && !endpoints.insert(own).second)
       reader.fail(pipelines[i]["ingest"], "pipelines[" + std::to_string(i) + "].ingest.endpoint",

@@ -44,6 +44,8 @@ struct DaemonConfig {
   std::string ingest_endpoint = "tcp://127.0.0.1:5555";
   IngestPattern ingest_pattern = IngestPattern::pull;
   bool ingest_bind = true;  // false: connect (e.g. SUB to a scanner's PUB)
+  // Delivery acknowledgements to ZeroMQ senders that ask for them (daemon/acknowledger.h); empty: none.
+  std::string ingest_ack_endpoint;
   // shm:// endpoints (docs/shared-memory.md): pool slots (0: enough for every pipeline's queue and
   // slots) and the /dev/shm object's permissions (0600 or 0660, never for others).
   std::uint32_t shm_slots = 0;

@@ -111,6 +111,7 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     own.ingest_endpoint = config_.pipelines[i].ingest_endpoint;
     own.ingest_pattern = IngestPattern::pull;
     own.ingest_bind = true;
+    own.ingest_ack_endpoint.clear();  // acknowledgements: the shared ingest only
     own_ingests_.push_back(std::make_unique<Ingest>(
         context_, own, [this, i](InputFrame&& frame) { return pipelines_->dispatch_to(i, std::move(frame)); },
         rejects_, secure_ingest));
@@ -244,6 +245,9 @@ v1::Status Daemon::status() const {
     missing = ingest_->missing();
     read_at_stop = ingest_->read_at_stop();
     discarded_at_stop = ingest_->discarded_at_stop();
+    status.set_ingest_ack_endpoint(config_.ingest_ack_endpoint);
+    status.set_acknowledgements_published(ingest_->acknowledgements());
+    status.set_frames_resent_duplicate(ingest_->duplicates());
   }
   if (shm_ingest_) {
     received = shm_ingest_->received();

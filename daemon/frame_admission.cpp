@@ -43,15 +43,31 @@ void FrameAdmission::refuse(wire::RejectReason reason, const std::string& detail
   rejects_.reject(reason, detail);
 }
 
-void FrameAdmission::admit(const void* header, std::size_t header_bytes, std::shared_ptr<const std::byte> payload,
-                           std::size_t payload_bytes, bool pinned, std::int64_t received_ns) {
+FrameAdmission::Verdict FrameAdmission::admit(const void* header, std::size_t header_bytes,
+                                              std::shared_ptr<const std::byte> payload, std::size_t payload_bytes,
+                                              bool pinned, std::int64_t received_ns, wire::DeliveryTag* delivery) {
   received_.fetch_add(1, std::memory_order_relaxed);
   InputFrame frame;
+  wire::DeliveryTag tag;
   try {
-    frame.meta = wire::decode_frame(header, header_bytes, payload_bytes, max_frame_bytes_);
+    frame.meta = wire::decode_frame(header, header_bytes, payload_bytes, max_frame_bytes_, &tag);
   } catch (const wire::WireError& e) {
+    if (delivery) *delivery = tag;
     rejects_.reject(e.reason, e.what());
-    return;
+    return Verdict::refused;
+  }
+  if (delivery) *delivery = tag;
+  // A resend of a frame this daemon already took (its acknowledgement was lost): acknowledged
+  // again, not processed twice. Counted, not a gap: the stream's sequence is not advanced.
+  if (tag.resend_of != 0 && already_accepted_ && already_accepted_(tag)) {
+    duplicates_.fetch_add(1, std::memory_order_relaxed);
+    if (duplicate_lines_.allow(LineLimiter::Clock::now())) {
+      const std::uint64_t held_back = duplicate_lines_.take_held_back();
+      spdlog::info("ingest: stream {} sequence {} was sent again but already taken; acknowledged, not processed "
+                   "twice{}", frame.meta.stream_id, frame.meta.sequence,
+                   held_back > 0 ? " (and " + std::to_string(held_back) + " more since the last line)" : "");
+    }
+    return Verdict::duplicate;
   }
   // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
   // a SUB socket's full queue or a live shm pool's overwrite, or by libzmq, which refuses a
@@ -75,7 +91,7 @@ void FrameAdmission::admit(const void* header, std::size_t header_bytes, std::sh
     rejects_.reject(wire::RejectReason::non_finite,
                     "stream " + std::to_string(frame.meta.stream_id) + " sequence " +
                         std::to_string(frame.meta.sequence) + ": payload holds NaN or Inf (non_finite: reject)");
-    return;
+    return Verdict::refused;
   }
   frame.payload = std::move(payload);
   frame.payload_bytes = payload_bytes;
@@ -83,9 +99,10 @@ void FrameAdmission::admit(const void* header, std::size_t header_bytes, std::sh
   frame.received_ns = received_ns;
   const std::uint32_t stream_id = frame.meta.stream_id;
   const std::string kind(frame_kind_name(frame.meta.kind));
-  if (!dispatch_(std::move(frame)))
-    rejects_.reject(wire::RejectReason::no_pipeline,
-                    "no pipeline takes kind " + kind + " from stream " + std::to_string(stream_id));
+  if (dispatch_(std::move(frame))) return Verdict::accepted;
+  rejects_.reject(wire::RejectReason::no_pipeline,
+                  "no pipeline takes kind " + kind + " from stream " + std::to_string(stream_id));
+  return Verdict::refused;
 }
 
 }  // namespace sonopipe

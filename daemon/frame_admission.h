@@ -28,17 +28,27 @@ class FrameAdmission {
   // `dispatch` returns false when no pipeline takes the frame.
   using Dispatch = std::function<bool(InputFrame&&)>;
 
+  // What admit() did with a message: handed to a pipeline, refused (counted by reason), or not
+  // handed on because it is a resend of one this daemon already took (a duplicate).
+  enum class Verdict { accepted, refused, duplicate };
+  // Whether a resent message (DeliveryTag.resend_of) was already accepted (daemon/acknowledger.h).
+  using AlreadyAccepted = std::function<bool(const wire::DeliveryTag&)>;
+
   FrameAdmission(const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects);
+  void set_already_accepted(AlreadyAccepted check) { already_accepted_ = std::move(check); }
 
   // The payload stays where `payload` points (shared with the pipelines until they are done);
-  // `pinned`: it lies in page-locked memory the CUDA path may copy from directly.
-  void admit(const void* header, std::size_t header_bytes, std::shared_ptr<const std::byte> payload,
-             std::size_t payload_bytes, bool pinned, std::int64_t received_ns);
+  // `pinned`: it lies in page-locked memory the CUDA path may copy from directly. `delivery` (may
+  // be null) receives the sender's delivery numbering when the header could be read.
+  Verdict admit(const void* header, std::size_t header_bytes, std::shared_ptr<const std::byte> payload,
+                std::size_t payload_bytes, bool pinned, std::int64_t received_ns,
+                wire::DeliveryTag* delivery = nullptr);
   // A message refused before admit() (wrong part count, bad slot descriptor): counted as received.
   void refuse(wire::RejectReason reason, const std::string& detail);
 
   std::uint64_t received() const { return received_.load(std::memory_order_relaxed); }
   std::uint64_t missing() const { return missing_.load(std::memory_order_relaxed); }
+  std::uint64_t duplicates() const { return duplicates_.load(std::memory_order_relaxed); }
 
  private:
   const std::size_t max_frame_bytes_;
@@ -47,6 +57,9 @@ class FrameAdmission {
   RejectLog& rejects_;
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> missing_{0};       // sequence gaps, all streams
+  std::atomic<std::uint64_t> duplicates_{0};    // resends of frames already accepted, not processed again
+  AlreadyAccepted already_accepted_;
+  LineLimiter duplicate_lines_;                 // reader thread only
   SequenceTracker sequences_{kTrackedStreams};  // reader thread only
   LineLimiter gap_lines_, forgotten_lines_;     // reader thread only
 };

@@ -43,19 +43,31 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
   if (config.ingest_bind && reachable_beyond_loopback(config.ingest_endpoint))
     spdlog::warn("ingest: {} is reachable from other machines: anyone who reaches it can send frames; "
                  "bind 127.0.0.1 or ipc:// unless this is what you want", config.ingest_endpoint);
+  if (!config.ingest_ack_endpoint.empty()) {
+    acknowledger_ = std::make_unique<Acknowledger>(context, config.ingest_ack_endpoint, configure);
+    admission_.set_already_accepted(
+        [this](const wire::DeliveryTag& tag) { return acknowledger_->already_accepted(tag); });
+  }
+}
+
+void Ingest::acknowledge(bool force) {
+  if (!acknowledger_) return;
+  acknowledger_->publish(Acknowledger::Clock::now(), force);
+  acknowledgements_.store(acknowledger_->published(), std::memory_order_relaxed);
 }
 
 void Ingest::run(const std::atomic<bool>& stop) {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop.load()) {
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
-    read_ready([&] { return !stop.load(); });
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) > 0) read_ready([&] { return !stop.load(); });
+    acknowledge(true);  // what was just read; the standing repeat while idle
   }
   // Messages already in ZeroMQ's buffers were sent before the stop: handle them too, up to a bound.
   std::uint64_t swept = 0;
   auto under_limit = [&] { return swept < stop_sweep_limit_; };
   while (under_limit()) {
     const std::size_t completed = read_ready(under_limit);
+    acknowledge(true);
     if (completed == 0) break;
     swept += completed;
     read_at_stop_.store(swept, std::memory_order_relaxed);
@@ -103,9 +115,15 @@ void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) 
   // The payload stays in ZeroMQ's buffer; the pipelines share it until they are done with it.
   auto message = std::make_shared<zmq::message_t>(std::move(parts[1]));
   const std::size_t payload_bytes = message->size();
-  admission_.admit(parts[0].data(), parts[0].size(),
-                   std::shared_ptr<const std::byte>(message, message->data<const std::byte>()), payload_bytes,
-                   false, received_ns);
+  wire::DeliveryTag delivery;
+  const FrameAdmission::Verdict verdict =
+      admission_.admit(parts[0].data(), parts[0].size(),
+                       std::shared_ptr<const std::byte>(message, message->data<const std::byte>()), payload_bytes,
+                       false, received_ns, &delivery);
+  if (acknowledger_ && delivery.requested()) {
+    acknowledger_->record(delivery, verdict != FrameAdmission::Verdict::refused, Acknowledger::Clock::now());
+    acknowledge(false);  // within a burst, at most one per sender per Acknowledger::kCoalesce
+  }
 }
 
 }  // namespace sonopipe

@@ -10,6 +10,7 @@
 
 #include <zmq.hpp>
 
+#include "daemon/acknowledger.h"
 #include "daemon/frame_admission.h"
 
 namespace sonopipe {
@@ -37,15 +38,21 @@ class Ingest {
   std::uint64_t read_at_stop() const { return read_at_stop_.load(std::memory_order_relaxed); }
   std::uint64_t discarded_at_stop() const { return discarded_at_stop_.load(std::memory_order_relaxed); }
   std::uint64_t missing() const { return admission_.missing(); }
+  std::uint64_t duplicates() const { return admission_.duplicates(); }
+  // Acknowledgement messages published (0 without ingest.ack_endpoint).
+  std::uint64_t acknowledgements() const { return acknowledgements_.load(std::memory_order_relaxed); }
 
  private:
   void handle(std::vector<zmq::message_t>& parts, std::size_t part_count);  // parts: the first 3 kept
+  void acknowledge(bool force);  // publishes what is due (Acknowledger::publish)
   // Reads and handles the messages ready now while `keep_going()`; returns how many it completed.
   template <typename KeepGoing>
   std::size_t read_ready(KeepGoing keep_going);
 
   zmq::socket_t socket_;
   FrameAdmission admission_;
+  std::unique_ptr<Acknowledger> acknowledger_;  // ingest.ack_endpoint; null without one
+  std::atomic<std::uint64_t> acknowledgements_{0};
   std::atomic<std::uint64_t> read_at_stop_{0}, discarded_at_stop_{0};
   std::uint64_t stop_sweep_limit_ = 0;  // messages handled after a stop
   std::vector<zmq::message_t> parts_;  // the message being read (ingest thread only)

@@ -199,7 +199,7 @@ void check_header_limits(const v1::FrameHeader& header) {
 }  // namespace
 
 FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::size_t payload_bytes,
-                       std::size_t max_frame_bytes) {
+                       std::size_t max_frame_bytes, DeliveryTag* delivery) {
   if (payload_bytes > max_frame_bytes)
     throw WireError(RejectReason::too_large, "payload of " + std::to_string(payload_bytes) +
                                                  " bytes exceeds max_frame_bytes " +
@@ -211,6 +211,7 @@ FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::s
   if (!header.ParseFromArray(header_bytes, static_cast<int>(header_size)))
     throw WireError(RejectReason::unparsable_header,
                     "header of " + std::to_string(header_size) + " bytes is not a FrameHeader");
+  if (delivery) *delivery = {header.sender_id(), header.send_index(), header.resend_of()};
   check_header_limits(header);
   FrameMeta meta = frame_meta_from_header(header);
   const std::size_t expected = meta.payload.byte_size();

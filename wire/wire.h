@@ -61,9 +61,20 @@ struct HeaderLimits {
   static constexpr std::size_t attribute_value_bytes = 4096;
 };
 
+// A sender's delivery numbering in a frame header (FrameHeader.sender_id/send_index/resend_of;
+// wire/delivery.h): all 0 when the sender does not ask for acknowledgement.
+struct DeliveryTag {
+  std::uint64_t sender_id = 0;
+  std::uint64_t send_index = 0;
+  std::uint64_t resend_of = 0;  // the send index this frame was first sent with, 0 if first
+  bool requested() const { return sender_id != 0 && send_index != 0; }
+};
+
 // Parses header bytes and checks them against the payload size, the frame limit and HeaderLimits.
+// `delivery` (may be null) receives the header's DeliveryTag as soon as the header parses, so a
+// frame refused after that can still be acknowledged as refused.
 FrameMeta decode_frame(const void* header_bytes, std::size_t header_size, std::size_t payload_bytes,
-                       std::size_t max_frame_bytes);
+                       std::size_t max_frame_bytes, DeliveryTag* delivery = nullptr);
 
 // libprotobuf writes warnings of its own straight to stderr, one per string field with invalid UTF-8
 // in every message it parses: a client could flood the daemon's log with them. This routes them

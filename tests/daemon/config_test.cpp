@@ -114,7 +114,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
 
 TEST_CASE("every key reaches its field", "[config]") {
   DaemonConfig config = parse(R"(
-ingest: {endpoint: "ipc:///tmp/a", pattern: sub, bind: false}
+ingest: {endpoint: "ipc:///tmp/a", pattern: sub, bind: false, ack_endpoint: "ipc:///tmp/d"}
 publish: {endpoint: "ipc:///tmp/b", high_water_mark: 50, max_queued_bytes: 2097152, status_interval_s: 0.5}
 control: {endpoint: "ipc:///tmp/c"}
 backend: cpu
@@ -137,6 +137,7 @@ pipelines:
   CHECK(config.ingest_endpoint == "ipc:///tmp/a");
   CHECK(config.ingest_pattern == IngestPattern::sub);
   CHECK_FALSE(config.ingest_bind);
+  CHECK(config.ingest_ack_endpoint == "ipc:///tmp/d");
   CHECK(config.publish_endpoint == "ipc:///tmp/b");
   CHECK(config.publish_high_water_mark == 50);
   CHECK(config.publish_max_queued_bytes == 2097152);
@@ -218,6 +219,10 @@ TEST_CASE("every config error names file:line, the key and what was expected", "
       {"cpu_threads: all\n", "test.yaml:1: cpu_threads: expected an integer in [0, 1024], got 'all'"},
       {"log_level: verbose\n", "test.yaml:1: log_level: expected one of trace, debug, info, warn, error, off"},
       {"ingest: {endpoint: \"tcp://a:1\"}\npublish: {endpoint: \"tcp://a:1\"}\npipelines: [{name: d, stages: [{type: convert}]}]\n", "ingest/publish/control.endpoint: expected three different endpoints"},
+      {"ingest: {ack_endpoint: \"tcp://127.0.0.1:5556\"}\npipelines: [{name: d, stages: [{type: convert}]}]\n",
+       "test.yaml:1: ingest.ack_endpoint: expected an endpoint of its own"},
+      {"ingest: {endpoint: \"shm://scanner\", ack_endpoint: \"ipc:///tmp/a\"}\npipelines: [{name: d, stages: [{type: convert}]}]\n",
+       "test.yaml:1: ingest.ack_endpoint: acknowledges a tcp:// or ipc:// ingest"},
       {"pipelines:\n  - stages: [{type: convert}]\n", "test.yaml:2: pipelines[0].name: missing; expected the pipeline's name"},
       {"pipelines:\n  - {name: a/b, stages: [{type: convert}]}\n", "test.yaml:2: pipelines[0].name: expected letters, digits"},
       {"pipelines:\n  - {name: a}\n", "test.yaml:2: pipelines[0].stages: missing; expected a list of stages"},

@@ -18,7 +18,8 @@ _TYPES = {
     "int64_t": ctypes.c_int64, "size_t": ctypes.c_size_t, "double": ctypes.c_double,
     "const char*": ctypes.c_char_p, "char*": ctypes.c_char_p, "const void*": ctypes.c_void_p,
     "const double*": ctypes.POINTER(ctypes.c_double), "uint64_t*": ctypes.POINTER(ctypes.c_uint64),
-    "uint32_t*": ctypes.POINTER(ctypes.c_uint32), "void**": ctypes.POINTER(ctypes.c_void_p),
+    "uint32_t*": ctypes.POINTER(ctypes.c_uint32), "size_t*": ctypes.POINTER(ctypes.c_size_t),
+    "void**": ctypes.POINTER(ctypes.c_void_p),
     "const void**": ctypes.POINTER(ctypes.c_void_p),
 }
 _HANDLES = ("sp_sender", "sp_frame", "sp_subscriber", "sp_result", "sp_shm_producer", "sp_shm_consumer")

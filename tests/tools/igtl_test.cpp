@@ -672,3 +672,76 @@ TEST_CASE("sonopipe-igtl sends Doppler velocity and power as float32 images and 
   bridge.send_signal(SIGINT);
   REQUIRE(bridge.wait(seconds(20)).value_or(-1) == 0);
 }
+
+TEST_CASE("sonopipe-igtl reads results in place from the daemon's publish.shm pool and serves them byte-exact, "
+          "with the daemon's status from its ZeroMQ publish endpoint",
+          "[tools][igtl][daemon][shm]") {
+  const std::string pool = "shm://igtl-test-" + std::to_string(::getpid());
+  test::DaemonHarness daemon(R"(
+backend: cpu
+cpu_threads: 2
+max_frame_bytes: 1048576
+pipelines:
+  - name: rf
+    match: {kinds: [rf]}
+    stages:
+      - {type: convert, params: {scale: 0.37}}
+)",
+                             "", "shm: {endpoint: \"" + pool + "\", mode: live, slots: 4}");
+  daemon.start();
+  test::TempPath ready("igtl-shm-ready", ".txt"), bridge_log("igtl-shm-bridge", ".log");
+  tools::ChildProcess bridge({test::tool("igtl"), "--results", pool, "--status-endpoint", daemon.endpoint("publish"),
+                              "--port", "0", "--ready-file", ready.path, "--topic", "rf/", "--status-interval", "0.2",
+                              "--variants", "float32"},
+                             bridge_log.path);
+  REQUIRE(test::wait_for_file(ready.path, seconds(20)));
+  int port = 0;
+  std::string word;
+  std::ifstream(ready.path) >> word >> port;
+  REQUIRE(port > 0);
+  IgtlClient client(port);
+
+  const std::uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 random(seed);
+  constexpr std::uint64_t kLateral = 6, kAxial = 8;
+  std::vector<float> samples(kLateral * kAxial);
+  std::normal_distribution<float> normal(0.0f, 100.0f);
+  for (float& value : samples) value = normal(random);
+  v1::FrameHeader header;
+  header.set_schema_version(wire::kSchemaVersion);
+  header.set_kind(v1::FRAME_KIND_RF);
+  header.set_element_type(v1::ELEMENT_TYPE_FLOAT32);
+  for (const auto& [name, size, spacing] : {std::tuple{"lateral", kLateral, 2e-4}, {"axial", kAxial, 1e-4}}) {
+    v1::Axis* axis = header.add_axes();
+    axis->set_name(name);
+    axis->set_size(size);
+    axis->set_spacing(spacing);
+    axis->set_unit("m");
+  }
+  // convert: out = float32(0.37) x in, in float32 (stages/common/convert): the reference, exactly.
+  std::vector<float> expected(samples.size());
+  for (std::size_t n = 0; n < samples.size(); ++n) expected[n] = 0.37f * samples[n];
+
+  std::optional<ImageReceived> image;
+  std::map<std::string, std::string> status;
+  const auto deadline = steady_clock::now() + seconds(30);
+  for (std::uint64_t sequence = 0; (!image || status.count("daemon_frames_received") == 0) && steady_clock::now() < deadline;
+       ++sequence) {
+    header.set_sequence(sequence);  // a live pool shows what comes after the bridge attached: send until one arrives
+    daemon.send(header.SerializeAsString(), samples.data(), samples.size() * sizeof(float));
+    const auto until = steady_clock::now() + milliseconds(300);
+    while (auto message = client.receive(until)) {
+      if (message->image) image = message->image;
+      if (message->type == "STRING" && message->device == "sonopipe-status") status = parse_status(message->text);
+    }
+  }
+  std::stringstream log;
+  log << std::ifstream(bridge_log.path).rdbuf();
+  INFO("bridge log:\n" << log.str());
+  REQUIRE(image);
+  REQUIRE(image->scalar_type == igtl::ImageMessage::TYPE_FLOAT32);
+  REQUIRE(image->floats.size() == expected.size());
+  CHECK(std::memcmp(image->floats.data(), expected.data(), expected.size() * sizeof(float)) == 0);  // byte-exact
+  CHECK(status.count("daemon_frames_received") == 1);  // the heartbeat came over ZeroMQ beside the pool
+}

@@ -15,5 +15,6 @@ void add_doppler_bench(CLI::App& app);  // doppler_bench.cpp: clutter_filter and
 void add_soak_bench(CLI::App& app);     // soak_bench.cpp: lossless soak through convert with a checker
 void add_shm_transport_bench(CLI::App& app);  // shm_transport_bench.cpp: shm:// vs ZeroMQ ipc on the CPU
 void add_live_bench(CLI::App& app);       // live_bench.cpp: live parameter changes, set -> next frame
+void add_acknowledgement_bench(CLI::App& app);  // acknowledgement_bench.cpp: delivery acknowledgement's cost (CPU)
 
 }  // namespace sonopipe::bench

@@ -44,7 +44,7 @@ PeerWatch::PeerWatch(zmq::context_t& context, zmq::socket_t& socket)
     : socket_(socket), monitor_(context, zmq::socket_type::pair) {
   static std::atomic<unsigned> counter{0};
   const std::string address = "inproc://sonopipe-peer-watch-" + std::to_string(counter++);
-  if (zmq_socket_monitor(socket_.handle(), address.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+  if (zmq_socket_monitor(socket_.handle(), address.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
     throw std::runtime_error(std::string("zmq_socket_monitor: ") + zmq_strerror(zmq_errno()));
   monitor_.connect(address);
 }
@@ -55,7 +55,6 @@ PeerWatch::~PeerWatch() {
 
 bool PeerWatch::wait_for(std::size_t peers, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<zmq::message_t> event;
   while (handshakes_ < peers) {
     // Poll at least once, so a zero timeout still collects events already queued.
     const auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -70,12 +69,25 @@ bool PeerWatch::wait_for(std::size_t peers, std::chrono::milliseconds timeout) {
       if (e.num() == EINTR) return false;
       throw;
     }
-    if (!receive_message(monitor_, event, true) || event.empty() || event[0].size() < 2) continue;
-    std::uint16_t id = 0;
-    std::memcpy(&id, event[0].data(), sizeof id);  // event frame: uint16 id, uint32 value
-    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ++handshakes_;
+    read_event();
   }
   return true;
+}
+
+bool PeerWatch::read_event() {
+  std::vector<zmq::message_t> event;
+  if (!receive_message(monitor_, event, true)) return false;
+  if (event.empty() || event[0].size() < 2) return true;
+  std::uint16_t id = 0;
+  std::memcpy(&id, event[0].data(), sizeof id);  // event frame: uint16 id, uint32 value
+  if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) ++handshakes_;
+  if (id == ZMQ_EVENT_DISCONNECTED) ++disconnections_;
+  return true;
+}
+
+void PeerWatch::update() {
+  while (read_event()) {
+  }
 }
 
 SendResult send_frame(zmq::socket_t& socket, const std::string& header_bytes, zmq::message_t payload,

@@ -32,7 +32,7 @@ struct CurveClient {
 // Throws std::runtime_error naming the flag and file when a key is missing or not a key.
 void apply_curve_client(zmq::socket_t& socket, const CurveClient& curve);
 
-// Watches a socket for completed ZMTP handshakes. Create it before bind/connect.
+// Watches a socket for completed ZMTP handshakes and lost connections. Create it before bind/connect.
 class PeerWatch {
  public:
   PeerWatch(zmq::context_t& context, zmq::socket_t& socket);
@@ -43,11 +43,16 @@ class PeerWatch {
   bool wait(std::chrono::milliseconds timeout) { return wait_for(1, timeout); }
   // True once `peers` handshakes completed (a socket connected to several endpoints).
   bool wait_for(std::size_t peers, std::chrono::milliseconds timeout);
+  // Collects the events that have arrived, without waiting.
+  void update();
+  std::size_t handshakes() const { return handshakes_; }  // completed so far (reconnections count)
+  bool connected() const { return handshakes_ > disconnections_; }  // a peer is attached now
 
  private:
   zmq::socket_t& socket_;
+  bool read_event();  // one event if one is ready
   zmq::socket_t monitor_;
-  std::size_t handshakes_ = 0;
+  std::size_t handshakes_ = 0, disconnections_ = 0;
 };
 
 enum class SendResult { sent, would_block, interrupted };

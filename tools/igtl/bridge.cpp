@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "shm/consumer.h"
 #include "wire/wire.h"
 #include "tools/common/clock.h"
 #include "tools/common/control_client.h"
@@ -56,6 +58,18 @@ class Bridge {
     subscriber_.set(zmq::sockopt::rcvhwm, options.receive_high_water_mark);
     subscriber_.set(zmq::sockopt::linger, 0);
     watch_ = std::make_unique<tools::PeerWatch>(context_, subscriber_);
+    if (shm::is_shm_endpoint(options.endpoint)) {
+      // A live reader of the daemon's result pool: it never holds the daemon back, and what it
+      // missed shows as sequence gaps. Attached at once: no subscription has to travel.
+      try {
+        shm_ = std::make_unique<shm::Consumer>(options.endpoint, shm::Mode::live);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(e.what());
+      }
+      if (!options.status_endpoint.empty()) tools::attach(subscriber_, options.status_endpoint, false);
+      subscriber_.set(zmq::sockopt::subscribe, tools::kStatusTopic);
+      return;
+    }
     tools::attach(subscriber_, options.endpoint, false);
     for (const std::string& topic : options.topics) subscriber_.set(zmq::sockopt::subscribe, tools::kResultTopicPrefix + topic);
     subscriber_.set(zmq::sockopt::subscribe, tools::kStatusTopic);
@@ -72,7 +86,8 @@ class Bridge {
     std::vector<zmq::message_t> parts;
     while (true) {
       if (!announced) {
-        if (!ready_at && watch_->wait(std::chrono::milliseconds(0))) ready_at = SteadyClock::now() + kSubscriptionMargin;
+        if (!ready_at && (shm_ || watch_->wait(std::chrono::milliseconds(0))))
+          ready_at = SteadyClock::now() + (shm_ ? std::chrono::milliseconds(0) : kSubscriptionMargin);
         if (ready_at && SteadyClock::now() >= *ready_at) {
           announced = true;
           if (!options_.ready_file.empty()) write_ready_file();
@@ -81,10 +96,11 @@ class Bridge {
       }
       zmq::pollitem_t items[2] = {{subscriber_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, listener_.descriptor(), ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(items, 2, kPollInterval);
+        zmq::poll(items, 2, shm_ ? std::chrono::milliseconds(0) : kPollInterval);
       } catch (const zmq::error_t& e) {
         if (e.num() != EINTR) throw;
       }
+      if (shm_) take_from_pool();
       if (items[0].revents & ZMQ_POLLIN) {
         // Take what is queued (bounded, so clients are still accepted under a flood), then convert only
         // the newest result of each topic: a display wants the present, not a backlog.
@@ -154,14 +170,58 @@ class Bridge {
     v1::ResultHeader& header = message.header;
     if (header.schema_version() != wire::kSchemaVersion)
       return reject("unknown_schema", topic + ": schema version " + std::to_string(header.schema_version()));
+    count_result(header);
+    TopicCount& count = report_.topics[header.pipeline() + "/" + header.output()];
+    auto [pending, inserted] = pending_.try_emplace(topic);
+    if (!inserted) ++count.superseded;
+    pending->second = PendingResult{std::move(header), std::move(parts[2])};
+  }
+
+  // shm://: waits up to kPoolWait for results, then converts each from its slot in place (the
+  // live pool has already kept only the newest a slow reader can get) and gives the slot back.
+  void take_from_pool() {
+    constexpr auto kPoolWait = std::chrono::milliseconds(20);  // also how often clients are looked at
+    auto deadline = SteadyClock::now() + kPoolWait;
+    for (int n = 0; n < kMaxDrain; ++n) {
+      const std::optional<shm::Message> message = shm_->take(deadline);
+      if (!message) return;
+      deadline = SteadyClock::now();  // the rest: only what is there already
+      convert_slot(*message);
+      shm_->release(message->slot);
+    }
+  }
+
+  void convert_slot(const shm::Message& message) {
+    // [topic '\0' ResultHeader][payload] (docs/shared-memory.md).
+    const char* header = reinterpret_cast<const char*>(message.header);
+    const std::size_t topic_length = strnlen(header, message.header_bytes);
+    if (topic_length == message.header_bytes) return reject("malformed_message", "a slot header without a topic");
+    const std::string topic(header, topic_length);
+    const bool wanted = std::any_of(options_.topics.begin(), options_.topics.end(), [&](const std::string& prefix) {
+      return topic.rfind(tools::kResultTopicPrefix + prefix, 0) == 0;
+    });
+    if (!wanted) return;
+    v1::ResultHeader result;
+    if (!result.ParseFromArray(header + topic_length + 1, static_cast<int>(message.header_bytes - topic_length - 1)))
+      return reject("unparsable_header", topic + ": not a ResultHeader");
+    if (result.schema_version() != wire::kSchemaVersion)
+      return reject("unknown_schema", topic + ": schema version " + std::to_string(result.schema_version()));
+    count_result(result);
+    std::vector<Image> images;
+    try {
+      images = images_of_result(result, message.payload, message.payload_bytes);
+    } catch (const LayoutError& e) {
+      return reject("unshowable_result", e.what());
+    }
+    serve(images);
+  }
+
+  void count_result(const v1::ResultHeader& header) {
     TopicCount& count = report_.topics[header.pipeline() + "/" + header.output()];
     if (count.results > 0 && header.input_sequence() > count.last_sequence + 1)
       count.sequence_gaps += header.input_sequence() - count.last_sequence - 1;
     ++count.results;
     count.last_sequence = header.input_sequence();
-    auto [pending, inserted] = pending_.try_emplace(topic);
-    if (!inserted) ++count.superseded;
-    pending->second = PendingResult{std::move(header), std::move(parts[2])};
   }
 
   void convert_pending() {
@@ -308,7 +368,8 @@ class Bridge {
   BridgeOptions options_;
   TcpListener listener_;
   zmq::context_t context_{1};
-  zmq::socket_t subscriber_;
+  zmq::socket_t subscriber_;                 // results and status; with shm_, status only
+  std::unique_ptr<shm::Consumer> shm_;       // shm:// results
   std::unique_ptr<tools::PeerWatch> watch_;
   std::map<std::string, MessagePointer> latest_;  // device -> newest message
   std::vector<std::string> latest_order_;         // devices in the order they first appeared

@@ -19,7 +19,11 @@
 namespace sonopipe::igtl_bridge {
 
 struct BridgeOptions {
-  std::string endpoint = "tcp://127.0.0.1:5556";  // the daemon's publish endpoint
+  // The daemon's publish endpoint, or its publish.shm pool shm://<name> (same host: results are
+  // converted from the slot in place); then status_endpoint (its ZeroMQ publish endpoint, may be
+  // "") brings the status heartbeat, which the pool does not carry.
+  std::string endpoint = "tcp://127.0.0.1:5556";
+  std::string status_endpoint;
   std::vector<std::string> topics = {""};         // "<pipeline>/<output>" prefixes ("" = every result)
   std::string bind_address = "127.0.0.1";
   int port = 18944;                                // OpenIGTLink's registered port; 0 = any free one

@@ -41,7 +41,11 @@ int main(int argc, char** argv) {
   igtl_bridge::BridgeOptions options;
   std::vector<std::string> topics, windows, names;
   std::string variants = "float32,uint8";
-  app.add_option("--results", options.endpoint, "the daemon's publish endpoint")->capture_default_str();
+  app.add_option("--results", options.endpoint,
+                 "the daemon's publish endpoint, or its publish.shm pool shm://<name> (same host, read in place)")
+      ->capture_default_str();
+  app.add_option("--status-endpoint", options.status_endpoint,
+                 "with an shm:// --results: the daemon's ZeroMQ publish endpoint, for its status heartbeat");
   app.add_option("--control", options.control_endpoint,
                  "the daemon's control endpoint, for STRING commands (set/get/list); \"\" to refuse them")
       ->capture_default_str();

@@ -63,6 +63,7 @@ OutgoingFrame FrameSource::prepare(std::size_t index, std::size_t loop, std::int
     meta.sequence += loop * frames_per_stream_.at(ref.stream_id);
     meta.acquisition_time_ns += static_cast<std::int64_t>(loop) * recorded_period_ns;
   }
+  out.sequence = meta.sequence;
   out.header = wire::frame_header_from_meta(meta).SerializeAsString();
   return out;
 }

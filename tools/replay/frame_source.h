@@ -19,6 +19,7 @@ namespace sonopipe::replay {
 
 struct OutgoingFrame {
   std::uint32_t stream_id = 0;
+  std::uint64_t sequence = 0;  // as in the header
   std::string header;      // serialized FrameHeader
   zmq::message_t payload;  // refers to preloaded memory, or owns a copy read from the file
 };

@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
   app.add_flag("--lossless", options.lossless,
                "PUSH and block when the receiver is busy (daemon ingest.pattern: pull); default PUB, drop and count "
                "(ingest.pattern: sub)");
+  auto* ack_option = app.add_option("--ack-endpoint", options.ack_endpoint,
+                 "the daemon's ingest.ack_endpoint (with --lossless): number the frames and read its "
+                 "acknowledgements; the report names frames not delivered (exit code 3)");
+  app.add_flag("--resend", options.resend,
+               "with --ack-endpoint: when the daemon comes back (within --connect-timeout-s), send the frames it "
+               "did not acknowledge again, before the rest")->needs(ack_option);
   auto* speed_option = app.add_option("--speed", speed, "original timing scaled: 2 = twice as fast")->capture_default_str();
   auto* rate_option = app.add_option("--rate", rate_hz, "fixed frame rate in frames/s instead of the recorded timing");
   auto* max_option = app.add_flag("--max", as_fast_as_possible, "as fast as the receiver takes them (no timing)");
@@ -96,7 +102,8 @@ int main(int argc, char** argv) {
                    "back (use --rate)");
     const replay::PlayerReport report = replay::play(source, schedule, options);
     std::cout << replay::describe(report, schedule, options, source) << std::endl;
-    return report.frames_not_delivered > 0 ? 3 : 0;  // shm://: frames the daemon never took
+    // shm:// or --ack-endpoint: frames the daemon never took, or never sent because it was gone.
+    return report.frames_not_delivered > 0 || report.frames_not_sent > 0 ? 3 : 0;
   } catch (const std::exception& e) {
     std::cerr << "sonopipe-replay: " << e.what() << "\n";
     return 1;

@@ -15,6 +15,7 @@
 #include "tools/common/stop_signal.h"
 #include "shm/producer.h"
 #include "tools/common/zmq_io.h"
+#include "tools/replay/acknowledged_sender.h"
 #include "tools/replay/stream_route.h"
 
 namespace sonopipe::replay {
@@ -165,11 +166,63 @@ PlayerReport play_shm(FrameSource& source, const Schedule& schedule, const Playe
   return report;
 }
 
+// ZeroMQ with the daemon's acknowledgements: every frame numbered; the report names what the daemon
+// did not take; with resend, frames lost with a connection go again when a daemon is back.
+PlayerReport play_acknowledged(FrameSource& source, const Schedule& schedule, const PlayerOptions& options) {
+  if (options.endpoints.size() != 1 || options.bind || !options.lossless)
+    throw std::runtime_error("--ack-endpoint is for one daemon's lossless ingest: --lossless, no --route or --bind");
+  PlayerReport report;
+  report.frames_per_endpoint.assign(1, 0);
+  zmq::context_t context(1);
+  const auto attach_start = SteadyClock::now();
+  AcknowledgedSender sender(context, {.endpoint = options.endpoints[0], .ack_endpoint = options.ack_endpoint,
+                                      .send_high_water_mark = options.send_high_water_mark, .curve = options.curve,
+                                      .connect_timeout = options.connect_timeout, .resend = options.resend});
+  if (sender.interrupted()) {
+    report.interrupted = true;
+    return report;
+  }
+  report.wait_for_receiver_s = tools::seconds_since(attach_start);
+  // A frame's cookie is its place in the replay: loop x frames per loop + index.
+  const std::size_t per_loop = source.size();
+  const AcknowledgedSender::Remake remake = [&](std::uint64_t cookie) {
+    return source.prepare(cookie % per_loop, cookie / per_loop, schedule.recorded_period_ns(), options.keep_headers);
+  };
+  std::size_t position = 0;  // frames handed to send so far, in replay order
+  paced_loop(source, schedule, options, report, [&](OutgoingFrame& frame) {
+    const std::uint64_t cookie = position++;
+    const AcknowledgedSender::Outcome outcome = sender.send(frame, cookie, remake);
+    if (outcome == AcknowledgedSender::Outcome::sent) return SendOutcome{};
+    return SendOutcome{.kind = SendOutcome::Kind::stopped};
+  });
+  const auto drain_start = SteadyClock::now();
+  sender.settle(remake);
+  sender.close();
+  report.drain_s = tools::seconds_since(drain_start);
+  const wire::DeliveryLedger& ledger = sender.ledger();
+  report.acknowledged = true;
+  report.frames_delivered = ledger.delivered();
+  report.frames_refused = ledger.refused();
+  report.frames_not_delivered = ledger.outstanding();
+  for (const wire::DeliveryLedger::Frame& frame : ledger.undelivered())
+    report.undelivered.push_back({frame.stream_id, frame.sequence});
+  report.frames_resent = sender.resent();
+  report.daemon_gone = sender.daemon_gone();
+  report.daemon_instances = ledger.daemon_instances();
+  for (const auto& [instance, count] : ledger.delivered_by_instance()) report.delivered_per_instance.push_back(count);
+  if (report.daemon_gone && !report.interrupted) {
+    const std::size_t planned = options.loops == 0 ? 0 : options.loops * per_loop;
+    report.frames_not_sent = planned > report.frames_sent ? planned - report.frames_sent : 0;
+  }
+  return report;
+}
+
 }  // namespace
 
 PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOptions& options) {
   if (options.endpoints.empty()) throw std::invalid_argument("no endpoint to send to");
   if (shm::is_shm_endpoint(options.endpoints[0])) return play_shm(source, schedule, options);
+  if (!options.ack_endpoint.empty()) return play_acknowledged(source, schedule, options);
   PlayerReport report;
   report.frames_per_endpoint.assign(options.endpoints.size(), 0);
   zmq::context_t context(1);
@@ -216,6 +269,35 @@ PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOpt
   return report;
 }
 
+std::string describe_frame_ids(const std::vector<FrameId>& frames) {
+  // "stream 0 sequence 40-55, 60; stream 1 sequence 7", at most kShownRanges ranges.
+  constexpr std::size_t kShownRanges = 16;
+  std::vector<FrameId> sorted = frames;
+  std::sort(sorted.begin(), sorted.end(), [](const FrameId& a, const FrameId& b) {
+    return a.stream_id != b.stream_id ? a.stream_id < b.stream_id : a.sequence < b.sequence;
+  });
+  std::ostringstream out;
+  std::size_t ranges = 0;
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1].stream_id == sorted[i].stream_id &&
+           sorted[j + 1].sequence == sorted[j].sequence + 1)
+      ++j;
+    if (ranges == kShownRanges) {
+      out << "; ... " << sorted.size() - i << " more";
+      break;
+    }
+    const bool new_stream = i == 0 || sorted[i - 1].stream_id != sorted[i].stream_id;
+    out << (i == 0 ? "" : new_stream ? "; " : ", ");
+    if (new_stream) out << "stream " << sorted[i].stream_id << " sequence ";
+    out << sorted[i].sequence;
+    if (j > i) out << "-" << sorted[j].sequence;
+    ++ranges;
+    i = j + 1;
+  }
+  return out.str();
+}
+
 std::string describe(const PlayerReport& report, const Schedule& schedule, const PlayerOptions& options,
                      const FrameSource& source) {
   std::ostringstream out;
@@ -231,8 +313,10 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
       out << (i ? ", " : "") << options.endpoints[i] << ": " << report.frames_per_endpoint[i] << " frames";
     out << ")";
   }
-  if (report.acknowledged)
+  if (!report.shm_mode.empty())
     out << " (shared memory, " << report.shm_mode << " pool)";
+  else if (report.acknowledged)
+    out << " (push, lossless, acknowledged on " << options.ack_endpoint << (options.resend ? ", resend" : "") << ")";
   else
     out << " (" << (options.lossless ? "push, lossless" : "pub, live") << ")";
   if (report.interrupted) out << " -- stopped by signal";
@@ -257,7 +341,21 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
         << report.lateness_ms_max << " ms";
   else
     out << "\n  lateness: not applicable (--max)";
-  if (report.acknowledged) {
+  if (report.acknowledged && report.shm_mode.empty()) {
+    out << "\n  delivered: " << report.frames_delivered << " (acknowledged by the daemon";
+    if (report.delivered_per_instance.size() > 1) {
+      out << ", " << report.delivered_per_instance.size() << " daemon instances:";
+      for (std::size_t i = 0; i < report.delivered_per_instance.size(); ++i)
+        out << (i ? " +" : "") << " " << report.delivered_per_instance[i];
+    }
+    out << "), not delivered: " << report.frames_not_delivered;
+    if (report.frames_not_delivered > 0) out << " (" << describe_frame_ids(report.undelivered) << ")";
+    out << "\n  refused: " << report.frames_refused << " (read by the daemon and refused: its rejected counters say why)"
+        << "\n  resent: " << report.frames_resent << (options.resend ? " (after the daemon came back)" : " (no --resend)");
+    if (report.daemon_gone)
+      out << "\n  the daemon went away" << (options.resend ? " and did not come back" : "") << ": "
+          << report.frames_not_sent << " frame(s) not sent";
+  } else if (report.acknowledged) {
     out << "\n  delivered: " << report.frames_delivered << " (taken by the daemon), not delivered: "
         << report.frames_not_delivered
         << (report.frames_not_delivered ? " (the daemon did not take them: they wait in the pool for the next "
@@ -266,6 +364,9 @@ std::string describe(const PlayerReport& report, const Schedule& schedule, const
   } else {
     out << "\n  dropped: " << report.frames_dropped
         << (options.lossless ? " (lossless: sends block instead)" : " (live: publisher queue full)");
+    if (options.lossless)
+      out << "\n  delivery: not acknowledged (no --ack-endpoint): frames in ZeroMQ's queues when a daemon dies are "
+             "lost without notice";
   }
   out << "\n  drained in " << report.drain_s << " s after the last send";
   return out.str();

@@ -31,6 +31,16 @@ struct PlayerOptions {
   std::chrono::milliseconds connect_timeout{10000};
   int send_high_water_mark = 16;        // frames queued per peer before PUSH blocks / PUB drops
   tools::CurveClient curve;             // keys for a daemon with security.curve (connect only)
+  // The daemon's ingest.ack_endpoint (lossless, one endpoint): frames are numbered and the daemon's
+  // acknowledgements read, so the report names the frames it did not take (acknowledged_sender.h).
+  std::string ack_endpoint;
+  bool resend = false;                  // with ack_endpoint: send unacknowledged frames again on reconnect
+};
+
+// A frame the daemon did not acknowledge.
+struct FrameId {
+  std::uint32_t stream_id = 0;
+  std::uint64_t sequence = 0;
 };
 
 struct PlayerReport {
@@ -44,11 +54,19 @@ struct PlayerReport {
   double duration_s = 0;                // first send started to last send returned
   double drain_s = 0;                   // last send to every queued byte handed to the OS (lossless)
   double scheduled_duration_s = 0;      // due time of the last frame sent
-  // shm:// only (the daemon acknowledges what it took): frames the daemon took, and frames sent
-  // that it did not take (still in the pool when replay ended, e.g. the daemon died).
+  // shm://, or ZeroMQ with ack_endpoint (the daemon acknowledges what it took): frames the daemon
+  // took, and frames sent that it did not take (e.g. the daemon died with them in ZeroMQ's queues).
   bool acknowledged = false;
   std::uint64_t frames_delivered = 0, frames_not_delivered = 0;
   std::string shm_mode;                 // the pool's mode ("lossless" or "live")
+  // ZeroMQ with ack_endpoint: which frames were not delivered, frames the daemon read and refused,
+  // frames sent again after a reconnection, frames never sent because the daemon was gone, and how
+  // many daemon instances acknowledged (2 after a restart).
+  std::vector<FrameId> undelivered;
+  std::uint64_t frames_refused = 0, frames_resent = 0, frames_not_sent = 0;
+  std::size_t daemon_instances = 0;
+  std::vector<std::uint64_t> delivered_per_instance;  // in the order the instances answered
+  bool daemon_gone = false;
   // Lateness of each send (start of the send minus its due time), timed modes only.
   std::size_t late_frames = 0;
   double lateness_ms_p50 = 0, lateness_ms_p99 = 0, lateness_ms_max = 0;
@@ -66,6 +84,9 @@ struct PlayerReport {
 // endpoint (one, no --bind/--route/CURVE) writes each frame into a slot of the daemon's pool; the
 // pool's mode decides lossless or live, and the report says what the daemon acknowledged.
 PlayerReport play(FrameSource& source, const Schedule& schedule, const PlayerOptions& options);
+
+// "stream 0 sequence 40-55, 60; stream 1 sequence 7" (sorted; at most 16 ranges, then a count).
+std::string describe_frame_ids(const std::vector<FrameId>& frames);
 
 // The report as printed by sonopipe-replay (several lines, no trailing newline).
 std::string describe(const PlayerReport& report, const Schedule& schedule, const PlayerOptions& options,

@@ -181,26 +181,13 @@ static void curve_keys(const mxArray* keys, char server[64], char client_public[
 
 /* The element type of `data` and, for complex data, its values interleaved (I, Q) as float32 into a
  * buffer the caller frees with mxFree. */
-static const char* element_type_of(const mxArray* data, float** interleaved) {
-  *interleaved = NULL;
+/* The sonopipe element type of `data` (complex single or double travel as complex64). */
+static const char* element_type_of(const mxArray* data) {
   const mxClassID type = mxGetClassID(data);
   if (mxIsComplex(data)) {
-    const size_t count = mxGetNumberOfElements(data);
-    float* out = (float*)mxMalloc(2 * count * sizeof(float) + 1);
-    if (type == mxSINGLE_CLASS) {
-      const float* re = (const float*)mxGetData(data);
-      const float* im = (const float*)mxGetImagData(data);
-      for (size_t i = 0; i < count; ++i) out[2 * i] = re[i], out[2 * i + 1] = im[i];
-    } else if (type == mxDOUBLE_CLASS) {
-      const double* re = mxGetPr(data);
-      const double* im = mxGetPi(data);
-      for (size_t i = 0; i < count; ++i) out[2 * i] = (float)re[i], out[2 * i + 1] = (float)im[i];
-    } else {
-      mxFree(out);
+    if (type != mxSINGLE_CLASS && type != mxDOUBLE_CLASS)
       mexErrMsgIdAndTxt("sonopipe:payload", "complex %s has no sonopipe element type (complex single or double)",
                         mxGetClassName(data));
-    }
-    *interleaved = out;
     return "complex64";
   }
   switch (type) {
@@ -214,6 +201,32 @@ static const char* element_type_of(const mxArray* data, float** interleaved) {
                         mxGetClassName(data));
   }
   return NULL;
+}
+
+/* Bytes of the payload of `data` as sent (complex: two float32 per element). */
+static size_t payload_bytes_of(const mxArray* data) {
+  const size_t count = mxGetNumberOfElements(data);
+  return mxIsComplex(data) ? 2 * count * sizeof(float) : count * mxGetElementSize(data);
+}
+
+/* Writes the payload of `data` into `out` (payload_bytes_of bytes): complex arrays interleaved
+ * (I, Q) as float32, everything else as it lies in MATLAB's memory. */
+static void write_payload(const mxArray* data, void* out) {
+  const size_t count = mxGetNumberOfElements(data);
+  if (!mxIsComplex(data)) {
+    if (count > 0) memcpy(out, mxGetData(data), count * mxGetElementSize(data));
+    return;
+  }
+  float* iq = (float*)out;
+  if (mxGetClassID(data) == mxSINGLE_CLASS) {
+    const float* re = (const float*)mxGetData(data);
+    const float* im = (const float*)mxGetImagData(data);
+    for (size_t i = 0; i < count; ++i) iq[2 * i] = re[i], iq[2 * i + 1] = im[i];
+  } else {
+    const double* re = mxGetPr(data);
+    const double* im = mxGetPi(data);
+    for (size_t i = 0; i < count; ++i) iq[2 * i] = (float)re[i], iq[2 * i + 1] = (float)im[i];
+  }
 }
 
 /* size(data, dimension) with MATLAB's rule: 1 beyond the array's dimensions (dimension is 1-based). */
@@ -311,23 +324,41 @@ static void describe(sp_frame* frame, const mxArray* data, const char* element_t
   }
 }
 
+static int is_shm(const char* endpoint) { return strncmp(endpoint, "shm://", 6) == 0; }
+
 static void send_frame(struct handle_entry* entry, const mxArray* data, const mxArray* description) {
   if (!mxIsNumeric(data)) usage("data must be a numeric array");
   sp_frame_destroy(pending_frame);
   pending_frame = NULL;
-  /* The interleaved copy is mxMalloc'd: MATLAB and Octave free it themselves when an error leaves. */
-  float* interleaved = NULL;
-  const char* element_type = element_type_of(data, &interleaved);
+  const char* element_type = element_type_of(data);
   check(sp_frame_create(&pending_frame), "sp_frame_create");
   describe(pending_frame, data, element_type, description);
-  const size_t elements = mxGetNumberOfElements(data);
-  const void* payload = interleaved != NULL ? (const void*)interleaved : mxGetData(data);
-  const size_t bytes = interleaved != NULL ? 2 * elements * sizeof(float) : elements * mxGetElementSize(data);
-  const int status = sp_send((sp_sender*)entry->pointer, pending_frame, payload, bytes);
+  sp_sender* sender = (sp_sender*)entry->pointer;
+  int status;
+  const char* what;
+  if (is_shm(entry->endpoint)) {
+    /* shm://: straight from MATLAB's array into a slot of the daemon's pool (one copy, no buffer
+     * between); the daemon and its GPU copy read it there. */
+    void* slot = NULL;
+    status = sp_frame_buffer(sender, pending_frame, &slot);
+    what = "sp_frame_buffer";
+    if (status == SP_OK) {
+      write_payload(data, slot);
+      status = sp_send_buffer(sender, pending_frame);
+      what = "sp_send_buffer";
+    }
+  } else {
+    /* The interleaved copy is mxMalloc'd: MATLAB and Octave free it themselves when an error leaves. */
+    const size_t bytes = payload_bytes_of(data);
+    void* interleaved = mxIsComplex(data) ? mxMalloc(bytes + 1) : NULL;
+    if (interleaved != NULL) write_payload(data, interleaved);
+    status = sp_send(sender, pending_frame, interleaved != NULL ? interleaved : mxGetData(data), bytes);
+    what = "sp_send";
+    mxFree(interleaved);
+  }
   sp_frame_destroy(pending_frame);
   pending_frame = NULL;
-  mxFree(interleaved);
-  check(status, "sp_send");
+  check(status, what);
 }
 
 /* ------------------------------------------------------------------ receiving */
@@ -545,10 +576,19 @@ void mexFunction(int nlhs, mxArray* plhs[], int nrhs, const mxArray* prhs[]) {
   } else if (strcmp(command, "sender_status") == 0) {
     if (nrhs < 2) usage("sender_status needs a handle");
     struct handle_entry* entry = entry_of(prhs[1], HANDLE_SENDER);
-    static const char* fields[] = {"framesSent", "endpoint", "lossless"};
-    mxArray* out = mxCreateStructMatrix(1, 1, 3, fields);
+    static const char* fields[] = {"framesSent", "endpoint", "lossless", "delivered", "undelivered"};
+    mxArray* out = mxCreateStructMatrix(1, 1, 5, fields);
     const uint64_t sent = sp_sender_frames_sent((const sp_sender*)entry->pointer);
     mxSetField(out, 0, "framesSent", scalar_of_class(mxUINT64_CLASS, &sent, sizeof sent));
+    /* What the daemon acknowledged (shm://); [] where the transport does not say. */
+    uint64_t delivered = 0, undelivered = 0;
+    if (sp_sender_delivery((const sp_sender*)entry->pointer, &delivered, &undelivered) == SP_OK) {
+      mxSetField(out, 0, "delivered", scalar_of_class(mxUINT64_CLASS, &delivered, sizeof delivered));
+      mxSetField(out, 0, "undelivered", scalar_of_class(mxUINT64_CLASS, &undelivered, sizeof undelivered));
+    } else {
+      mxSetField(out, 0, "delivered", mxCreateDoubleMatrix(0, 0, mxREAL));
+      mxSetField(out, 0, "undelivered", mxCreateDoubleMatrix(0, 0, mxREAL));
+    }
     mxSetField(out, 0, "endpoint", mxCreateString(entry->endpoint));
     mxSetField(out, 0, "lossless", mxCreateLogicalScalar(entry->lossless != 0));
     plhs[0] = out;

@@ -8,10 +8,16 @@ frame nobody can take is dropped by ZeroMQ, as a scanner stream would be.
 dtype)`` is a numpy view of a slot to write the frame into, once; ``send_buffer(kind=..., axes=...)``
 sends it. ``send`` copies the array into a slot. ``delivery()`` says how many frames the daemon took.
 
+``ack_endpoint`` (the daemon's ``ingest.ack_endpoint``, lossless, one endpoint): frames are
+numbered and the daemon's acknowledgements read (docs/wire-protocol.md, "Acknowledgement"), so
+``delivery()`` and ``undelivered()`` say which frames the daemon took over ZeroMQ too; frames are
+queued only while the daemon is connected.
+
 Several endpoints (one daemon each) route by stream id, as ``sonopipe-replay --route``: every frame
 of stream s goes to endpoint s mod N (tools/replay/stream_route.h), one socket per endpoint, so a
 stream always meets the same daemon.
 """
+import secrets
 import time
 
 import numpy as np
@@ -73,8 +79,9 @@ class Publisher:
     ``send`` numbers the frames of each stream 0, 1, 2, ... unless given a sequence."""
 
     def __init__(self, endpoint, lossless=True, bind=False, context=None, send_high_water_mark=1000,
-                 linger_s=10.0, curve_server_key=None, curve_client_key_file=None):
-        """curve_*: keys for a daemon with security.curve (see sonopipe.security)."""
+                 linger_s=10.0, curve_server_key=None, curve_client_key_file=None, ack_endpoint=None):
+        """curve_*: keys for a daemon with security.curve (see sonopipe.security). ack_endpoint: see
+        the module's doc."""
         self.endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
         if not self.endpoints:
             raise ValueError("no endpoint to send to")
@@ -91,11 +98,25 @@ class Publisher:
             self._shm = ShmProducer(self.endpoint)
             return
         self._context = context or zmq.Context.instance()
+        self._acks = None
+        if ack_endpoint is not None:
+            if len(self.endpoints) != 1 or bind or not lossless:
+                raise ValueError("ack_endpoint is for one daemon's lossless ingest: no routing, bind or live mode")
+            self._ledger = _DeliveryLedger()
+            self._acks = self._context.socket(zmq.SUB)
+            self._acks.setsockopt(zmq.RCVHWM, 0)
+            self._acks.setsockopt(zmq.LINGER, 0)
+            self._acks.setsockopt(zmq.SUBSCRIBE, f"ack/{self._ledger.sender_id:016x}".encode())
+            apply_curve_client(self._acks, curve_server_key, curve_client_key_file)
+            self._acks.connect(ack_endpoint)
         self._sockets = []
         for address in self.endpoints:
             socket = self._context.socket(zmq.PUSH if lossless else zmq.PUB)
             socket.setsockopt(zmq.SNDHWM, send_high_water_mark)
             socket.setsockopt(zmq.LINGER, int(linger_s * 1000))
+            if self._acks is not None:
+                socket.setsockopt(zmq.IMMEDIATE, 1)  # queued only while the daemon is connected
+                socket.setsockopt(zmq.SNDTIMEO, int(linger_s * 1000))
             apply_curve_client(socket, curve_server_key, curve_client_key_file)
             (socket.bind if bind else socket.connect)(address)
             self._sockets.append(socket)
@@ -123,7 +144,17 @@ class Publisher:
             self._commit(header, payload)
             return
         socket = self._sockets[route_of(header.stream_id, len(self._sockets))]
-        socket.send_multipart([header.SerializeToString(), payload], copy=False)
+        if self._acks is not None:
+            self._read_acknowledgements()
+            header.sender_id, header.send_index = self._ledger.sender_id, self._ledger.next_index
+            try:
+                socket.send_multipart([header.SerializeToString(), payload], copy=False)
+            except zmq.Again:
+                raise TimeoutError(f"no daemon took the frame within {self.send_timeout_s} s "
+                                   "(none is connected, or its queue is full); nothing was sent") from None
+            self._ledger.sent(header.stream_id, header.sequence)
+        else:
+            socket.send_multipart([header.SerializeToString(), payload], copy=False)
         self._next_sequence[header.stream_id] = header.sequence + 1
         self.sent += 1
 
@@ -168,11 +199,39 @@ class Publisher:
         return header
 
     def delivery(self, timeout_s=0.0):
-        """shm:// only: (delivered, undelivered) frames, waiting up to `timeout_s` for the daemon to
-        take every frame sent (the acknowledgement: frames it did not take were not delivered)."""
-        if self._shm is None:
-            raise RuntimeError("delivery is acknowledged on shm:// endpoints only")
-        return self._shm.delivery(timeout_s)
+        """shm://, or ZeroMQ with ack_endpoint: (delivered, undelivered) frames, waiting up to
+        `timeout_s` for the daemon to take every frame sent (the acknowledgement: frames it did not
+        take were not delivered; over ZeroMQ, frames it read and refused count as neither)."""
+        if self._shm is not None:
+            return self._shm.delivery(timeout_s)
+        if self._acks is None:
+            raise RuntimeError("delivery is acknowledged on shm:// endpoints or with ack_endpoint only")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._read_acknowledgements(max(0.0, min(0.05, deadline - time.monotonic())))
+            if not self._ledger.outstanding or time.monotonic() >= deadline:
+                return self._ledger.delivered, len(self._ledger.outstanding)
+
+    def undelivered(self):
+        """ZeroMQ with ack_endpoint: (stream_id, sequence) of every frame sent and not acknowledged,
+        in send order."""
+        if self._acks is None:
+            raise RuntimeError("undelivered() needs ack_endpoint")
+        self._read_acknowledgements()
+        return list(self._ledger.outstanding.values())
+
+    def _read_acknowledgements(self, timeout_s=0.0):
+        if not self._acks.poll(int(timeout_s * 1000)):
+            return
+        while True:
+            try:
+                parts = self._acks.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            ack = frame_pb2.Acknowledgement()
+            if len(parts) == 2:
+                ack.ParseFromString(parts[1])
+                self._ledger.apply(ack)
 
     def _commit(self, header, payload, payload_bytes=None):
         """Writes the header (and `payload`, unless it is already in the slot) and commits the slot."""
@@ -198,9 +257,38 @@ class Publisher:
             return
         for socket in self._sockets:
             socket.close()
+        if self._acks is not None:
+            self._acks.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _DeliveryLedger:
+    """What a sender sent and what the daemon acknowledged (wire/delivery.h, the C++ twin)."""
+
+    def __init__(self):
+        self.sender_id = secrets.randbits(64) or 1
+        self.next_index = 1
+        self.outstanding = {}  # send index -> (stream_id, sequence)
+        self.delivered = 0
+        self.refused = 0
+
+    def sent(self, stream_id, sequence):
+        self.outstanding[self.next_index] = (stream_id, sequence)
+        self.next_index += 1
+
+    def apply(self, ack):
+        if ack.sender_id != self.sender_id:
+            return
+        for ranges, accepted in ((ack.accepted, True), (ack.refused, False)):
+            for span in ranges:
+                for index in [i for i in self.outstanding if span.first <= i <= span.last]:
+                    del self.outstanding[index]
+                    if accepted:
+                        self.delivered += 1
+                    else:
+                        self.refused += 1

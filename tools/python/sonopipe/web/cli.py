@@ -2,6 +2,7 @@
 
     sonopipe-web --endpoint tcp://127.0.0.1:5556             http://127.0.0.1:8088/, every pipeline
     sonopipe-web --endpoint ipc:///tmp/pub --port 0          an ephemeral port (the URL is printed)
+    sonopipe-web --endpoint shm://results --status-endpoint tcp://127.0.0.1:5556   same host, read in place
 
 Subscribes to the daemon's results (result/<pipeline>/<output>) and status, and serves one page
 drawing per pipeline its latest images (ARFI peak displacement and depth-time, strain with
@@ -35,7 +36,11 @@ def parse_arguments(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"sonopipe-web {__version__}")
     parser.add_argument("--endpoint", default=DEFAULT_ENDPOINT,
-                        help=f"the daemon's publish endpoint (default {DEFAULT_ENDPOINT})")
+                        help=f"the daemon's publish endpoint (default {DEFAULT_ENDPOINT}), or its publish.shm pool "
+                             "shm://<name> on the same host (results read in place)")
+    parser.add_argument("--status-endpoint", default=None,
+                        help="with an shm:// --endpoint: the daemon's ZeroMQ publish endpoint, for the status "
+                             "heartbeat (the pool carries results only)")
     parser.add_argument("--host", default=DEFAULT_HOST,
                         help=f"address to serve the page on (default {DEFAULT_HOST}, this machine only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -75,7 +80,8 @@ async def serve(options):
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sonopipe-web render")
     intake = Intake(options.endpoint, options.pipeline,
                     on_group=lambda group, context: loop.call_soon_threadsafe(hub.put_group, group, context),
-                    on_status=lambda status: loop.call_soon_threadsafe(hub.put_status, status))
+                    on_status=lambda status: loop.call_soon_threadsafe(hub.put_status, status),
+                    status_endpoint=options.status_endpoint)
     hub = Hub(executor, intake.stats, lambda: intake.errors)
     control = None
     if options.control:
