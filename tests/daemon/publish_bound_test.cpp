@@ -130,10 +130,10 @@ TEST_CASE("a stalled subscriber of 512 KB results costs at most its byte bound, 
           "and the RSS returns after it leaves", "[daemon][publish]") {
   // 32 lines x 4096 int16 = 256 KiB in, 512 KiB float32 out; 16 MiB hold 31 results. Unbounded
   // (high_water_mark 1000), the 200 stalled results would cost ~100 MiB.
-  // The stall is recognised within 0.05 s (about 8 MiB of results here), before the bound is reached:
-  // it is cut at the bound. (With the default 1 s it would be cut 1 s after it stopped reading, at
+  // The stall is recognised within 0.01 s (a few results here; the results come every 1-2 ms, so
+  // 0.05 s already let it pass the bound by 10 MiB), before the bound is reached: it is cut there. (With the default 1 s it would be cut 1 s after it stopped reading, at
   // most kReadingAllowance x the bound.)
-  const Stall stall = run_stall("max_queued_bytes: 16777216, stall_timeout_s: 0.05", 32, 200);
+  const Stall stall = run_stall("max_queued_bytes: 16777216, stall_timeout_s: 0.01", 32, 200);
   CHECK(stall.during.publish_max_queued_bytes() == 16u << 20);
   check_stall(stall, 16 * kMiB, 512, 2);
 }
