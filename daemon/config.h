@@ -66,7 +66,7 @@ struct DaemonConfig {
   std::size_t publish_max_queued_bytes = kDefaultMaxQueuedBytes;
   // A lagging subscriber whose connection has not drained for this long is stalled: cut at
   // max_queued_bytes. One that keeps reading is cut only past kReadingAllowance x the bound.
-  double publish_stall_timeout_s = 1.0;
+  double publish_stall_timeout_s = 0.1;
   std::string control_endpoint = "tcp://127.0.0.1:5557";
   double status_interval_s = 1.0;
 

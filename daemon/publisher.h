@@ -33,7 +33,7 @@ struct PublishLimits {
   std::size_t max_queued_bytes = 128 << 20;   // a stalled subscriber's backlog, at most
   // A lagging subscriber whose connection has not drained for this long is stalled (cut at the
   // bound); one that drains may fall behind by up to kReadingAllowance x the bound.
-  std::chrono::steady_clock::duration stall_timeout = std::chrono::seconds(1);
+  std::chrono::steady_clock::duration stall_timeout = std::chrono::milliseconds(100);
 };
 
 struct PublishStats {

@@ -107,7 +107,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(config.log_level == "info");
   CHECK(config.max_streams == 64);
   CHECK(config.publish_max_queued_bytes == kDefaultMaxQueuedBytes);
-  CHECK(config.publish_stall_timeout_s == 1.0);
+  CHECK(config.publish_stall_timeout_s == 0.1);
   REQUIRE(config.pipelines.size() == 1);
   CHECK(config.pipelines[0].match.kinds.empty());
   CHECK(config.pipelines[0].stages[0].params.real("scale") == 1.0);
