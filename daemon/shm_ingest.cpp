@@ -21,8 +21,8 @@ std::int64_t wall_ns() {
 
 }  // namespace
 
-// The last frame to let go of it may do so in a CUDA host function (runtime/gpu_resources.h,
-// release_after), where no CUDA call is allowed: its destructor makes none.
+// The last frame to let go of it may do so in any thread (the executors' completion threads): its
+// destructor makes no CUDA call.
 struct ShmIngest::Source {
   std::shared_ptr<shm::Pool> pool;
   std::unique_ptr<shm::Consumer> consumer;

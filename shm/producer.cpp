@@ -40,9 +40,13 @@ Producer::~Producer() {
     Pool::Lock lock(*pool_);
     for (std::uint32_t i = 0; i < pool_->geometry().slot_count; ++i) {
       SlotRecord& s = pool_->slot(i);
-      if (s.state == kWriting && s.producer == record_ && s.producer_generation == generation_) {
+      if (s.producer != record_ || s.producer_generation != generation_) continue;
+      if (s.state == kWriting) {
         s.state = kFree;
         ++freed;
+      } else if (s.producer_held) {
+        s.producer_held = 0;
+        freed += pool_->free_if_done_locked(i) ? 1 : 0;
       }
     }
     pool_->header().producers[record_].active = 0;
@@ -61,7 +65,7 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
     std::uint64_t oldest = UINT64_MAX;
     for (std::uint32_t i = 0; i < count; ++i) {
       const SlotRecord& s = pool_->slot(i);
-      if (s.state == kReady && s.held == 0 && s.sequence < oldest) {
+      if (s.state == kReady && s.held == 0 && s.producer_held == 0 && s.sequence < oldest) {
         oldest = s.sequence;
         chosen = i;
       }
@@ -84,6 +88,7 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
   s.producer_generation = generation_;
   s.pending = s.held = 0;
   s.taken = s.acknowledged = 0;
+  s.producer_held = 0;
   return chosen;
 }
 
@@ -121,7 +126,7 @@ std::optional<Producer::Claim> Producer::claim(std::chrono::steady_clock::time_p
   }
 }
 
-void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t payload_bytes) {
+void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t payload_bytes, bool hold) {
   const PoolGeometry& g = pool_->geometry();
   if (claim.slot >= g.slot_count) throw std::invalid_argument("shm commit: no such slot");
   if (header_bytes == 0 || header_bytes > g.header_capacity || payload_bytes > g.payload_capacity)
@@ -142,10 +147,24 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
       if (h.consumers[c].active && (h.mode == Mode::live || h.consumers[c].mode == Mode::lossless))
         pending |= 1u << c;
     s.pending = pending;
+    s.producer_held = hold ? 1 : 0;
     s.state = kReady;
     ++h.producers[record_].committed;
   }
   pool_->wake_consumers();
+}
+
+void Producer::release_hold(std::uint32_t slot) {
+  if (slot >= pool_->geometry().slot_count) return;
+  bool freed = false;
+  {
+    Pool::Lock lock(*pool_);
+    SlotRecord& s = pool_->slot(slot);
+    if (s.state != kReady || s.producer != record_ || s.producer_generation != generation_) return;
+    s.producer_held = 0;
+    freed = pool_->free_if_done_locked(slot);
+  }
+  if (freed) pool_->wake_producers();
 }
 
 void Producer::abandon(const Claim& claim) {
