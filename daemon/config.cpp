@@ -390,7 +390,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     }
   }
   if (const YAML::Node publish = root["publish"]) {
-    reader.expect_map(publish, "publish", {"endpoint", "high_water_mark", "max_queued_bytes", "status_interval_s", "shm"});
+    reader.expect_map(publish, "publish", {"endpoint", "high_water_mark", "max_queued_bytes", "stall_timeout_s", "status_interval_s", "shm"});
     if (const YAML::Node shm_node = publish["shm"]) {
       reader.expect_map(shm_node, "publish.shm", {"endpoint", "mode", "slots", "payload_bytes"});
       if (!shm_node["endpoint"]) reader.fail(shm_node, "publish.shm.endpoint", "missing; expected shm://<name>");
@@ -417,6 +417,8 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     if (publish["max_queued_bytes"])
       config.publish_max_queued_bytes = static_cast<std::size_t>(
           reader.integer(publish["max_queued_bytes"], "publish.max_queued_bytes", std::int64_t(1) << 20, std::int64_t(1) << 40));
+    if (publish["stall_timeout_s"])
+      config.publish_stall_timeout_s = reader.real(publish["stall_timeout_s"], "publish.stall_timeout_s", 0.01, 3600);
     if (publish["status_interval_s"])
       config.status_interval_s = reader.real(publish["status_interval_s"], "publish.status_interval_s", 0.05, 3600);
   }

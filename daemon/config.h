@@ -64,6 +64,9 @@ struct DaemonConfig {
   // Bytes of results queued per subscriber before its results are dropped (counted per subscriber):
   // a subscriber that stops reading costs at most this much (daemon/publisher.h).
   std::size_t publish_max_queued_bytes = kDefaultMaxQueuedBytes;
+  // A lagging subscriber whose connection has not drained for this long is stalled: cut at
+  // max_queued_bytes. One that keeps reading is cut only past kReadingAllowance x the bound.
+  double publish_stall_timeout_s = 0.1;
   std::string control_endpoint = "tcp://127.0.0.1:5557";
   double status_interval_s = 1.0;
 

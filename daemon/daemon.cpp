@@ -57,14 +57,27 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   publisher_ = std::make_unique<Publisher>(
       context_, config_.publish_endpoint,
       PublishLimits{.high_water_mark = config_.publish_high_water_mark,
-                    .max_queued_bytes = config_.publish_max_queued_bytes},
+                    .max_queued_bytes = config_.publish_max_queued_bytes,
+                    .stall_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(config_.publish_stall_timeout_s))},
       secure_publish);
-  if (!config_.publish_shm.endpoint.empty()) shm_publisher_ = std::make_unique<ShmPublisher>(config_);
+  if (!config_.publish_shm.endpoint.empty())
+    shm_publisher_ = std::make_unique<ShmPublisher>(config_, backend_.backend == Backend::cuda);
   ExecutorCallbacks callbacks{
       .publish =
           [this](const PublishedResult& result) {
+            // Shared memory first (its subscribers read in place as soon as it is committed); the
+            // ZeroMQ subscribers get the result whatever happened there.
+            std::exception_ptr shm_failed;
+            if (shm_publisher_) {
+              try {
+                shm_publisher_->publish_result(result);
+              } catch (const std::exception&) {
+                shm_failed = std::current_exception();
+              }
+            }
             publisher_->publish_result(result);
-            if (shm_publisher_) shm_publisher_->publish_result(result);
+            if (shm_failed) std::rethrow_exception(shm_failed);
           },
       .stage_error =
           [this](const FrameMeta& frame, const std::string& pipeline, const std::string& why) {
@@ -77,6 +90,12 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
             spdlog::error("pipeline {}, stream {} sequence {}: {}", pipeline, frame.stream_id, frame.sequence, why);
           },
   };
+  // Results written once: into a slot of the shared result pool, which the ZeroMQ publisher
+  // sends from too.
+  if (shm_publisher_)
+    callbacks.claim_result = [this](const std::string&, const std::string&, std::size_t bytes) {
+      return shm_publisher_->claim(bytes);
+    };
   pipelines_ = std::make_unique<PipelineSet>(config_, backend_, callbacks);
   if (shm::is_shm_endpoint(config_.ingest_endpoint))
     shm_ingest_ = std::make_unique<ShmIngest>(
@@ -324,11 +343,13 @@ void Daemon::add_publish_status(v1::Status& status) const {
   status.set_results_dropped_for_subscribers(publish.results_dropped);
   status.set_subscribers_cut(publish.subscribers_cut);
   status.set_subscribers_watched(publish.subscribers_watched);
+  if (shm_publisher_) status.set_shm_results_in_place(shm_publisher_->results_in_place());
   for (const SubscriberInfo& info : publish.subscribers) {
     v1::SubscriberStatus* subscriber = status.add_subscribers();
     subscriber->set_peer(info.peer);
     subscriber->set_connected_s(info.connected_s);
     subscriber->set_lagging(info.lagging);
+    subscriber->set_stalled(info.stalled);
     subscriber->set_backlog_bytes(info.backlog_bytes);
     subscriber->set_results_dropped(info.results_dropped);
     subscriber->set_cut(info.cut);

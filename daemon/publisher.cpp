@@ -56,12 +56,15 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
     configure(socket_);
   } else {
     subscribers_ = std::make_unique<SubscriberWatch>(context, socket_, "publish", limits_.max_queued_bytes,
-                                                     static_cast<std::size_t>(limits_.high_water_mark));
+                                                     static_cast<std::size_t>(limits_.high_water_mark),
+                                                     limits_.stall_timeout);
   }
   socket_.bind(endpoint);
   spdlog::info("publish: bound to {} (per subscriber at most {} messages queued{})", endpoint,
                limits_.high_water_mark,
-               subscribers_ ? ", cut past a backlog of " + std::to_string(limits_.max_queued_bytes) + " bytes"
+               subscribers_ ? ", cut past a backlog of " + std::to_string(limits_.max_queued_bytes) +
+                                  " bytes when stalled, " + std::to_string(kReadingAllowance * limits_.max_queued_bytes) +
+                                  " while reading"
                             : std::string(" (security.curve: max_queued_bytes does not apply)"));
   if (reachable_beyond_loopback(endpoint))
     spdlog::warn("publish: {} is reachable from other machines: anyone who reaches it receives every result; "
@@ -75,7 +78,10 @@ void Publisher::publish_result(const PublishedResult& result) {
   header.SerializeToString(&header_bytes_);
   const std::string topic = result_topic(result.pipeline, result.output);
   if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
-  zmq::message_t payload = payload_message(result);
+  // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
+  // lagging one would keep the slot from the shm subscribers (and the executors) for long.
+  const bool copy = !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
+  zmq::message_t payload = payload_message(result, copy);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(header_bytes_), zmq::send_flags::sndmore);
@@ -88,7 +94,7 @@ void Publisher::read_subscriber_events() {
   if (subscribers_ && subscribers_->read_events()) trim_until_ = std::chrono::steady_clock::now() + kTrimPeriod;
 }
 
-zmq::message_t Publisher::payload_message(const PublishedResult& result) {
+zmq::message_t Publisher::payload_message(const PublishedResult& result, bool copy) {
   // Zero copy: the message references the executor's result buffer and holds a reference to it
   // until ZeroMQ has written it to every subscriber (or dropped it), when the free function lets go.
   struct Held {
@@ -97,9 +103,9 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result) {
     std::size_t bytes;
     std::shared_ptr<std::atomic<std::size_t>> bytes_held;
   };
-  auto* held = new Held{result.owner, {}, result.bytes, bytes_held_};
+  auto* held = new Held{copy ? nullptr : result.owner, {}, result.bytes, bytes_held_};
   const void* data = result.data;
-  if (!result.owner) {
+  if (copy) {
     const auto* bytes = static_cast<const std::byte*>(result.data);
     held->copy.assign(bytes, bytes + result.bytes);
     data = held->copy.data();

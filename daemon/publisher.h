@@ -4,8 +4,8 @@
 //
 // A subscriber that stops reading costs at most publish.max_queued_bytes: ZeroMQ queues up to
 // publish.high_water_mark messages per subscriber, and the subscriber watch (daemon/
-// subscriber_watch.h) cuts a subscriber whose backlog passes the byte bound; the results it lost
-// are counted for it. With CURVE the socket's monitor belongs to the CURVE gate: no watch, and a
+// subscriber_watch.h) cuts a stalled subscriber whose backlog passes the byte bound (one that
+// keeps reading only past kReadingAllowance x the bound); the results it lost are counted for it. With CURVE the socket's monitor belongs to the CURVE gate: no watch, and a
 // queue is bounded by high_water_mark messages only. Result payloads are handed to ZeroMQ without
 // copying; the bytes ZeroMQ still holds are counted (bytes_held). After a subscriber left, the
 // heartbeats return the freed heap to the system for a while, so a stalled subscriber that left
@@ -30,7 +30,10 @@ namespace sonopipe {
 
 struct PublishLimits {
   int high_water_mark = 1000;                 // messages per subscriber queue, at most
-  std::size_t max_queued_bytes = 128 << 20;   // a subscriber's backlog, at most
+  std::size_t max_queued_bytes = 128 << 20;   // a stalled subscriber's backlog, at most
+  // A lagging subscriber whose connection has not drained for this long is stalled (cut at the
+  // bound); one that drains may fall behind by up to kReadingAllowance x the bound.
+  std::chrono::steady_clock::duration stall_timeout = std::chrono::milliseconds(100);
 };
 
 struct PublishStats {
@@ -71,9 +74,9 @@ class Publisher {
   void close(int linger_milliseconds);
 
  private:
-  // The payload as a message that references it (or a copy of it when it has no owner) and
-  // counts its bytes in bytes_held until ZeroMQ lets go of it.
-  zmq::message_t payload_message(const PublishedResult& result);
+  // The payload as a message that references it (or a copy of it: `copy`) and counts its bytes in
+  // bytes_held until ZeroMQ lets go of it.
+  zmq::message_t payload_message(const PublishedResult& result, bool copy);
   void read_subscriber_events();
   void return_freed_memory();
 

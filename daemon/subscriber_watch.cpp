@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -50,8 +52,10 @@ std::string peer_of(int fd) {
 }  // namespace
 
 SubscriberWatch::SubscriberWatch(zmq::context_t& context, zmq::socket_t& socket, const std::string& name,
-                                 std::size_t max_queued_bytes, std::size_t queue_messages)
-    : monitor_(context, zmq::socket_type::pair), max_queued_bytes_(max_queued_bytes), queue_messages_(queue_messages) {
+                                 std::size_t max_queued_bytes, std::size_t queue_messages,
+                                 std::chrono::steady_clock::duration stall_timeout)
+    : monitor_(context, zmq::socket_type::pair), max_queued_bytes_(max_queued_bytes), queue_messages_(queue_messages),
+      stall_timeout_(stall_timeout) {
   const std::string address = "inproc://sonopipe-subscribers-" + name;
   if (zmq_socket_monitor(socket.handle(), address.c_str(), kConnectionEvents) != 0)
     throw std::runtime_error("publish: cannot monitor the " + name + " socket: " + zmq_strerror(zmq_errno()));
@@ -80,6 +84,7 @@ bool SubscriberWatch::read_events() {
       subscriber.info.peer = peer_of(fd);
       subscriber.local = local_of(fd);
       subscriber.connected = std::chrono::steady_clock::now();
+      subscriber.last_moved = subscriber.connected;
       by_fd_[fd] = std::move(subscriber);
     } else if (by_fd_.erase(fd) > 0) {
       left = true;
@@ -88,24 +93,43 @@ bool SubscriberWatch::read_events() {
   return left;
 }
 
+bool SubscriberWatch::moved(int fd, Subscriber& subscriber, std::chrono::steady_clock::time_point now) {
+  // Bytes in the connection's kernel send queue (unix: not yet read by the peer; tcp: not yet
+  // acknowledged). ZeroMQ refills it as it drains, so a reading subscriber's count changes between
+  // two looks, and a stalled one's stays put once its buffers are full.
+  int queued = 0;
+  const long now_queued = ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : -1;
+  const bool changed = now_queued < 0 || now_queued != subscriber.queued_in_kernel;
+  subscriber.queued_in_kernel = now_queued;
+  if (changed) subscriber.last_moved = now;
+  return changed;
+}
+
 void SubscriberWatch::before_result(std::size_t message_bytes) {
+  const auto now = std::chrono::steady_clock::now();
   for (auto& [fd, subscriber] : by_fd_) {
     if (subscriber.info.cut) continue;
     pollfd item{fd, POLLOUT, 0};
     if (poll(&item, 1, 0) == 1 && (item.revents & POLLOUT) && !(item.revents & (POLLERR | POLLHUP))) {
       subscriber.info.lagging = false;
+      subscriber.info.stalled = false;
       subscriber.info.backlog_bytes = 0;
       subscriber.backlog_results = 0;
+      subscriber.last_moved = now;
+      subscriber.queued_in_kernel = -1;
       continue;
     }
     subscriber.info.lagging = true;
+    moved(fd, subscriber, now);
+    subscriber.info.stalled = now - subscriber.last_moved >= stall_timeout_;
     // The result that filled its connection is still being written: it counts too.
     if (subscriber.backlog_results == 0) subscriber.info.backlog_bytes = previous_message_bytes_;
-    if (subscriber.info.backlog_bytes + message_bytes > max_queued_bytes_) {
+    const std::uint64_t backlog = subscriber.info.backlog_bytes + message_bytes;
+    if ((backlog > max_queued_bytes_ && subscriber.info.stalled) || backlog > kReadingAllowance * max_queued_bytes_) {
       cut(fd, subscriber);
       continue;
     }
-    subscriber.info.backlog_bytes += message_bytes;
+    subscriber.info.backlog_bytes = backlog;
     if (++subscriber.backlog_results > queue_messages_) {  // ZeroMQ's queue for it is full
       ++subscriber.info.results_dropped;
       ++dropped_total_;
@@ -125,6 +149,12 @@ void SubscriberWatch::cut(int fd, Subscriber& subscriber) {
   dropped_total_ += discarded;
   subscriber.info.cut = true;
   ++cut_total_;
+}
+
+bool SubscriberWatch::any_lagging() const {
+  for (const auto& [fd, subscriber] : by_fd_)
+    if (subscriber.info.lagging && !subscriber.info.cut) return true;
+  return false;
 }
 
 std::vector<SubscriberInfo> SubscriberWatch::subscribers() const {

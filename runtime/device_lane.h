@@ -76,6 +76,16 @@ struct ResultTiming {
   std::int64_t compute_end_ns = 0;
 };
 
+// Host memory a published result is written into, lent by the receiver that publishes it (e.g. a
+// slot of a shared-memory pool registered with CUDA): the lane's D2H copy (CPU: the stage itself)
+// writes there, so the result is written once. The receiver recognises its claim in publish() and
+// publishes in place; whoever holds the last reference gives the memory back (a claim never
+// published, e.g. of a frame a stage refused, is abandoned). Its destructor must make no CUDA call.
+struct ResultClaim {
+  virtual ~ResultClaim() = default;
+  void* data = nullptr;
+};
+
 // One published array. `data` is host memory valid during the callback; a receiver that wants
 // to send it without copying keeps `owner` (a reference to the buffer) until it is done: the
 // executor never reuses a result buffer somebody else still holds.
@@ -89,6 +99,9 @@ struct PublishedResult {
   ResultTiming timing;
   Backend backend;
   std::shared_ptr<const void> owner;
+  // Set when `data` is the receiver's own claim (ExecutorCallbacks::claim_result); `owner` then
+  // holds it too.
+  std::shared_ptr<ResultClaim> claim;
   // The pipeline's parameter generation in force when this frame started (0: as configured at
   // start; each accepted live change adds one). See DeviceLane::update_stages.
   std::uint64_t param_generation = 0;
@@ -116,6 +129,12 @@ struct ExecutorCallbacks {
   // in publish_errors). Called at the 1st, 2nd, 4th, 8th, ... error, so a flood logs few lines.
   std::function<void(const FrameMeta& frame, const std::string& pipeline, const std::string& why)>
       publish_error;
+  // Optional: memory to write a published output of `bytes` into (see ResultClaim), asked for by the
+  // submit thread before the frame's work is issued (it may wait, e.g. for a lossless subscriber:
+  // back-pressure). Null or a claim without data: the lane's own result buffer is used.
+  std::function<std::shared_ptr<ResultClaim>(const std::string& pipeline, const std::string& output,
+                                             std::size_t bytes)>
+      claim_result;
 };
 
 struct StageStats {
@@ -224,6 +243,7 @@ class DeviceLane {
   void prepare_result_buffers(Slot& slot);
   void release_idle_spares(std::size_t output);
   void release_staged_payload(Slot& slot);
+  void stage_into_pinned(void* pinned, const void* payload, std::size_t bytes);
   void report_stage_error(const FrameMeta& frame, const std::string& why);
   void refuse(const FrameMeta& frame, const std::string& why);
   void report_frame_done(const FrameMeta& frame);

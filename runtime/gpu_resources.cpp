@@ -126,13 +126,6 @@ void register_host_memory(void* host, std::size_t bytes) {
   SONOPIPE_CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterPortable));
 }
 void unregister_host_memory(void* host) { SONOPIPE_CUDA_CHECK(cudaHostUnregister(host)); }
-void release_after(GpuStream stream, std::shared_ptr<const void> keep) {
-  auto* held = new std::shared_ptr<const void>(std::move(keep));
-  const cudaError_t status = cudaLaunchHostFunc(
-      stream, [](void* data) { delete static_cast<std::shared_ptr<const void>*>(data); }, held);
-  if (status != cudaSuccess) delete held;
-  SONOPIPE_CUDA_CHECK(status);
-}
 
 #else
 
@@ -148,7 +141,6 @@ void copy_to_device_async(void*, const void*, std::size_t, GpuStream) { no_cuda(
 void copy_to_host_async(void*, const void*, std::size_t, GpuStream) { no_cuda(); }
 void register_host_memory(void*, std::size_t) { no_cuda(); }
 void unregister_host_memory(void*) { no_cuda(); }
-void release_after(GpuStream, std::shared_ptr<const void>) { no_cuda(); }
 void use_gpu_device(int) { no_cuda(); }
 
 #endif

@@ -78,10 +78,6 @@ void copy_to_host_async(void* host, const void* device, std::size_t bytes, GpuSt
 // are asynchronous DMA; once, not per frame. unregister_host_memory undoes it.
 void register_host_memory(void* host, std::size_t bytes);
 void unregister_host_memory(void* host);
-// Drops `keep` once the work queued on `stream` so far has run (a host function on the stream; the
-// host does not wait): memory a copy reads from goes back as soon as that copy is done. Whatever
-// `keep` owns must be released without CUDA calls.
-void release_after(GpuStream stream, std::shared_ptr<const void> keep);
 // Makes `device_id` current for the calling thread.
 void use_gpu_device(int device_id);
 

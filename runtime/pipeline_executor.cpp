@@ -18,6 +18,7 @@ struct PipelineExecutor::HeldResult {
   ResultTiming timing;
   Backend backend = Backend::cpu;
   std::shared_ptr<const void> owner;
+  std::shared_ptr<ResultClaim> claim;
   std::uint64_t param_generation = 0;
 };
 
@@ -59,6 +60,7 @@ PipelineExecutor::PipelineExecutor(std::string name, std::vector<int> devices,
         .stage_error = callbacks_.stage_error,
         .frame_done = [this, lane](const FrameMeta&) { on_frame_done(lane); },
         .publish_error = callbacks_.publish_error,
+        .claim_result = callbacks_.claim_result,
     };
     lanes_.push_back(std::make_unique<DeviceLane>(name_, std::move(stage_sets[lane]), lane_options,
                                                         lane_callbacks));
@@ -124,7 +126,7 @@ void PipelineExecutor::on_result(std::size_t lane, const PublishedResult& result
   std::lock_guard lock(order_mutex_);
   Ticket& ticket = *lane_tickets_[lane].front();
   ticket.results.push_back({result.output, result.frame, result.spec, data, result.bytes, result.timing,
-                            result.backend, std::move(owner), result.param_generation});
+                            result.backend, std::move(owner), result.claim, result.param_generation});
 }
 
 void PipelineExecutor::on_frame_done(std::size_t lane) {
@@ -146,7 +148,7 @@ void PipelineExecutor::release_finished_locked() {
         callbacks_.publish(PublishedResult{.pipeline = name_, .output = held.output, .frame = held.frame,
                                            .spec = held.spec, .data = held.data, .bytes = held.bytes,
                                            .timing = held.timing, .backend = held.backend, .owner = held.owner,
-                                           .param_generation = held.param_generation});
+                                           .claim = held.claim, .param_generation = held.param_generation});
       } catch (const std::exception& e) {
         // As the executor does: the result is lost and counted, the device thread goes on.
         const std::uint64_t count = ++publish_errors_;

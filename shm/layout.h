@@ -21,7 +21,7 @@
 namespace sonopipe::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31504853'4f4e4f53ull;  // "SONOSHP1"
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;  // 2: SlotRecord::producer_held
 inline constexpr std::size_t kMaxSlots = 64;       // a slot is one bit in the held/pending masks
 inline constexpr std::size_t kMaxProducers = 32;
 inline constexpr std::size_t kMaxConsumers = 32;   // a consumer is one bit in the masks
@@ -111,7 +111,9 @@ struct SlotRecord {
   std::uint32_t held = 0;                // consumers reading it now
   SlotDescriptor descriptor;
   std::uint32_t acknowledged = 0;        // counted as delivered for its producer
-  std::uint32_t padding_ = 0;
+  // Its producer still reads the message (e.g. the daemon sends the same bytes over ZeroMQ): the
+  // slot is neither freed nor overwritten until the producer lets go (Producer::release_hold) or dies.
+  std::uint32_t producer_held = 0;
 };
 static_assert(sizeof(SlotRecord) % 8 == 0);
 

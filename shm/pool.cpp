@@ -250,7 +250,8 @@ Pool::Lock::~Lock() { pthread_mutex_unlock(&pool_.header_->mutex); }
 
 bool Pool::free_if_done_locked(std::size_t index) {
   SlotRecord& s = slots_[index];
-  if (s.state != static_cast<std::uint32_t>(SlotState::ready) || s.pending != 0 || s.held != 0) return false;
+  if (s.state != static_cast<std::uint32_t>(SlotState::ready) || s.pending != 0 || s.held != 0 || s.producer_held != 0)
+    return false;
   // A lossless message no lossless consumer took waits for the next one (unclaimed).
   if (header_->mode == Mode::lossless && !s.taken) return false;
   s.state = static_cast<std::uint32_t>(SlotState::free);
@@ -287,6 +288,11 @@ std::size_t Pool::reclaim_dead_locked() {
   std::size_t freed = 0;
   for (std::uint32_t i = 0; i < geometry_.slot_count; ++i) {
     SlotRecord& s = slots_[i];
+    // A hold of a producer that died (or whose record went to another) goes with it.
+    if (s.producer_held) {
+      const ProducerRecord& holder = h.producers[s.producer % kMaxProducers];
+      if (!holder.active || holder.generation != s.producer_generation) s.producer_held = 0;
+    }
     // A message its producer died writing was never committed (never accepted): the slot is free.
     if (s.state == static_cast<std::uint32_t>(SlotState::writing) && !process_alive(s.writer)) {
       s.state = static_cast<std::uint32_t>(SlotState::free);

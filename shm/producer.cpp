@@ -34,9 +34,18 @@ Producer::~Producer() {
     Pool::Lock lock(*pool_);
     for (std::uint32_t i = 0; i < pool_->geometry().slot_count; ++i) {
       SlotRecord& s = pool_->slot(i);
+<<<<<<< HEAD
       if (s.state == kSlotWriting && s.producer == record_ && s.producer_generation == generation_) {
         s.state = kSlotFree;
+=======
+      if (s.producer != record_ || s.producer_generation != generation_) continue;
+      if (s.state == kWriting) {
+        s.state = kFree;
+>>>>>>> main
         ++freed;
+      } else if (s.producer_held) {
+        s.producer_held = 0;
+        freed += pool_->free_if_done_locked(i) ? 1 : 0;
       }
     }
     pool_->header().producers[record_].active = 0;
@@ -55,7 +64,11 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
     std::uint64_t oldest = UINT64_MAX;
     for (std::uint32_t i = 0; i < count; ++i) {
       const SlotRecord& s = pool_->slot(i);
+<<<<<<< HEAD
       if (s.state == kSlotReady && s.held == 0 && s.sequence < oldest) {
+=======
+      if (s.state == kReady && s.held == 0 && s.producer_held == 0 && s.sequence < oldest) {
+>>>>>>> main
         oldest = s.sequence;
         chosen = i;
       }
@@ -78,6 +91,7 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
   s.producer_generation = generation_;
   s.pending = s.held = 0;
   s.taken = s.acknowledged = 0;
+  s.producer_held = 0;
   return chosen;
 }
 
@@ -115,7 +129,7 @@ std::optional<Producer::Claim> Producer::claim(std::chrono::steady_clock::time_p
   }
 }
 
-void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t payload_bytes) {
+void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t payload_bytes, bool hold) {
   const PoolGeometry& g = pool_->geometry();
   if (claim.slot >= g.slot_count) throw std::invalid_argument("shm commit: no such slot");
   if (header_bytes == 0 || header_bytes > g.header_capacity || payload_bytes > g.payload_capacity)
@@ -136,10 +150,28 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
       if (h.consumers[c].active && (h.mode == Mode::live || h.consumers[c].mode == Mode::lossless))
         pending |= 1u << c;
     s.pending = pending;
+<<<<<<< HEAD
     s.state = kSlotReady;
+=======
+    s.producer_held = hold ? 1 : 0;
+    s.state = kReady;
+>>>>>>> main
     ++h.producers[record_].committed;
   }
   pool_->wake_consumers();
+}
+
+void Producer::release_hold(std::uint32_t slot) {
+  if (slot >= pool_->geometry().slot_count) return;
+  bool freed = false;
+  {
+    Pool::Lock lock(*pool_);
+    SlotRecord& s = pool_->slot(slot);
+    if (s.state != kReady || s.producer != record_ || s.producer_generation != generation_) return;
+    s.producer_held = 0;
+    freed = pool_->free_if_done_locked(slot);
+  }
+  if (freed) pool_->wake_producers();
 }
 
 void Producer::abandon(const Claim& claim) {

@@ -44,8 +44,11 @@ class Producer {
   // ShmError when the pool was removed (its daemon was replaced: open a new Producer).
   std::optional<Claim> claim(std::chrono::steady_clock::time_point deadline);
   // Publishes the claimed slot's first `header_bytes` and `payload_bytes` (throws
-  // std::invalid_argument when they exceed the capacities; the claim stays open).
-  void commit(const Claim& claim, std::size_t header_bytes, std::size_t payload_bytes);
+  // std::invalid_argument when they exceed the capacities; the claim stays open). With `hold` the
+  // producer keeps reading the message after the commit: the slot is neither freed nor overwritten
+  // until release_hold(claim.slot).
+  void commit(const Claim& claim, std::size_t header_bytes, std::size_t payload_bytes, bool hold = false);
+  void release_hold(std::uint32_t slot);
   // Gives an uncommitted slot back.
   void abandon(const Claim& claim);
 

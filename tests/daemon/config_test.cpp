@@ -107,6 +107,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
   CHECK(config.log_level == "info");
   CHECK(config.max_streams == 64);
   CHECK(config.publish_max_queued_bytes == kDefaultMaxQueuedBytes);
+  CHECK(config.publish_stall_timeout_s == 0.1);
   REQUIRE(config.pipelines.size() == 1);
   CHECK(config.pipelines[0].match.kinds.empty());
   CHECK(config.pipelines[0].stages[0].params.real("scale") == 1.0);
@@ -115,7 +116,7 @@ TEST_CASE("a minimal config gets the documented defaults", "[config]") {
 TEST_CASE("every key reaches its field", "[config]") {
   DaemonConfig config = parse(R"(
 ingest: {endpoint: "ipc:///tmp/a", pattern: sub, bind: false, ack_endpoint: "ipc:///tmp/d"}
-publish: {endpoint: "ipc:///tmp/b", high_water_mark: 50, max_queued_bytes: 2097152, status_interval_s: 0.5}
+publish: {endpoint: "ipc:///tmp/b", high_water_mark: 50, max_queued_bytes: 2097152, stall_timeout_s: 0.25, status_interval_s: 0.5}
 control: {endpoint: "ipc:///tmp/c"}
 backend: cpu
 device: 1
@@ -141,6 +142,7 @@ pipelines:
   CHECK(config.publish_endpoint == "ipc:///tmp/b");
   CHECK(config.publish_high_water_mark == 50);
   CHECK(config.publish_max_queued_bytes == 2097152);
+  CHECK(config.publish_stall_timeout_s == 0.25);
   CHECK(config.status_interval_s == 0.5);
   CHECK(config.control_endpoint == "ipc:///tmp/c");
   CHECK(config.backend == BackendChoice::cpu);
@@ -204,6 +206,7 @@ TEST_CASE("every config error names file:line, the key and what was expected", "
       {"publish: {high_water_mark: 0}\n", "test.yaml:1: publish.high_water_mark: expected an integer in [1, 1000000], got '0'"},
       {"publish: {max_queued_bytes: 1000}\n",
        "test.yaml:1: publish.max_queued_bytes: expected an integer in [1048576, 1099511627776], got '1000'"},
+      {"publish: {stall_timeout_s: 0}\n", "test.yaml:1: publish.stall_timeout_s: expected a number in [0.01, 3600], got '0'"},
       {"publish: {status_interval_s: fast}\n", "test.yaml:1: publish.status_interval_s: expected a number in [0.05, 3600], got 'fast'"},
       {"control: {endpoint: [a]}\n", "test.yaml:1: control.endpoint: expected a string"},
       {"backend: gpu\n", "test.yaml:1: backend: expected one of auto, cuda, cpu, got 'gpu'"},

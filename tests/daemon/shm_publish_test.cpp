@@ -98,6 +98,54 @@ TEST_CASE("shm publish: results are written once into the pool, byte-identical t
     CHECK(r->payload == zmq_results[n].payload);
   }
   CHECK(subscriber.counters().missed == 0);
+  // Written once: the convert stage wrote each result straight into its slot.
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.results_published() == kFrames; });
+  CHECK(status.shm_results_in_place() == kFrames);
+}
+
+TEST_CASE("shm publish on CUDA: the result pool is registered once and the D2H copy writes each result into its slot, "
+          "byte-exact", "[daemon][shm][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  ShmName name;
+  std::string settings = daemon_settings();
+  settings.replace(settings.find("backend: cpu"), 12, "backend: cuda");
+  test::DaemonHarness daemon(settings);
+  add_publish_shm(daemon, name, "lossless", 4);
+  daemon.start();
+  CHECK(daemon.wait_for_log("slots of 1 MiB, registered with CUDA").find("registered with CUDA") != std::string::npos);
+  shm::Consumer subscriber(name.endpoint, shm::Mode::lossless);
+  const std::uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  constexpr std::uint64_t kFrames = 40;  // ten times the pool: slots come back after each read
+  std::vector<std::vector<std::int16_t>> sent;
+  std::thread sender([&] {
+    for (std::uint64_t n = 0; n < kFrames; ++n) {
+      auto samples = test::random_samples(16 * 100 * 2, rng);
+      daemon.try_send(test::iq_header(n, 16, 100).SerializeAsString(), samples.data(), samples.size() * 2);
+      sent.push_back(std::move(samples));
+    }
+  });
+  std::vector<ShmResult> results;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    auto r = take_result(subscriber);
+    if (!r) break;
+    results.push_back(std::move(*r));
+  }
+  sender.join();
+  REQUIRE(results.size() == kFrames);
+  for (std::uint64_t n = 0; n < kFrames; ++n) {
+    INFO("frame " << n);
+    CHECK(results[n].header.input_sequence() == n);
+    CHECK(results[n].header.backend() == "cuda");
+    const std::vector<float> values = test::floats(results[n].payload);
+    REQUIRE(values.size() == sent[n].size());
+    std::size_t mismatches = 0;  // scale 0.5 of an int16: exact in float32
+    for (std::size_t i = 0; i < values.size(); ++i) mismatches += values[i] != 0.5f * static_cast<float>(sent[n][i]);
+    CHECK(mismatches == 0);
+  }
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.results_published() == kFrames; });
+  CHECK(status.shm_results_in_place() == kFrames);
 }
 
 TEST_CASE("shm publish: a lossless pool waits for a slow subscriber and loses nothing", "[daemon][shm]") {
@@ -169,4 +217,39 @@ TEST_CASE("shm publish: a lossless subscriber SIGKILLed while reading gives its 
   for (std::uint64_t n = 0; n < kFrames; ++n) CHECK(sequences[n] == n);
   const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.frames_processed() == kFrames; });
   CHECK(status.results_published() == kFrames);
+}
+
+TEST_CASE("shm publish: a stalled ZeroMQ subscriber never keeps the result pool's slots from the shm subscribers",
+          "[daemon][shm]") {
+  // Results are sent over ZeroMQ from their shm slot only while every ZeroMQ subscriber keeps up;
+  // a lagging one gets a copy. Were the slots held by its queue, the 3-slot pool would run dry after
+  // three results and the shm subscriber would get nothing more.
+  ShmName name;
+  test::DaemonHarness daemon(daemon_settings());
+  add_publish_shm(daemon, name, "live", 3);
+  daemon.start();
+  shm::Consumer subscriber(name.endpoint, shm::Mode::live);
+  zmq::context_t context(1);
+  zmq::socket_t stalled(context, zmq::socket_type::sub);
+  stalled.set(zmq::sockopt::rcvhwm, 1);
+  stalled.set(zmq::sockopt::rcvbuf, 64 * 1024);
+  stalled.set(zmq::sockopt::linger, 0);
+  stalled.set(zmq::sockopt::subscribe, "result/");
+  stalled.connect(daemon.endpoint("publish"));
+  daemon.wait_for_status([](const v1::Status& s) { return s.subscribers_size() == 2; });
+  std::this_thread::sleep_for(300ms);  // its subscription travels after the handshake
+  std::mt19937_64 rng(test::fresh_seed());
+  constexpr std::uint64_t kFrames = 20;
+  for (std::uint64_t n = 0; n < kFrames; ++n) {  // one at a time: 256 KiB results, more than its socket holds
+    auto samples = test::random_samples(64 * 512 * 2, rng);
+    daemon.send(test::iq_header(n, 64, 512).SerializeAsString(), samples.data(), samples.size() * 2);
+    auto r = take_result(subscriber);
+    REQUIRE(r);
+    CHECK(r->header.input_sequence() == n);
+  }
+  const v1::Status status = daemon.wait_for_status([](const v1::Status& s) { return s.results_published() == kFrames; });
+  CHECK(status.results_published() == kFrames);
+  bool lagging = false;
+  for (const v1::SubscriberStatus& s : status.subscribers()) lagging |= s.lagging();
+  CHECK(lagging);  // the stalled one did fall behind
 }

@@ -218,6 +218,65 @@ TEST_CASE("shm: a live pool keeps the newest messages and counts what it overwro
   CHECK(counters.undelivered() == 0);
 }
 
+TEST_CASE("shm: a message committed with a hold is neither freed nor overwritten until its producer lets go") {
+  // The daemon commits a result into its pool and sends the same bytes over ZeroMQ: the slot must
+  // keep them while ZeroMQ reads, also in a live pool whose consumers have taken and released it.
+  const std::uint64_t seed = sonopipe::test::fresh_seed();
+  const TestEndpoint name;
+  const std::string& endpoint = name.value;
+  auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::live)));
+  Consumer consumer(pool, Mode::live);
+  Producer producer(endpoint);
+  auto held = producer.claim(in(std::chrono::seconds(5)));
+  REQUIRE(held);
+  const auto data = payload_of(seed, 0, 512);
+  std::memcpy(held->header.data(), "h0", 2);
+  std::memcpy(held->payload.data(), data.data(), data.size());
+  producer.commit(*held, 2, data.size(), true);
+  auto m = consumer.take(now());
+  REQUIRE(m);
+  expect_message(consumer, *m, seed, 0, 512);  // taken and released by its only consumer
+  // Live: newer messages take the other slot over and over, never the held one.
+  for (int i = 1; i < 6; ++i) send(producer, seed, i, 512);
+  CHECK(std::memcmp(held->payload.data(), data.data(), data.size()) == 0);
+  CHECK(producer.counters().overwritten == 4);  // 1..4 overwritten by their successors
+  // With both slots in use (one held, one being written) a claim finds none.
+  auto writing = producer.claim(now());
+  REQUIRE(writing);
+  CHECK_FALSE(producer.claim(now()));
+  producer.abandon(*writing);
+  producer.release_hold(held->slot);
+  auto first = producer.claim(now());
+  auto second = producer.claim(now());
+  CHECK(first);
+  CHECK(second);  // the slot that was held is free again
+}
+
+TEST_CASE("shm: the hold of a producer SIGKILLed after its commit goes with it") {
+  const TestEndpoint name;
+  const std::string& endpoint = name.value;
+  auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, options(1, 4096, Mode::lossless)));
+  Consumer consumer(pool, Mode::lossless);
+  const pid_t child = fork();
+  if (child == 0) {
+    Producer producer(endpoint);
+    auto claim = producer.claim(in(std::chrono::seconds(5)));
+    if (!claim) _exit(2);
+    std::memcpy(claim->header.data(), "h", 1);
+    producer.commit(*claim, 1, 16, true);
+    pause();
+    _exit(0);
+  }
+  auto m = consumer.take(in(std::chrono::seconds(10)));
+  REQUIRE(m);
+  consumer.release(m->slot);
+  Producer next(endpoint);
+  CHECK_FALSE(next.claim(now()));  // the only slot is held by the live child
+  kill(child, SIGKILL);
+  wait_child(child);
+  CHECK(next.claim(in(std::chrono::seconds(5))));  // reclaimed once it is dead
+}
+
 TEST_CASE("shm: a live observer of a lossless pool never holds the producer back") {
   const std::uint64_t seed = sonopipe::test::fresh_seed();
   const TestEndpoint name;

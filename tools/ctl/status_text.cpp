@@ -17,7 +17,7 @@ std::string ms(double value) {
 // The publish socket's subscribers: the bound, and per subscriber whether it keeps up and what it lost.
 void publish_text(const v1::Status& status, std::ostringstream& out) {
   if (status.publish_max_queued_bytes() == 0) return;  // a daemon from before the bound
-  out << "publish: a subscriber is cut past a backlog of " << status.publish_max_queued_bytes() << " bytes; "
+  out << "publish: a stalled subscriber is cut past a backlog of " << status.publish_max_queued_bytes() << " bytes; "
       << status.publish_bytes_held() << " bytes held now, " << status.results_dropped_for_subscribers()
       << " results dropped for subscribers, " << status.subscribers_cut() << " cut\n";
   if (!status.subscribers_watched()) {
@@ -26,7 +26,7 @@ void publish_text(const v1::Status& status, std::ostringstream& out) {
   }
   for (const v1::SubscriberStatus& s : status.subscribers())
     out << "  subscriber " << s.peer() << ": connected " << ms(s.connected_s()) << " s, "
-        << (s.cut() ? "cut, " : s.lagging() ? "lagging, " : "") << "backlog " << s.backlog_bytes() << " bytes, "
+        << (s.cut() ? "cut, " : s.stalled() ? "stalled, " : s.lagging() ? "lagging, " : "") << "backlog " << s.backlog_bytes() << " bytes, "
         << s.results_dropped() << " results dropped\n";
 }
 
