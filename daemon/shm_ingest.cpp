@@ -13,22 +13,8 @@
 #include "wire/wall_clock.h"
 
 namespace sonopipe {
-<<<<<<< HEAD
-// The last frame to let go of it may do so in a CUDA host function (runtime/gpu_resources.h,
-// release_after), where no CUDA call is allowed: its destructor makes none.
-=======
-namespace {
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 // The last frame to let go of it may do so in any thread (the executors' completion threads): its
 // destructor makes no CUDA call.
->>>>>>> main
 struct ShmIngest::Source {
   std::shared_ptr<shm::Pool> pool;
   std::unique_ptr<shm::Consumer> consumer;

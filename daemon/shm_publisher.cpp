@@ -13,18 +13,6 @@
 #include "wire/wall_clock.h"
 
 namespace sonopipe {
-<<<<<<< HEAD
-ShmPublisher::ShmPublisher(const DaemonConfig& config) {
-=======
-namespace {
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 struct ShmPublisher::Core {
   std::unique_ptr<shm::Producer> producer;
   bool registered = false;
@@ -47,7 +35,6 @@ struct ShmPublisher::Claim : ResultClaim {
 };
 
 ShmPublisher::ShmPublisher(const DaemonConfig& config, bool register_with_cuda) : core_(std::make_shared<Core>()) {
->>>>>>> main
   shm::PoolOptions options;
   options.slot_count = config.publish_shm.slots;
   options.header_capacity = wire::HeaderLimits::bytes + 4096;  // the frame's header is copied into the result's

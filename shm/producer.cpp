@@ -34,14 +34,9 @@ Producer::~Producer() {
     Pool::Lock lock(*pool_);
     for (std::uint32_t i = 0; i < pool_->geometry().slot_count; ++i) {
       SlotRecord& s = pool_->slot(i);
-<<<<<<< HEAD
-      if (s.state == kSlotWriting && s.producer == record_ && s.producer_generation == generation_) {
-        s.state = kSlotFree;
-=======
       if (s.producer != record_ || s.producer_generation != generation_) continue;
-      if (s.state == kWriting) {
-        s.state = kFree;
->>>>>>> main
+      if (s.state == kSlotWriting) {
+        s.state = kSlotFree;
         ++freed;
       } else if (s.producer_held) {
         s.producer_held = 0;
@@ -64,11 +59,7 @@ std::optional<std::uint32_t> Producer::take_free_locked() {
     std::uint64_t oldest = UINT64_MAX;
     for (std::uint32_t i = 0; i < count; ++i) {
       const SlotRecord& s = pool_->slot(i);
-<<<<<<< HEAD
-      if (s.state == kSlotReady && s.held == 0 && s.sequence < oldest) {
-=======
-      if (s.state == kReady && s.held == 0 && s.producer_held == 0 && s.sequence < oldest) {
->>>>>>> main
+      if (s.state == kSlotReady && s.held == 0 && s.producer_held == 0 && s.sequence < oldest) {
         oldest = s.sequence;
         chosen = i;
       }
@@ -150,12 +141,8 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
       if (h.consumers[c].active && (h.mode == Mode::live || h.consumers[c].mode == Mode::lossless))
         pending |= 1u << c;
     s.pending = pending;
-<<<<<<< HEAD
-    s.state = kSlotReady;
-=======
     s.producer_held = hold ? 1 : 0;
-    s.state = kReady;
->>>>>>> main
+    s.state = kSlotReady;
     ++h.producers[record_].committed;
   }
   pool_->wake_consumers();
@@ -167,7 +154,7 @@ void Producer::release_hold(std::uint32_t slot) {
   {
     Pool::Lock lock(*pool_);
     SlotRecord& s = pool_->slot(slot);
-    if (s.state != kReady || s.producer != record_ || s.producer_generation != generation_) return;
+    if (s.state != kSlotReady || s.producer != record_ || s.producer_generation != generation_) return;
     s.producer_held = 0;
     freed = pool_->free_if_done_locked(slot);
   }
