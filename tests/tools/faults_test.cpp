@@ -125,7 +125,11 @@ TEST_CASE("a subscriber killed with SIGKILL: the daemon goes on, the recording i
 
 TEST_CASE("a subscriber that never reads: the daemon neither blocks nor grows, and holds few result buffers",
           "[faults][daemon]") {
-  test::DaemonHarness daemon(kConvert);
+  // The harness's own subscriber reads every result; on a loaded 2-core runner it can pause for
+  // longer than the default stall timeout (0.1 s) while 128 MiB are queued for it, and be cut as
+  // stalled. 5 s keeps the reader a reader; the never-reading subscriber is still bounded by its
+  // high-water marks, which is what this case measures.
+  test::DaemonHarness daemon(kConvert, "", "stall_timeout_s: 5");
   daemon.start();
   zmq::context_t context(1);
   zmq::socket_t stalled(context, zmq::socket_type::sub);
