@@ -37,6 +37,7 @@
 #include "stages/beamform/channel_conventions.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "tools/bench/commands.h"
+#include "tools/bench/ensemble_frame.h"
 #include "tools/bench/ensemble_workloads.h"
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"
@@ -87,32 +88,20 @@ Case case_named(const std::string& name) {
   throw std::invalid_argument("unknown case '" + name + "' (pwi_disk, fus, demo)");
 }
 
-// One ensemble of channel IQ as the beamform stage takes it: the channel simulator's geometry for
-// the workload's probe and sampling (no scatterers), a leading frame axis at the PRF, the ensemble
-// times, and the workload's random samples.
+// One ensemble of channel IQ as the beamform stage takes it: ensemble_frame()'s (the channel
+// simulator's geometry for the workload, a leading frame axis at the PRF, its random samples) with
+// the ensemble times.
 struct Ensemble {
   FrameMeta meta;
   std::vector<float> samples;  // [frame, transmit, element, sample] x (re, im)
 };
 
 Ensemble make_ensemble(const EnsembleWorkload& w) {
-  sim::ChannelSimConfig config;
-  config.elements = w.elements;
-  config.pitch_m = w.pitch_m;
-  config.center_frequency_hz = w.center_frequency_hz;
-  config.iq = true;
-  config.sampling_frequency_hz = w.sampling_frequency_hz;
-  config.demodulation_frequency_hz = w.center_frequency_hz;
-  config.speed_of_sound_m_per_s = w.speed_of_sound_m_per_s;
-  config.initial_time_s = w.first_sample_s;
-  config.samples = w.samples;
-  Ensemble e;
-  e.meta = sim::simulate_channel(config).meta;
-  e.meta.payload.axes.insert(e.meta.payload.axes.begin(), Axis{doppler::kFrameAxis, w.frames, 1 / w.prf_hz, "s", 0.0});
+  BenchFrame frame = ensemble_frame(w, /*compound=*/false);
+  Ensemble e{std::move(frame.meta), std::move(frame.data)};
   std::vector<double> times(static_cast<std::size_t>(w.frames));
   for (int n = 0; n < w.frames; ++n) times[static_cast<std::size_t>(n)] = n / w.prf_hz;
   e.meta.vectors[doppler::kEnsembleTimeVector] = times;
-  e.samples = ensemble_samples(w);
   if (e.samples.size() * sizeof(float) != e.meta.payload.byte_size())
     throw std::logic_error("doppler-daemon: ensemble samples and frame description differ");
   return e;
