@@ -40,6 +40,40 @@ TEST_CASE("payload_is_finite finds a NaN or Inf anywhere in every float type", "
   CHECK(payload_is_finite(DType::int16, ints.data(), ints.size() * 2));
 }
 
+TEST_CASE("payload_is_finite finds a NaN or Inf at either end of an unaligned payload of any length", "[ingest]") {
+  // The check runs in vector lanes: a bad value in the first or last element, in the scalar tail
+  // past the last full vector, or at an odd address must still be found.
+  std::mt19937_64 rng(test::fresh_seed());
+  std::uniform_real_distribution<double> dist(-1e30, 1e30);
+  for (std::size_t count : {std::size_t(1), std::size_t(7), std::size_t(33), std::size_t(4099)}) {
+    std::vector<float> f32(count);
+    std::vector<double> f64(count);
+    for (auto& v : f32) v = static_cast<float>(dist(rng));
+    for (auto& v : f64) v = dist(rng);
+    std::vector<unsigned char> bytes(count * 8 + 1);
+    for (std::size_t at : {std::size_t(0), count - 1}) {
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> copy = f32;
+        std::memcpy(bytes.data() + 1, copy.data(), count * 4);  // odd address
+        CHECK(payload_is_finite(DType::float32, bytes.data() + 1, count * 4));
+        copy[at] = bad;
+        std::memcpy(bytes.data() + 1, copy.data(), count * 4);
+        CHECK_FALSE(payload_is_finite(DType::float32, bytes.data() + 1, count * 4));
+      }
+      std::vector<double> copy = f64;
+      std::memcpy(bytes.data() + 1, copy.data(), count * 8);
+      CHECK(payload_is_finite(DType::float64, bytes.data() + 1, count * 8));
+      copy[at] = std::numeric_limits<double>::infinity();
+      std::memcpy(bytes.data() + 1, copy.data(), count * 8);
+      CHECK_FALSE(payload_is_finite(DType::float64, bytes.data() + 1, count * 8));
+      std::vector<std::uint16_t> f16(count, 0x3c00);  // 1.0
+      f16[at] = 0x7e00;                               // a NaN
+      std::memcpy(bytes.data() + 1, f16.data(), count * 2);
+      CHECK_FALSE(payload_is_finite(DType::float16, bytes.data() + 1, count * 2));
+    }
+  }
+}
+
 TEST_CASE("reject counters count every frame by reason, even when the log line is suppressed", "[ingest]") {
   RejectLog rejects;
   for (int i = 0; i < 50; ++i) rejects.reject(wire::RejectReason::size_mismatch, "test");
