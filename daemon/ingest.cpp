@@ -26,6 +26,9 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
   socket_.set(zmq::sockopt::rcvhwm, static_cast<int>(receive_high_water_mark));
   stop_sweep_limit_ = 2 * receive_high_water_mark;
   socket_.set(zmq::sockopt::linger, 0);
+  // Its connections on the context's first I/O thread, the publisher's on the second
+  // (kPublishIoThread): the thread that reads a frame from the kernel never also writes results.
+  if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kIngestIoThread);
   if (config.ingest_pattern == IngestPattern::sub) socket_.set(zmq::sockopt::subscribe, "");
   if (configure) configure(socket_);
   if (config.ingest_bind) socket_.bind(config.ingest_endpoint);

@@ -17,6 +17,9 @@ namespace sonopipe {
 
 // Header parts are small; the allowance keeps ZMQ_MAXMSGSIZE from cutting a legal header.
 constexpr std::size_t kHeaderAllowanceBytes = 1 << 20;
+// ZMQ_AFFINITY bit of the context's I/O thread that carries the ingest sockets' connections (when
+// the context has two or more; the publisher takes kPublishIoThread, daemon/publisher.h).
+constexpr std::uint64_t kIngestIoThread = 1u << 0;
 // After a stop and the sweep, how long ingest goes on counting (not handling) what is still ready.
 constexpr std::chrono::milliseconds kStopDiscard{500};
 class Ingest {

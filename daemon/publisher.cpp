@@ -52,6 +52,7 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
                      const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, zmq::socket_type::pub), limits_(limits) {
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
+  if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kPublishIoThread);
   if (configure) {
     configure(socket_);
   } else {

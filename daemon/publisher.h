@@ -53,6 +53,10 @@ inline constexpr std::size_t kTrimAfterFreedBytes = std::size_t(32) << 20;
 inline constexpr std::chrono::seconds kTrimPeriod{5};
 
 inline constexpr const char* kStatusTopic = "status";
+// ZMQ_AFFINITY bit of the context's I/O thread that carries the subscribers' connections (when the
+// context has two or more): not the ingest's (daemon/ingest.h), so reading frames and writing
+// results never wait for each other.
+inline constexpr std::uint64_t kPublishIoThread = 1u << 1;
 std::string result_topic(const std::string& pipeline, const std::string& output);
 
 // The header a result carries (timing.published_ns is filled in by the caller).
