@@ -15,8 +15,15 @@
 // later ones: the sender never skips); the main thread collects the four outputs of each ensemble
 // (bmode, velocity, power, power_db). Printed per case: the rate asked and the sustained rate
 // (result sets per second from the first to the last), the result sets received and lost (must be 0), the
-// sender's largest lateness, e2e latency p50/p99 (ensemble sent -> its last output received; one
-// host clock) and the daemon's received -> published, and the stages' compute time. Goals: the
+// sender's largest lateness and its time per send (p50 / p99 / max: the copy into the pool slot or
+// the ZeroMQ send, apart from the daemon), e2e latency p50/p99 (ensemble sent -> its last output
+// received; one host clock) and the daemon's received -> published, the stages' compute time, and
+// where an ensemble's time went (p50 / p99 of each leg, from the result header's timestamps: sent
+// -> taken by the daemon's ingest, taken -> its stages start (admission, NaN/Inf check, queue,
+// H2D), the stages, stages end -> published (D2H, completion, publish), published -> received by
+// the bench). --shm-write first copies the ensemble into each pool slot once only (a scanner whose
+// hardware writes the slot costs its sender no copy): the daemon's own rate without the bench's
+// sender copy. Goals: the
 // acquisition rate sustained with 0 loss; our reading of "at acquisition speed" adds e2e p99 <= one
 // ensemble period (each result out before the next ensemble's would queue behind it).
 // --rate-scale < 1 runs at a fraction of the acquisition rate (a machine without a GPU).
@@ -37,6 +44,7 @@
 #include "stages/beamform/channel_conventions.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "tools/bench/commands.h"
+#include "tools/bench/core_shm.h"
 #include "tools/bench/ensemble_frame.h"
 #include "tools/bench/ensemble_workloads.h"
 #include "tools/common/clock.h"
@@ -66,6 +74,7 @@ struct DopplerDaemonOptions {
   int queue_depth = 8;
   int cpu_threads = 0;
   std::string clutter = "svd";  // or polynomial (order 4): the chain with a cheaper filter, for comparison
+  std::string shm_write = "every";  // shm: the sender copies each ensemble into its slot, or "first" time only
   std::string work_dir;
   bool keep = false;
 };
@@ -163,6 +172,8 @@ struct Row {
   double e2e_p50_ms = 0, e2e_p99_ms = 0, daemon_p50_ms = 0, daemon_p99_ms = 0;
   std::uint64_t rejected = 0, dropped = 0, stage_errors = 0;
   std::vector<std::pair<std::string, double>> stage_ms;  // compute p50 per stage
+  double send_p50_ms = 0, send_p99_ms = 0, send_max_ms = 0;  // the sender's time in send() per ensemble
+  std::vector<std::pair<double, double>> legs_ms;  // p50, p99 of each of kLegs
   double busy_ms = 0, h2d_ms = 0;  // per ensemble (CUDA: H2D + stages + D2H; the H2D alone)
   std::string backend;
 };
@@ -181,9 +192,12 @@ class Client {
     sub_.connect(endpoints.publish);
     if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("no handshake with the daemon's publisher");
     std::this_thread::sleep_for(kSubscriptionMargin);  // the subscription travels after the handshake
-    if (shm::is_shm_endpoint(endpoints.ingest)) shm_ = std::make_unique<shm::Producer>(endpoints.ingest);
+    if (shm::is_shm_endpoint(endpoints.ingest)) shm_ = open_ready_producer(endpoints.ingest);
     else push_.connect(endpoints.ingest);
   }
+
+  // --shm-write first: each slot gets the samples once (the slots keep them between ensembles).
+  void write_once() { written_.assign(shm::kMaxSlots, false); }
 
   // One ensemble (lossless: waits for room; one sending thread).
   void send(const std::string& header, const std::vector<float>& samples) {
@@ -192,7 +206,10 @@ class Client {
       auto claim = shm_->claim(SteadyClock::now() + kResultTimeout);
       if (!claim) throw std::runtime_error("no slot of the daemon's pool came free within the result timeout");
       std::memcpy(claim->header.data(), header.data(), header.size());
-      std::memcpy(claim->payload.data(), samples.data(), bytes);
+      if (written_.empty() || !written_[claim->slot]) {
+        std::memcpy(claim->payload.data(), samples.data(), bytes);
+        if (!written_.empty()) written_[claim->slot] = true;
+      }
       shm_->commit(*claim, header.size(), bytes);
       return;
     }
@@ -216,8 +233,21 @@ class Client {
   zmq::socket_t push_{context_, zmq::socket_type::push};
   zmq::socket_t sub_{context_, zmq::socket_type::sub};
   std::unique_ptr<shm::Producer> shm_;
+  std::vector<bool> written_;  // --shm-write first: slots holding the samples already
   std::vector<zmq::message_t> parts_;
 };
+
+// The legs of an ensemble's trip, from the bench's clock and the result header's timestamps (all
+// wall clock, one host).
+const std::vector<std::string> kLegs = {"sent -> ingest took it", "took -> stages start", "stages",
+                                        "stages end -> published", "published -> bench got it"};
+std::vector<double> legs_of(std::int64_t sent_ns, const v1::Timing& t, std::int64_t received_ns) {
+  const std::int64_t at[] = {sent_ns, t.received_ns(), t.compute_start_ns(), t.compute_end_ns(), t.published_ns(),
+                             received_ns};
+  std::vector<double> legs;
+  for (std::size_t i = 0; i + 1 < std::size(at); ++i) legs.push_back(static_cast<double>(at[i + 1] - at[i]) * 1e-6);
+  return legs;
+}
 
 std::string header_for(FrameMeta& meta, std::uint64_t sequence) {
   meta.sequence = sequence;
@@ -236,6 +266,7 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
   const v1::Status first = daemon.status();
   row.backend = first.backend() + " on " + first.device_name();
   Client client(endpoints);
+  if (options.shm_write == "first") client.write_once();
 
   // Warm-up, one ensemble at a time: configuration, plans and allocations are out of the numbers.
   std::uint64_t sequence = 0;
@@ -256,6 +287,7 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
   const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(options.seconds * row.rate_hz)));
   const std::uint64_t first_sequence = sequence;
   std::vector<std::int64_t> sent_ns(count, 0);
+  std::vector<double> send_ms(count, 0.0);
   std::atomic<std::size_t> sent{0};
   std::atomic<double> max_late_ms{0};
   std::string send_error;
@@ -270,7 +302,9 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
         const double late_ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - due).count();
         if (late_ms > max_late_ms.load()) max_late_ms = late_ms;
         sent_ns[k] = tools::wall_clock_ns();
+        const auto send_start = SteadyClock::now();
         client.send(header_for(meta, first_sequence + k), ensemble.samples);
+        send_ms[k] = std::chrono::duration<double, std::milli>(SteadyClock::now() - send_start).count();
         sent.fetch_add(1, std::memory_order_release);
       }
     } catch (const std::exception& e) {
@@ -279,6 +313,7 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
   });
   std::map<std::uint64_t, std::size_t> outputs_of;  // sequence -> outputs received
   std::vector<double> e2e_ms, daemon_ms;
+  std::vector<std::vector<double>> legs(kLegs.size());
   std::int64_t first_result_ns = 0, last_result_ns = 0;
   v1::ResultHeader header;
   std::int64_t received_ns = 0;
@@ -290,6 +325,8 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
     last_result_ns = received_ns;
     e2e_ms.push_back(static_cast<double>(received_ns - sent_ns[s - first_sequence]) * 1e-6);
     daemon_ms.push_back(static_cast<double>(header.timing().published_ns() - header.timing().received_ns()) * 1e-6);
+    const std::vector<double> leg = legs_of(sent_ns[s - first_sequence], header.timing(), received_ns);
+    for (std::size_t i = 0; i < leg.size(); ++i) legs[i].push_back(leg[i]);
   }
   sender.join();
   if (!send_error.empty()) std::cerr << "doppler-daemon " << name << ": sender stopped: " << send_error << "\n";
@@ -304,6 +341,11 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
   row.e2e_p99_ms = percentile(e2e_ms, 0.99);
   row.daemon_p50_ms = percentile(daemon_ms, 0.50);
   row.daemon_p99_ms = percentile(daemon_ms, 0.99);
+  send_ms.resize(row.sent);
+  row.send_p50_ms = percentile(send_ms, 0.50);
+  row.send_p99_ms = percentile(send_ms, 0.99);
+  row.send_max_ms = send_ms.empty() ? 0 : *std::max_element(send_ms.begin(), send_ms.end());
+  for (const std::vector<double>& leg : legs) row.legs_ms.emplace_back(percentile(leg, 0.50), percentile(leg, 0.99));
 
   const v1::Status after = daemon.status();
   row.rejected = after.frames_rejected() - before.frames_rejected();
@@ -332,6 +374,18 @@ void print_rows(const std::vector<Row>& rows, const DopplerDaemonOptions& option
               << " | " << r.lost << " | " << fixed(r.max_late_ms, 1) << " ms | " << fixed(r.e2e_p50_ms, 2) << " / "
               << fixed(r.e2e_p99_ms, 2) << " | " << fixed(r.daemon_p50_ms, 2) << " / " << fixed(r.daemon_p99_ms, 2)
               << " | " << fixed(r.busy_ms, 3) << " / " << fixed(r.h2d_ms, 3) << " | " << stages.str() << " |\n";
+  }
+  std::cout << "\nwhere an ensemble's time went, ms p50 / p99 (each set's last output; the sender's time in send() "
+               "p50 / p99 / max):\n| case | send() |";
+  for (const std::string& leg : kLegs) std::cout << " " << leg << " |";
+  std::cout << "\n|---|---|";
+  for (std::size_t i = 0; i < kLegs.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (const Row& r : rows) {
+    std::cout << "| " << r.name << " | " << fixed(r.send_p50_ms, 2) << " / " << fixed(r.send_p99_ms, 2) << " / "
+              << fixed(r.send_max_ms, 2) << " |";
+    for (const auto& [p50, p99] : r.legs_ms) std::cout << " " << fixed(p50, 2) << " / " << fixed(p99, 2) << " |";
+    std::cout << "\n";
   }
   for (const Row& r : rows) {
     const Case c = case_named(r.name);
@@ -370,7 +424,8 @@ void run_doppler_daemon_bench(const DopplerDaemonOptions& options_in) {
   std::cout << "sonopipe-bench doppler-daemon: " << options.daemon << ", backend "
             << (rows.empty() ? std::string("?") : rows.front().backend) << ", transport " << options.transport
             << ", " << options.seconds << " s per case after " << kWarmup << " warm-up ensembles; slots " << options.slots
-            << ", queue " << options.queue_depth << "\n"
+            << ", queue " << options.queue_depth
+            << (options.shm_write == "first" ? "; shm: each slot's samples written once (--shm-write first)" : "") << "\n"
             << "chain: beamform -> mean_bmode (published) -> clutter_filter " << options.clutter << " -> doppler 5 x 5 "
                "(config/doppler.yaml's), channel IQ complex64 [frame, 1, 128, samples], random samples\n";
   print_rows(rows, options);
@@ -397,6 +452,10 @@ void add_doppler_daemon_bench(CLI::App& app) {
   command->add_option("--cpu-threads", options->cpu_threads, "CPU backend threads (0: all cores)")->capture_default_str();
   command->add_option("--clutter", options->clutter, "clutter_filter method: svd (config/doppler.yaml) or polynomial")
       ->capture_default_str()->check(CLI::IsMember({"svd", "polynomial"}));
+  command->add_option("--shm-write", options->shm_write,
+                      "shm: the sender copies each ensemble into its slot (every), or into each slot the first time "
+                      "only (first: the daemon's own rate, without the sender's copy)")
+      ->capture_default_str()->check(CLI::IsMember({"every", "first"}));
   command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and sockets");
   command->add_flag("--keep", options->keep, "keep the work folder");
   command->callback([options] { run_doppler_daemon_bench(*options); });
