@@ -75,8 +75,12 @@ FrameAdmission::Verdict FrameAdmission::admit(const void* header, std::size_t he
   // Gaps in a stream's sequence numbers are frames lost before they reached us: by the sender, by
   // a SUB socket's full queue or a live shm pool's overwrite, or by libzmq, which refuses a
   // message over ZMQ_MAXMSGSIZE by dropping the sender's connection (a PUSH sender reconnects).
+  // A resend fills a gap its sender knows of (or repeats what a restarted daemon may also get from
+  // the sender's queue): it never moves the stream's expected sequence, so a resend older than the
+  // newest frame does not make the next new frame look like a gap.
   bool forgot = false;
-  if (const std::uint64_t lost = sequences_.arrive(frame.meta.stream_id, frame.meta.sequence, forgot); lost > 0) {
+  const std::uint64_t lost = tag.resend_of != 0 ? 0 : sequences_.arrive(frame.meta.stream_id, frame.meta.sequence, forgot);
+  if (lost > 0) {
     missing_.fetch_add(lost);
     if (gap_lines_.allow(LineLimiter::Clock::now())) {
       const std::uint64_t held_back = gap_lines_.take_held_back();

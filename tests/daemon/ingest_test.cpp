@@ -1,10 +1,12 @@
 // The NaN/Inf check of float payloads and the per-reason reject counters.
 #include "daemon/ingest.h"
 #include "daemon/sequence_tracker.h"
+#include "wire/wire.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "tests/support/test_support.h"
 
@@ -72,6 +74,49 @@ TEST_CASE("payload_is_finite finds a NaN or Inf at either end of an unaligned pa
       CHECK_FALSE(payload_is_finite(DType::float16, bytes.data() + 1, count * 2));
     }
   }
+}
+
+TEST_CASE("resends reach a restarted daemon after newer frames without counting a gap or a frame twice", "[ingest]") {
+  // A sender's queue can deliver frames 128..143 to a restarted daemon before the sender resends
+  // everything unacknowledged (100..143): the resends of 100..127 are taken, those of 128..143 are
+  // duplicates, and the next new frame (144) follows 143: nothing is missing.
+  DaemonConfig config;
+  RejectLog rejects;
+  std::vector<std::uint64_t> dispatched;
+  FrameAdmission admission(config, [&](InputFrame&& frame) { dispatched.push_back(frame.meta.sequence); return true; },
+                           rejects);
+  std::set<std::uint64_t> accepted_indices;
+  admission.set_already_accepted([&](const wire::DeliveryTag& tag) { return accepted_indices.contains(tag.resend_of); });
+  std::vector<float> samples(64, 1.0f);
+  auto payload = std::shared_ptr<const std::byte>(std::make_shared<std::vector<float>>(samples),
+                                                  reinterpret_cast<const std::byte*>(samples.data()));
+  FrameMeta meta;
+  meta.kind = FrameKind::rf;
+  meta.payload.dtype = DType::float32;
+  meta.payload.axes = {{"sample", 64, 1.0, "", 0.0}};
+  std::uint64_t next_index = 601;  // the sender's send indices after the restart
+  auto send = [&](std::uint64_t sequence, std::uint64_t send_index, std::uint64_t resend_of) {
+    meta.sequence = sequence;
+    v1::FrameHeader header = wire::frame_header_from_meta(meta);
+    header.set_sender_id(7);
+    header.set_send_index(send_index);
+    header.set_resend_of(resend_of);
+    const std::string bytes = header.SerializeAsString();
+    const auto verdict = admission.admit(bytes.data(), bytes.size(), payload, samples.size() * 4, false, 0);
+    if (verdict == FrameAdmission::Verdict::accepted) accepted_indices.insert(send_index);
+    return verdict;
+  };
+  for (std::uint64_t s = 128; s < 144; ++s) CHECK(send(s, s + 1, 0) == FrameAdmission::Verdict::accepted);
+  for (std::uint64_t s = 100; s < 144; ++s)
+    CHECK(send(s, next_index++, s + 1) ==
+          (s < 128 ? FrameAdmission::Verdict::accepted : FrameAdmission::Verdict::duplicate));
+  CHECK(send(144, 145, 0) == FrameAdmission::Verdict::accepted);
+  CHECK(admission.missing() == 0);
+  CHECK(admission.duplicates() == 16);
+  CHECK(dispatched.size() == 16 + 28 + 1);
+  // A real gap after that is still counted.
+  CHECK(send(146, 147, 0) == FrameAdmission::Verdict::accepted);
+  CHECK(admission.missing() == 1);
 }
 
 TEST_CASE("reject counters count every frame by reason, even when the log line is suppressed", "[ingest]") {
