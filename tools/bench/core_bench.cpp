@@ -199,6 +199,7 @@ struct Row {
   std::uint64_t results_in_place = 0;               // shm: results the D2H wrote into the result pool
   std::size_t daemon_rejected = 0;
   double faults_per_frame = -1;  // the daemon's minor page faults per frame in the throughput run
+  double latency_faults_per_frame = -1;  // ... and in the latency run
   std::string slowest;           // the latency run's three slowest frames and their legs
   std::vector<double> daemon_runs, raw_runs, relay_runs;  // frames/s of each throughput run
   // Latency legs (ms, p50 / p99): sent -> daemon received, received -> published, published -> bench got it.
@@ -593,8 +594,8 @@ void read_daemon_timing(tools::DaemonLauncher& daemon, std::size_t rejected_befo
   row.results_in_place = status.shm_results_in_place();
 }
 
-void measure_latency(DaemonClient& client, BenchFrame& frame, const CoreOptions& options, std::uint64_t& sequence,
-                     Row& row) {
+void measure_latency(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame,
+                     const CoreOptions& options, std::uint64_t& sequence, Row& row) {
   std::int64_t received_ns = 0;
   // One frame in flight at a time, after kLatencySettle frames that are not counted: the first
   // frames after the throughput run wait behind its tail (buffers being handed back, queues
@@ -605,6 +606,7 @@ void measure_latency(DaemonClient& client, BenchFrame& frame, const CoreOptions&
     client.receive(received_ns);
   }
   std::vector<double> e2e_ms, daemon_ms, in_ms, out_ms;
+  const long faults_before = minor_faults(daemon.pid());
   for (std::size_t i = 0; i < options.latency_frames; ++i) {
     const std::uint64_t expected = sequence;
     const std::int64_t sent_ns = tools::wall_clock_ns();
@@ -619,6 +621,9 @@ void measure_latency(DaemonClient& client, BenchFrame& frame, const CoreOptions&
     in_ms.push_back(static_cast<double>(t.received_ns() - sent_ns) * 1e-6);
     out_ms.push_back(static_cast<double>(received_ns - t.published_ns()) * 1e-6);
   }
+  if (const long faults_after = minor_faults(daemon.pid()); faults_before >= 0 && faults_after >= 0)
+    row.latency_faults_per_frame =
+        static_cast<double>(faults_after - faults_before) / static_cast<double>(options.latency_frames);
   // Where the tail lies: the three slowest frames of the run, with their place in it and their legs.
   std::vector<std::size_t> order(e2e_ms.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -660,7 +665,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   row.raw_fps = median(row.raw_runs);
   row.relay_fps = row.relay_runs.empty() ? std::nan("") : median(row.relay_runs);  // shm: results leave over ipc
   read_daemon_timing(daemon, rejected_before, row);
-  measure_latency(client, frame, options, sequence, row);
+  measure_latency(daemon, client, frame, options, sequence, row);
   if (transport != "shm") {
     // The same latency run through the relay, with the same settling frames: the transport's own tail.
     std::vector<double> relay_ms;
@@ -778,7 +783,9 @@ void print_table(const std::vector<Row>& rows) {
   std::cout << "\nlatency run, slowest frames (#index: e2e = in + daemon + out ms):";
   for (const Row& r : rows) std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: " << r.slowest;
   std::cout << "\ndaemon page faults per frame (throughput run; one per 4 KiB page touched for the first time):";
-  for (const Row& r : rows) std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0) << ";";
+  for (const Row& r : rows)
+    std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0)
+              << " (latency run " << fixed(r.latency_faults_per_frame, 1) << ");";
   std::cout << "\n(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
                "daemon's output size, its I/O without its work;\n latency in ms: e2e = frame sent -> result received, one "
                "in flight; dmn = the daemon's received -> published; GB/s counts input bytes)\n";
