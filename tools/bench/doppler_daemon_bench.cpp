@@ -74,7 +74,8 @@ struct DopplerDaemonOptions {
   int queue_depth = 8;
   int cpu_threads = 0;
   std::string clutter = "svd";  // or polynomial (order 4): the chain with a cheaper filter, for comparison
-  std::string shm_write = "every";  // shm: the sender copies each ensemble into its slot, or "first" time only
+  std::string shm_write = "every";
+  std::string non_finite = "reject";  // the daemon's default: every float payload scanned for NaN/Inf  // shm: the sender copies each ensemble into its slot, or "first" time only
   std::string work_dir;
   bool keep = false;
 };
@@ -134,6 +135,7 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const Doppler
        << "max_frame_bytes: " << frame_bytes + (1 << 20) << "\n"
        << "cpu_threads: " << options.cpu_threads << "\n"
        << "log_level: warn\n"
+       << "non_finite: " << options.non_finite << "\n"
        << "pipelines:\n"
        << "  - name: doppler\n"
        << "    match: {kinds: [channel_iq]}\n"
@@ -172,6 +174,8 @@ struct Row {
   double e2e_p50_ms = 0, e2e_p99_ms = 0, daemon_p50_ms = 0, daemon_p99_ms = 0;
   std::uint64_t rejected = 0, dropped = 0, stage_errors = 0;
   std::vector<std::pair<std::string, double>> stage_ms;  // compute p50 per stage
+  std::vector<double> stage_host_ms;                     // host time in the stage's run call, p50
+  double interval_ms = 0;                                // between completions, p50
   double send_p50_ms = 0, send_p99_ms = 0, send_max_ms = 0;  // the sender's time in send() per ensemble
   std::vector<std::pair<double, double>> legs_ms;  // p50, p99 of each of kLegs
   double busy_ms = 0, h2d_ms = 0;  // per ensemble (CUDA: H2D + stages + D2H; the H2D alone)
@@ -355,7 +359,11 @@ Row run_case(const DopplerDaemonOptions& options, const std::string& name, const
     row.busy_ms = after.pipelines(0).busy_ms_p50();
     row.h2d_ms = after.pipelines(0).h2d_ms_p50();
   }
-  for (const v1::StageTiming& stage : after.stages()) row.stage_ms.emplace_back(stage.stage(), stage.compute_ms_p50());
+  for (const v1::StageTiming& stage : after.stages()) {
+    row.stage_ms.emplace_back(stage.stage(), stage.compute_ms_p50());
+    row.stage_host_ms.push_back(stage.enqueue_ms_p50());
+  }
+  if (after.pipelines_size() > 0) row.interval_ms = after.pipelines(0).interval_ms_p50();
   const int code = daemon.stop(std::chrono::seconds(30));
   if (code != 0) std::cerr << "warning: sonopiped exited with " << code << ":\n" << daemon.log_tail();
   if (options.keep) std::cerr << "doppler-daemon " << name << ": kept " << dir.string() << "\n";
@@ -386,6 +394,14 @@ void print_rows(const std::vector<Row>& rows, const DopplerDaemonOptions& option
               << fixed(r.send_max_ms, 2) << " |";
     for (const auto& [p50, p99] : r.legs_ms) std::cout << " " << fixed(p50, 2) << " / " << fixed(p99, 2) << " |";
     std::cout << "\n";
+  }
+  std::cout << "daemon host side, p50 ms: each stage's run call on the submit thread (CUDA: enqueue only); "
+               "between completions:\n";
+  for (const Row& r : rows) {
+    std::cout << "  " << r.name << ":";
+    for (std::size_t i = 0; i < r.stage_host_ms.size(); ++i)
+      std::cout << " " << r.stage_ms[i].first << " " << fixed(r.stage_host_ms[i], 3) << ";";
+    std::cout << " completions every " << fixed(r.interval_ms, 3) << "\n";
   }
   for (const Row& r : rows) {
     const Case c = case_named(r.name);
@@ -425,7 +441,8 @@ void run_doppler_daemon_bench(const DopplerDaemonOptions& options_in) {
             << (rows.empty() ? std::string("?") : rows.front().backend) << ", transport " << options.transport
             << ", " << options.seconds << " s per case after " << kWarmup << " warm-up ensembles; slots " << options.slots
             << ", queue " << options.queue_depth
-            << (options.shm_write == "first" ? "; shm: each slot's samples written once (--shm-write first)" : "") << "\n"
+            << (options.shm_write == "first" ? "; shm: each slot's samples written once (--shm-write first)" : "")
+            << "; non_finite: " << options.non_finite << "\n"
             << "chain: beamform -> mean_bmode (published) -> clutter_filter " << options.clutter << " -> doppler 5 x 5 "
                "(config/doppler.yaml's), channel IQ complex64 [frame, 1, 128, samples], random samples\n";
   print_rows(rows, options);
@@ -456,6 +473,9 @@ void add_doppler_daemon_bench(CLI::App& app) {
                       "shm: the sender copies each ensemble into its slot (every), or into each slot the first time "
                       "only (first: the daemon's own rate, without the sender's copy)")
       ->capture_default_str()->check(CLI::IsMember({"every", "first"}));
+  command->add_option("--non-finite", options->non_finite,
+                      "the daemon's non_finite policy: reject (its default: float payloads scanned) or pass")
+      ->capture_default_str()->check(CLI::IsMember({"reject", "pass"}));
   command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and sockets");
   command->add_flag("--keep", options->keep, "keep the work folder");
   command->callback([options] { run_doppler_daemon_bench(*options); });
