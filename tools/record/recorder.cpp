@@ -145,24 +145,19 @@ class Recorder {
         // Pools only: wait on the first (on its futex); briefly when another pool must be read too.
         moved += drain(pools_.front(), SteadyClock::now() + (pools_.size() == 1 ? kPollInterval : kPoolTurn));
       }
-      if (moved > 0) {
-        any_message = true;
-        last_message = SteadyClock::now();
-      }
+      if (moved > 0) note_message(any_message, last_message);
       std::size_t slot = 0;
       if (results_ && (items[slot++].revents & ZMQ_POLLIN)) {
         // Drain what is queued before checking the stop conditions again.
         while (!limits_reached() && tools::receive_message(results_->socket, parts, true)) {
           handle_result(parts);
-          any_message = true;
-          last_message = SteadyClock::now();
+          note_message(any_message, last_message);
         }
       }
       if (raw_ && (items[slot++].revents & ZMQ_POLLIN)) {
         while (!limits_reached() && tools::receive_message(raw_->socket, parts, true)) {
           handle_frame(parts);
-          any_message = true;
-          last_message = SteadyClock::now();
+          note_message(any_message, last_message);
         }
       }
       if (tools::seconds_since(last_flush) >= kFlushInterval_s) {
@@ -189,6 +184,7 @@ class Recorder {
     if (last_status_) writer_.set_attribute("daemon_status", last_status_->ShortDebugString());
     writer_.flush();
     report_.duration_s = tools::seconds_since(start);
+    if (any_message) report_.active_s = std::chrono::duration<double>(last_message - first_message_).count();
     return report_;
   }
 
@@ -214,6 +210,12 @@ class Recorder {
       if (!in.ready_at || SteadyClock::now() < *in.ready_at) return false;
     }
     return true;
+  }
+
+  void note_message(bool& any_message, SteadyClock::time_point& last_message) {
+    last_message = SteadyClock::now();
+    if (!any_message) first_message_ = last_message;
+    any_message = true;
   }
 
   // Messages of one pool up to `deadline` for the first (only those already there after it), each
@@ -315,6 +317,7 @@ class Recorder {
   std::vector<PoolInput> pools_;  // shm:// results (publish.shm) and raw frames (the ingest pool)
   RecorderReport report_;
   std::optional<v1::Status> last_status_;
+  SteadyClock::time_point first_message_{};
 };
 
 void describe_series(std::ostringstream& out, const std::string& name, const SeriesCount& s) {
@@ -350,6 +353,14 @@ std::string describe(const RecorderReport& report, const RecorderOptions& option
   out << "sonopipe-record: wrote " << report.results_written() << " results and " << report.frames_written()
       << " raw frames to " << options.out << " in " << report.duration_s << " s (stopped by " << report.stop_reason
       << "), rejected " << rejected;
+  std::size_t bytes = 0;
+  for (const auto& [name, series] : report.results) bytes += series.bytes;
+  for (const auto& [id, series] : report.streams) bytes += series.bytes;
+  if (report.active_s > 0)
+    out << "\n  from the first message to the last: " << report.active_s << " s, "
+        << static_cast<double>(report.results_written()) / report.active_s << " results/s and "
+        << static_cast<double>(report.frames_written()) / report.active_s << " raw frames/s, "
+        << static_cast<double>(bytes) / report.active_s / 1e6 << " MB/s written";
   for (const auto& [name, series] : report.results) describe_series(out, "result/" + name, series);
   for (const auto& [id, series] : report.streams) describe_series(out, "stream " + std::to_string(id), series);
   if (!report.results_mode.empty())

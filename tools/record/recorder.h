@@ -58,6 +58,7 @@ struct RecorderReport {
   std::map<std::string, std::size_t> rejected;   // by reason
   std::size_t status_messages = 0;
   double duration_s = 0;
+  double active_s = 0;                           // from the first message recorded to the last
   std::string stop_reason;                       // "count", "duration", "idle", "signal", "pool removed"
   // shm:// pools: the mode the recorder got ("" = not read from a pool) and what a live reader
   // missed (overwritten before the recorder took it; a missed raw frame is a sequence gap too).
