@@ -298,10 +298,12 @@ class StatusView:
         self.duplicates = status.frames_resent_duplicate
         self.missing = status.frames_missing
         self.processed = status.frames_processed
-        self.frames_processed_total_ok = self.received > 0 and self.processed == self.received
+        # A duplicate is received and acknowledged but not processed (asserted apart, as 0).
+        self.frames_processed_total_ok = self.received > 0 and self.processed == self.received - self.duplicates
 
     def __repr__(self):
-        return f"received {self.received}, processed {self.processed}, missing {self.missing}"
+        return (f"received {self.received}, processed {self.processed}, missing {self.missing}, "
+                f"duplicates {self.duplicates}")
 
 
 if __name__ == "__main__":
