@@ -181,8 +181,14 @@ class AcknowledgementTest(unittest.TestCase):
         self.assertEqual(status.duplicates, 0)
         self.assertEqual(first_count + second_count, FRAMES)
         self.assertTrue(first_results.sequences)
-        self.assertLess(max(first_results.sequences), FRAMES - second_count,
-                        "the restarted daemon got a frame the killed one had processed")
+        # The restarted daemon got no frame the killed one acknowledged (those are the first
+        # first_count, accepted in order). It may get one the killed daemon accepted and processed in
+        # the instant before it died, before the acknowledgement left (docs/wire-protocol.md,
+        # "Resend"): the ingest thread publishes acknowledgements at most once a millisecond and not
+        # while it waits for room in a full queue, so at most the pipeline's frames (queue_depth 2 +
+        # slots 1) were processed without one.
+        twice = sorted(s for s in set(first_results.sequences) if s >= FRAMES - second_count)
+        self.assertLessEqual(len(twice), 3, f"frames processed by both daemons: {twice}\n{output}")
 
 
 class ClientAcknowledgementTest(client_library.ClientLibraryTest, AcknowledgementTest):
