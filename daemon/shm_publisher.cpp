@@ -41,6 +41,9 @@ ShmPublisher::ShmPublisher(const DaemonConfig& config, bool register_with_cuda) 
   options.payload_capacity = config.publish_shm.payload_bytes ? config.publish_shm.payload_bytes : config.max_frame_bytes;
   options.mode = config.publish_shm.lossless ? shm::Mode::lossless : shm::Mode::live;
   options.permissions = config.shm_permissions;
+  // A result no lossless subscriber is waiting for (none attached, or the one attached died) is
+  // not kept for a later one: a dead recorder must not hold the pipelines back.
+  options.hold_unclaimed = false;
   pool_ = shm::Pool::create(config.publish_shm.endpoint, options);
   core_->producer = std::make_unique<shm::Producer>(config.publish_shm.endpoint);
   if (register_with_cuda) {

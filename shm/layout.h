@@ -21,7 +21,8 @@
 namespace sonopipe::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31504853'4f4e4f53ull;  // "SONOSHP1"
-inline constexpr std::uint32_t kLayoutVersion = 2;  // 2: SlotRecord::producer_held
+// 2: SlotRecord::producer_held; 3: PoolHeader::hold_unclaimed
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::size_t kMaxSlots = 64;       // a slot is one bit in the held/pending masks
 inline constexpr std::size_t kMaxProducers = 32;
 inline constexpr std::size_t kMaxConsumers = 32;   // a consumer is one bit in the masks
@@ -118,11 +119,16 @@ struct SlotRecord {
 static_assert(sizeof(SlotRecord) % 8 == 0);
 
 struct alignas(64) PoolHeader {
+  // Written last by the creator (release), read first by openers (acquire): 0 = still being made.
   std::uint64_t magic;
   std::uint32_t version;
   std::uint32_t header_struct_bytes;  // sizeof(PoolHeader): two builds must agree on the layout
   PoolGeometry geometry;
   Mode mode;                          // producers' rule when no slot is free
+  // Lossless pools: a message no lossless consumer took waits for the next one (1: the ingest
+  // pool, a restarted daemon processes it), or is free once the consumers pending at its commit
+  // took it or died (0: the publish pool, a dead recorder does not hold the daemon back).
+  std::uint32_t hold_unclaimed;
   std::uint32_t creator_alive;        // 0 after the creator closed it
   ProcessId creator;
   pthread_mutex_t mutex;              // robust, process-shared: everything below

@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include "shm/signal.h"
 
@@ -22,19 +24,30 @@ bool same_geometry(const PoolGeometry& a, const PoolGeometry& b) {
          a.slots_offset == b.slots_offset && a.data_offset == b.data_offset && a.total_bytes == b.total_bytes;
 }
 
-void init_header(PoolHeader* header, const PoolGeometry& geometry, Mode mode) {
+// An object whose creator has not finished it: too small yet, or its magic not yet written.
+struct NotReady : ShmError {
+  using ShmError::ShmError;
+};
+
+// Everything but the magic, which the creator writes last (publish_header).
+void init_header(PoolHeader* header, const PoolGeometry& geometry, const PoolOptions& options) {
   new (header) PoolHeader{};
-  header->magic = kMagic;
   header->version = kLayoutVersion;
   header->header_struct_bytes = sizeof(PoolHeader);
   header->geometry = geometry;
-  header->mode = mode;
+  header->mode = options.mode;
+  header->hold_unclaimed = options.hold_unclaimed ? 1 : 0;
   pthread_mutexattr_t attributes;
   pthread_mutexattr_init(&attributes);
   pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
   pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
   pthread_mutex_init(&header->mutex, &attributes);
   pthread_mutexattr_destroy(&attributes);
+}
+
+// The last write of creation: an opener that reads the magic (acquire) sees the rest written.
+void publish_header(PoolHeader* header) {
+  std::atomic_ref<std::uint64_t>(header->magic).store(kMagic, std::memory_order_release);
 }
 
 // The header page's promises, checked before the rest is mapped.
@@ -72,9 +85,10 @@ std::unique_ptr<Pool> Pool::map(std::string_view endpoint, int fd, bool creator)
     close(fd);
     throw ShmError(message);
   }
+  // Its creator sizes the object first and writes the magic last: either missing means "not yet".
   if (static_cast<std::uint64_t>(info.st_size) < sizeof(PoolHeader)) {
     close(fd);
-    throw ShmError(std::string(endpoint) + ": pool object too small (" + std::to_string(info.st_size) +
+    throw NotReady(std::string(endpoint) + ": pool object too small (" + std::to_string(info.st_size) +
                    " bytes); start sonopiped again to recreate it");
   }
   void* head = mmap(nullptr, sizeof(PoolHeader), PROT_READ, MAP_SHARED, fd, 0);
@@ -83,9 +97,16 @@ std::unique_ptr<Pool> Pool::map(std::string_view endpoint, int fd, bool creator)
     close(fd);
     throw ShmError(message);
   }
+  auto* shared_header = static_cast<PoolHeader*>(head);
+  const std::uint64_t magic = std::atomic_ref<std::uint64_t>(shared_header->magic).load(std::memory_order_acquire);
   PoolHeader copy;
   std::memcpy(static_cast<void*>(&copy), head, sizeof(PoolHeader));
   munmap(head, sizeof(PoolHeader));
+  if (magic == 0) {
+    close(fd);
+    throw NotReady(std::string(endpoint) + ": pool header never written (its creator stopped while making it); "
+                   "start sonopiped again to recreate it");
+  }
   try {
     check_header(copy, static_cast<std::uint64_t>(info.st_size), std::string(endpoint));
   } catch (...) {
@@ -131,11 +152,12 @@ std::unique_ptr<Pool> Pool::create(std::string_view endpoint, const PoolOptions&
         throw ShmError(message);
       }
       auto* header = static_cast<PoolHeader*>(base);
-      init_header(header, geometry, options.mode);
+      init_header(header, geometry, options);
       auto* slots = reinterpret_cast<SlotRecord*>(static_cast<std::byte*>(base) + geometry.slots_offset);
       for (std::uint32_t i = 0; i < geometry.slot_count; ++i) new (&slots[i]) SlotRecord{};
       header->creator = this_process();
       header->creator_alive = 1;
+      publish_header(header);  // openers waiting for it (Pool::open) go on from here
       return std::unique_ptr<Pool>(new Pool(std::string(endpoint), fd, base, true));
     }
     if (errno != EEXIST) throw ShmError(system_error(std::string(endpoint) + ": creating /dev/shm" + object));
@@ -168,7 +190,8 @@ std::unique_ptr<Pool> Pool::create(std::string_view endpoint, const PoolOptions&
         throw ShmError(std::string(endpoint) + ": in use by sonopiped pid " + std::to_string(h.creator.pid) +
                        "; stop it or choose another shm:// name");
       old->reclaim_dead_locked();
-      if (same_geometry(h.geometry, geometry) && h.mode == options.mode) {
+      if (same_geometry(h.geometry, geometry) && h.mode == options.mode &&
+          h.hold_unclaimed == (options.hold_unclaimed ? 1u : 0u)) {
         h.creator = this_process();
         h.creator_alive = 1;
         adopt = true;
@@ -194,19 +217,29 @@ std::unique_ptr<Pool> Pool::create(std::string_view endpoint, const PoolOptions&
   throw ShmError(std::string(endpoint) + ": /dev/shm" + object + " keeps reappearing; is another sonopiped starting?");
 }
 
-std::unique_ptr<Pool> Pool::open(std::string_view endpoint) {
+std::unique_ptr<Pool> Pool::open(std::string_view endpoint, std::chrono::milliseconds ready_wait) {
   const std::string object = object_name(endpoint);
-  const int fd = shm_open(object.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      throw ShmError(std::string(endpoint) + ": no such pool (/dev/shm" + object +
-                     "); start sonopiped with this endpoint first (e.g. systemctl start sonopiped)");
-    if (errno == EACCES)
-      throw ShmError(std::string(endpoint) + ": permission denied on /dev/shm" + object +
-                     "; run as the daemon's user or give its group access (shm permissions 0660)");
-    throw ShmError(system_error(std::string(endpoint) + ": opening /dev/shm" + object));
+  const auto deadline = std::chrono::steady_clock::now() + ready_wait;
+  while (true) {
+    const int fd = shm_open(object.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+      if (errno == ENOENT)
+        throw ShmError(std::string(endpoint) + ": no such pool (/dev/shm" + object +
+                       "); start sonopiped with this endpoint first (e.g. systemctl start sonopiped)");
+      if (errno == EACCES)
+        throw ShmError(std::string(endpoint) + ": permission denied on /dev/shm" + object +
+                       "; run as the daemon's user or give its group access (shm permissions 0660)");
+      throw ShmError(system_error(std::string(endpoint) + ": opening /dev/shm" + object));
+    }
+    try {
+      return map(endpoint, fd, false);
+    } catch (const NotReady& e) {
+      // Its creator is between shm_open and its last header write (or died there): wait a little.
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw ShmError(std::string(e.what()) + " (waited " + std::to_string(ready_wait.count()) + " ms)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
-  return map(endpoint, fd, false);
 }
 
 Pool::~Pool() {
@@ -252,8 +285,9 @@ bool Pool::free_if_done_locked(std::size_t index) {
   SlotRecord& s = slots_[index];
   if (s.state != static_cast<std::uint32_t>(SlotState::ready) || s.pending != 0 || s.held != 0 || s.producer_held != 0)
     return false;
-  // A lossless message no lossless consumer took waits for the next one (unclaimed).
-  if (header_->mode == Mode::lossless && !s.taken) return false;
+  // A lossless message no lossless consumer took waits for the next one (unclaimed), where the
+  // pool keeps such messages (the ingest pool; not the publish pool).
+  if (header_->mode == Mode::lossless && header_->hold_unclaimed && !s.taken) return false;
   s.state = static_cast<std::uint32_t>(SlotState::free);
   return true;
 }

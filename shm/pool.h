@@ -35,12 +35,17 @@ struct PoolOptions {
   std::uint64_t payload_capacity = 0;         // bytes for one payload (rounded to pages)
   Mode mode = Mode::lossless;
   mode_t permissions = 0600;                  // of the /dev/shm object; 0660 lets a group in
+  // Lossless: a message no lossless consumer took waits for the next one (PoolHeader::hold_unclaimed).
+  bool hold_unclaimed = true;
 };
 
 class Pool {
  public:
   static std::unique_ptr<Pool> create(std::string_view endpoint, const PoolOptions& options);
-  static std::unique_ptr<Pool> open(std::string_view endpoint);
+  // Opens a pool by name. One its creator is still making (size or header not yet written) is
+  // waited for up to `ready_wait`; one that does not exist is refused at once.
+  static std::unique_ptr<Pool> open(std::string_view endpoint,
+                                    std::chrono::milliseconds ready_wait = std::chrono::milliseconds(2000));
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;

@@ -127,6 +127,7 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
     throw std::invalid_argument("shm commit: " + std::to_string(header_bytes) + " header / " +
                                 std::to_string(payload_bytes) + " payload bytes exceed the slot (" +
                                 std::to_string(g.header_capacity) + " / " + std::to_string(g.payload_capacity) + ")");
+  bool freed = false;
   {
     Pool::Lock lock(*pool_);
     PoolHeader& h = pool_->header();
@@ -144,8 +145,12 @@ void Producer::commit(const Claim& claim, std::size_t header_bytes, std::size_t 
     s.producer_held = hold ? 1 : 0;
     s.state = kSlotReady;
     ++h.producers[record_].committed;
+    // A lossless pool that keeps no unclaimed messages: with no lossless consumer attached the
+    // message is done once its producer lets go (free now when it holds none).
+    if (h.mode == Mode::lossless && !h.hold_unclaimed && pending == 0) freed = pool_->free_if_done_locked(claim.slot);
   }
   pool_->wake_consumers();
+  if (freed) pool_->wake_producers();
 }
 
 void Producer::release_hold(std::uint32_t slot) {

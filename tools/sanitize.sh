@@ -71,11 +71,14 @@ case "$kind" in
               plugin_config_test protobuf_log_test arfi_daemon_test strain_daemon_test perfusion_daemon_test
               beamform_daemon_test ncc_track_test strain_test faults_test soak_test
               igtl_test igtl_client_connection_test igtl_layout_test record_test run_test replay_test
-              daemon_roundtrip_test stream_route_test)
+              daemon_roundtrip_test stream_route_test client_test client_shm_test shm_transport_test
+              shm_ingest_test shm_publish_test replay_shm_test record_shm_test)
     targets=("${programs[@]}" sonopiped sonopipe-sim sonopipe-replay sonopipe-record sonopipe-ctl sonopipe-igtl
              sonopipe-run sonopipe-bench)
-    # Not client_test: the client library links with --no-undefined, and the TSan runtime (static,
-    # in executables only) cannot resolve a shared library's instrumentation calls. ASan covers it.
+    # The client library (client_test, client_shm_test) links without --no-undefined here: clang's
+    # TSan runtime is static, in executables only, and resolves the library's instrumentation calls
+    # when it is loaded (client/CMakeLists.txt). (clang 14's shared TSan runtime, -shared-libsan,
+    # crashed at start in a two-file check on the development machine, so it is not used.)
     tests=(-R "^($(IFS='|'; echo "${programs[*]}"))\$")
     preloaded=""
     ;;

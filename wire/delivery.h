@@ -88,6 +88,7 @@ class DeliveryLedger {
   std::uint64_t delivered() const { return delivered_; }  // frames the daemon accepted
   std::uint64_t refused() const { return refused_; }      // frames the daemon read and refused
   std::size_t outstanding() const { return outstanding_.size(); }
+  bool is_outstanding(std::uint64_t send_index) const { return outstanding_.count(send_index) > 0; }
   std::vector<Frame> undelivered() const;                 // outstanding, in send order
   std::size_t daemon_instances() const { return instances_.size(); }  // that acknowledged anything
   // Frames each daemon instance accepted, in the order the instances first acknowledged.

@@ -173,18 +173,22 @@ class AcknowledgementTest(unittest.TestCase):
                 StatusView(control.status())), "the restarted daemon processed what it received", timeout_s=30)
         except AssertionError as error:
             self.fail(f"{error}: {views[-1]}\n{output}\n{daemon.log_text()}")
-        # Exactly once at the restarted daemon: it processed precisely the frames it acknowledged, in
-        # one gap-free run of sequences up to the last frame; none of them had come out of the
-        # killed daemon. Frames still queued in the sender's socket when the daemon died reach the
-        # restarted one and are resent too (the sender cannot know they were not lost): those
-        # resends are duplicates, received and acknowledged, not processed again, and no gap.
-        self.assertEqual(status.received - status.duplicates, second_count, output)
-        self.assertEqual(status.processed, second_count, output)
-        self.assertEqual(status.missing, 0, output)
+        # Exactly once at the restarted daemon: it received precisely the frames it acknowledged (a
+        # duplicate would be received and not counted again), in one gap-free run of sequences up
+        # to the last frame; none of them had come out of the killed daemon.
+        self.assertEqual(status.received, second_count, output)
+        self.assertEqual(status.missing, 0)
+        self.assertEqual(status.duplicates, 0)
         self.assertEqual(first_count + second_count, FRAMES)
         self.assertTrue(first_results.sequences)
-        self.assertLess(max(first_results.sequences), FRAMES - second_count,
-                        "the restarted daemon got a frame the killed one had processed")
+        # The restarted daemon got no frame the killed one acknowledged (those are the first
+        # first_count, accepted in order). It may get one the killed daemon accepted and processed in
+        # the instant before it died, before the acknowledgement left (docs/wire-protocol.md,
+        # "Resend"): the ingest thread publishes acknowledgements at most once a millisecond and not
+        # while it waits for room in a full queue, so at most the pipeline's frames (queue_depth 2 +
+        # slots 1) were processed without one.
+        twice = sorted(s for s in set(first_results.sequences) if s >= FRAMES - second_count)
+        self.assertLessEqual(len(twice), 3, f"frames processed by both daemons: {twice}\n{output}")
 
 
 class ClientAcknowledgementTest(client_library.ClientLibraryTest, AcknowledgementTest):
@@ -300,11 +304,12 @@ class StatusView:
         self.duplicates = status.frames_resent_duplicate
         self.missing = status.frames_missing
         self.processed = status.frames_processed
+        # A duplicate is received and acknowledged but not processed (asserted apart, as 0).
         self.frames_processed_total_ok = self.received > 0 and self.processed == self.received - self.duplicates
 
     def __repr__(self):
-        return (f"received {self.received}, processed {self.processed}, duplicates {self.duplicates}, "
-                f"missing {self.missing}")
+        return (f"received {self.received}, processed {self.processed}, missing {self.missing}, "
+                f"duplicates {self.duplicates}")
 
 
 if __name__ == "__main__":

@@ -547,3 +547,93 @@ TEST_CASE("shm: many producers and consumer threads keep every lossless message 
   CHECK(mismatches == 0);
   CHECK(std::count(seen.begin(), seen.end(), 1) == kProducers * kEach);
 }
+
+TEST_CASE("shm: an opener waits for a pool its creator is still making (empty object, header not yet written)") {
+  const std::uint64_t seed = sonopipe::test::fresh_seed();
+  const TestEndpoint name;
+  const std::string& endpoint = name.value;
+  const std::string object = object_name(endpoint);
+  // The creator slowed between its steps: shm_open (size 0), then ftruncate (all zeros, magic 0);
+  // Pool::create then finds this object of ours unreadable as a pool and makes it afresh.
+  for (const bool sized : {false, true}) {
+    INFO((sized ? "sized, header not written" : "size 0"));
+    const int fd = shm_open(object.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    if (sized) REQUIRE(ftruncate(fd, 1 << 20) == 0);
+    close(fd);
+    std::atomic<bool> opened{false};
+    std::string error;
+    std::unique_ptr<Producer> producer;
+    std::thread opener([&] {
+      try {
+        producer = std::make_unique<Producer>(endpoint);  // Pool::open, 2 s for the creator
+        opened = true;
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK_FALSE(opened);  // still waiting, not refused ("not a sonopipe pool of this version (layout 0)")
+    auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::lossless)));
+    opener.join();
+    INFO(error);
+    REQUIRE(opened);
+    Consumer consumer(pool, Mode::lossless);
+    send(*producer, seed, 0, 300);
+    auto m = consumer.take(in(std::chrono::seconds(5)));
+    REQUIRE(m);
+    expect_message(consumer, *m, seed, 0, 300);
+  }  // the creator's clean close removes the object for the next round
+}
+
+TEST_CASE("shm: an object whose creator never finished it is refused after the wait, in one line") {
+  const TestEndpoint name;
+  const int fd = shm_open(object_name(name.value).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, 1 << 20) == 0);
+  close(fd);
+  try {
+    Pool::open(name.value, std::chrono::milliseconds(100));
+    FAIL("opened a pool whose header was never written");
+  } catch (const ShmError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("never written") != std::string::npos);
+    CHECK(what.find("start sonopiped again") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("shm: a lossless pool that keeps no unclaimed messages frees what its dead or absent consumer did not take") {
+  const std::uint64_t seed = sonopipe::test::fresh_seed();
+  const TestEndpoint name;
+  const std::string& endpoint = name.value;
+  PoolOptions o = options(2, 4096, Mode::lossless);
+  o.hold_unclaimed = false;  // the daemon's publish pool
+  auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, o));
+  Producer producer(endpoint);
+  // No lossless consumer attached: each message is free at its commit; the producer never waits.
+  for (int i = 0; i < 6; ++i) send(producer, seed, i, 100);
+  // A lossless consumer that dies without taking: its pending messages are freed with it.
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    Consumer consumer(endpoint, Mode::lossless);
+    if (write(ready[1], "a", 1) != 1) _exit(2);
+    pause();
+    _exit(0);
+  }
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  for (int i = 6; i < 8; ++i) send(producer, seed, i, 100);
+  CHECK_FALSE(producer.claim(now()));  // both slots wait for the attached consumer (back-pressure)
+  kill(child, SIGKILL);
+  wait_child(child);
+  close(ready[0]);
+  close(ready[1]);
+  auto claim = producer.claim(in(std::chrono::seconds(5)));  // the dead consumer's slots came back
+  REQUIRE(claim);
+  producer.abandon(*claim);
+  CHECK(pool->header().dead_consumers == 1);
+  CHECK(producer.counters().delivered == 0);  // nothing was taken: nothing counts as delivered
+}

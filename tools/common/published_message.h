@@ -3,6 +3,7 @@
 // names its header's pipeline and output.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -22,5 +23,8 @@ struct PublishedMessage {
 };
 
 PublishedMessage decode_published(const std::vector<zmq::message_t>& parts);
+// The same checks on a result read in place from the daemon's publish.shm pool: the slot's header
+// is [topic '\0' ResultHeader] (docs/shared-memory.md); the payload stays in the slot.
+PublishedMessage decode_published_slot(const void* header, std::size_t header_bytes);
 
 }  // namespace sonopipe::tools

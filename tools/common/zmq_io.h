@@ -47,6 +47,7 @@ class PeerWatch {
   void update();
   std::size_t handshakes() const { return handshakes_; }  // completed so far (reconnections count)
   bool connected() const { return handshakes_ > disconnections_; }  // a peer is attached now
+  std::size_t disconnections() const { return disconnections_; }
 
  private:
   zmq::socket_t& socket_;

@@ -21,12 +21,17 @@ int main(int argc, char** argv) {
   double max_frame_mb = 1024;
   std::vector<std::string> topics;
   app.add_option("--out", options.out, "recording to create (HDF5)")->required();
-  auto* endpoint_option = app.add_option("--endpoint", endpoint, "the daemon's publish endpoint")->capture_default_str();
+  auto* endpoint_option = app.add_option("--endpoint", endpoint, "the daemon's publish endpoint; shm://<name>: its "
+                                         "publish.shm pool, results read in place (see --result-mode)")
+                              ->capture_default_str();
   app.add_option("--from", from, "publish endpoint of one of several daemons (repeat; one SUB connects to all)")
       ->excludes(endpoint_option);
   app.add_option("--topic", topics, "topic prefix to record (repeatable; default result/; 'status' keeps the last Status)");
   app.add_flag("--bind", options.bind, "bind the result endpoint instead of connecting");
   sonopipe::tools::add_curve_options(app, options.curve);
+  app.add_option("--result-mode", options.result_mode, "shm:// results: lossless (every result; the daemon waits for "
+                 "the recorder in a lossless pool) | live (newest first, misses counted; a live pool is always live)")
+      ->capture_default_str()->check(CLI::IsMember({"lossless", "live"}));
   app.add_flag("--no-results", no_results, "record no results (raw frames only)");
   app.add_option("--raw-endpoint", options.raw_endpoint, "also record raw frames [FrameHeader][payload] from here; shm://<name>: the "
                  "daemon's shared ingest pool, read in place at the acquisition rate (--raw-pattern pull: "

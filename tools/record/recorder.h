@@ -1,6 +1,7 @@
 // The recorder behind sonopipe-record: results [topic][ResultHeader][payload] from a SUB socket
-// and, optionally, raw frames [FrameHeader][payload] from a PULL or SUB socket, written to a
-// recording (tools/common/recording.h) until a count, a duration, an idle time or a signal.
+// (or read in place from the daemon's publish.shm pool) and, optionally, raw frames
+// [FrameHeader][payload] from a PULL or SUB socket (or the daemon's shm:// ingest pool), written
+// to a recording (tools/common/recording.h) until a count, a duration, an idle time or a signal.
 // Several result endpoints: one SUB socket connects to every daemon's PUB (ZeroMQ fair-queues
 // between them), ready once each has completed its handshake. Messages that cannot be recorded are counted by reason and logged at a limited rate; the
 // recorder keeps going.
@@ -19,8 +20,12 @@ namespace sonopipe::record {
 struct RecorderOptions {
   std::string out;                               // recording to create
   // Daemon PUB endpoints, one SUB connected to all (results of several daemons merged; each
-  // daemon's results stay in its order); empty = record no results.
+  // daemon's results stay in its order); empty = record no results. One shm://<name> instead:
+  // the daemon's publish.shm pool, read in place (result_mode).
   std::vector<std::string> endpoints;
+  // shm:// results: lossless = every result, the daemon waits for the recorder (a lossless pool;
+  // a live pool makes every subscriber live); live = newest first, misses counted.
+  std::string result_mode = "lossless";          // lossless | live
   std::vector<std::string> topics = {"result/"};  // SUB prefixes ("status" keeps the last Status)
   bool bind = false;
   // Frame source; "" = record no raw frames. shm://<name>: the daemon's ingest pool, read in place
@@ -53,7 +58,12 @@ struct RecorderReport {
   std::map<std::string, std::size_t> rejected;   // by reason
   std::size_t status_messages = 0;
   double duration_s = 0;
-  std::string stop_reason;                       // "count", "duration", "idle", "signal"
+  double active_s = 0;                           // from the first message recorded to the last
+  std::string stop_reason;                       // "count", "duration", "idle", "signal", "pool removed"
+  // shm:// pools: the mode the recorder got ("" = not read from a pool) and what a live reader
+  // missed (overwritten before the recorder took it; a missed raw frame is a sequence gap too).
+  std::string results_mode, raw_mode;
+  std::uint64_t results_missed = 0, frames_missed = 0;
   std::size_t results_written() const;
   std::size_t frames_written() const;
 };

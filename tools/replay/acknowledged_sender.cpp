@@ -14,19 +14,13 @@ constexpr auto kPollSlice = std::chrono::milliseconds(50);  // longest wait betw
 }  // namespace
 
 AcknowledgedSender::AcknowledgedSender(zmq::context_t& context, const Options& options)
-    : options_(options), socket_(context, zmq::socket_type::push), acks_(context, zmq::socket_type::sub) {
-  socket_.set(zmq::sockopt::sndhwm, options.send_high_water_mark);
-  socket_.set(zmq::sockopt::linger, 0);
-  // Queue only on a completed connection: frames are never parked for a daemon that is not there.
-  socket_.set(zmq::sockopt::immediate, 1);
+    : context_(context), options_(options), acks_(context, zmq::socket_type::sub) {
   acks_.set(zmq::sockopt::rcvhwm, 0);  // acknowledgements are small; never drop one here
   acks_.set(zmq::sockopt::linger, 0);
   acks_.set(zmq::sockopt::subscribe, wire::ack_topic(ledger_.sender_id()));
-  tools::apply_curve_client(socket_, options.curve);
   tools::apply_curve_client(acks_, options.curve);
   tools::attach(acks_, options.ack_endpoint, false);
-  watch_.emplace(context, socket_);
-  tools::attach(socket_, options.endpoint, false);
+  open_socket();
   if (!watch_->wait(options.connect_timeout)) {
     if (tools::stop_requested()) {
       interrupted_ = true;
@@ -39,7 +33,30 @@ AcknowledgedSender::AcknowledgedSender(zmq::context_t& context, const Options& o
   handshakes_seen_ = watch_->handshakes();
 }
 
+void AcknowledgedSender::open_socket() {
+  watch_.reset();  // stops monitoring the socket it watched
+  socket_ = zmq::socket_t(context_, zmq::socket_type::push);
+  socket_.set(zmq::sockopt::sndhwm, options_.send_high_water_mark);
+  socket_.set(zmq::sockopt::linger, 0);
+  // Queue only on a completed connection: frames are never parked for a daemon that is not there.
+  socket_.set(zmq::sockopt::immediate, 1);
+  tools::apply_curve_client(socket_, options_.curve);
+  watch_.emplace(context_, socket_);
+  tools::attach(socket_, options_.endpoint, false);
+  handshakes_seen_ = disconnections_seen_ = 0;
+}
+
+void AcknowledgedSender::drop_queue_if_disconnected() {
+  watch_->update();
+  if (watch_->disconnections() == disconnections_seen_) return;
+  // Frames ZeroMQ still holds for the dead connection would reach the next daemon before the
+  // resends, out of order. They are outstanding in the ledger: with resend they go again, in order,
+  // once a daemon attaches; without, they are reported as not delivered.
+  open_socket();
+}
+
 bool AcknowledgedSender::reconnected() {
+  drop_queue_if_disconnected();
   watch_->update();
   if (watch_->handshakes() == handshakes_seen_) return false;
   handshakes_seen_ = watch_->handshakes();
@@ -65,17 +82,22 @@ AcknowledgedSender::Wait AcknowledgedSender::transmit(const std::string& header,
     read_acknowledgements(std::chrono::milliseconds(0));
     if (tools::stop_requested()) return Wait::stopped;
     if (options_.resend && reconnected()) return Wait::reconnected;
-    try {
-      if (socket_.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-        // ZeroMQ queues a multipart message whole once its first part is in.
-        socket_.send(payload, zmq::send_flags::none);
-        away_since_.reset();
-        return Wait::sent;
+    drop_queue_if_disconnected();
+    // Only once the daemon's handshake has been seen here: ZeroMQ may take a frame as soon as it
+    // attaches, and one sent before we noticed would reach a restarted daemon ahead of the
+    // resends, then be resent itself (a duplicate).
+    if (watch_->connected()) {
+      try {
+        if (socket_.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+          // ZeroMQ queues a multipart message whole once its first part is in.
+          socket_.send(payload, zmq::send_flags::none);
+          away_since_.reset();
+          return Wait::sent;
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
       }
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) throw;
     }
-    watch_->update();
     const auto now = Clock::now();
     if (watch_->connected()) {
       away_since_.reset();
@@ -87,10 +109,11 @@ AcknowledgedSender::Wait AcknowledgedSender::transmit(const std::string& header,
         return Wait::gone;
       }
     }
-    // Wait for room in the queue or an acknowledgement, whichever first.
-    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLOUT, 0}, {acks_.handle(), 0, ZMQ_POLLIN, 0}};
+    // Wait for room in the queue or an acknowledgement, whichever first (while no daemon is seen
+    // attached, for an acknowledgement or the next look at the socket's events).
+    zmq::pollitem_t items[2] = {{acks_.handle(), 0, ZMQ_POLLIN, 0}, {socket_.handle(), 0, ZMQ_POLLOUT, 0}};
     try {
-      zmq::poll(items, 2, kPollSlice);
+      zmq::poll(items, watch_->connected() ? 2 : 1, kPollSlice);
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) throw;
     }
@@ -98,10 +121,14 @@ AcknowledgedSender::Wait AcknowledgedSender::transmit(const std::string& header,
 }
 
 AcknowledgedSender::Outcome AcknowledgedSender::resend_outstanding(const Remake& remake) {
-  // What was not acknowledged went down with the old connection (IMMEDIATE queues on live
-  // connections only); acknowledgements already on their way have been read by now.
+  // What was not acknowledged went down with the old connection (its socket went with its queue,
+  // and nothing was sent on the new one before its handshake was seen); acknowledgements already
+  // on their way have been read by now.
   read_acknowledgements(std::chrono::milliseconds(0));
   for (const wire::DeliveryLedger::Frame& lost : ledger_.undelivered()) {
+    // Acknowledgements read while the earlier ones went out may have settled this one: sent again
+    // as a first send, a daemon could not tell it from a new frame and would process it twice.
+    if (!ledger_.is_outstanding(lost.send_index)) continue;
     OutgoingFrame frame = remake(lost.cookie);
     const wire::DeliveryTag tag = ledger_.send(lost.stream_id, lost.sequence, lost.cookie, lost.send_index);
     wire::stamp_delivery(frame.header, tag);
@@ -153,7 +180,7 @@ void AcknowledgedSender::settle(const Remake& remake) {
       last_progress = now;
       continue;
     }
-    watch_->update();
+    drop_queue_if_disconnected();
     if (watch_->connected()) {
       away_since_.reset();
     } else {

@@ -5,7 +5,9 @@
 // queued only on a live connection (ZMQ_IMMEDIATE): while no daemon is attached nothing is sent.
 // With `resend`, when a daemon attaches again, every frame not acknowledged is sent again (first,
 // in its original order) with resend_of set, so a daemon that had taken it after all does not
-// process it twice.
+// process it twice. When the connection drops, the PUSH socket is made afresh: ZeroMQ would
+// otherwise send what it still queued for the dead connection to the next daemon, ahead of the
+// resends and out of order (that daemon then counts the resends as duplicates and a false gap).
 #pragma once
 
 #include <chrono>
@@ -64,12 +66,17 @@ class AcknowledgedSender {
   // With resend: sends every outstanding frame again, after a reconnection.
   Outcome resend_outstanding(const Remake& remake);
   bool reconnected();  // a handshake since the last look
+  // A disconnection since the last look: the socket and what it queued for the dead connection go
+  // (those frames are outstanding in the ledger), and a new socket connects.
+  void drop_queue_if_disconnected();
+  void open_socket();
 
+  zmq::context_t& context_;
   Options options_;
   zmq::socket_t socket_, acks_;
   std::optional<tools::PeerWatch> watch_;
   wire::DeliveryLedger ledger_;
-  std::size_t handshakes_seen_ = 0;
+  std::size_t handshakes_seen_ = 0, disconnections_seen_ = 0;
   std::optional<std::chrono::steady_clock::time_point> away_since_;
   std::uint64_t resent_ = 0;
   bool gone_ = false, interrupted_ = false;
