@@ -66,6 +66,7 @@ struct DopplerDaemonOptions {
   int queue_depth = 8;
   int cpu_threads = 0;
   std::string clutter = "svd";  // or polynomial (order 4): the chain with a cheaper filter, for comparison
+  std::string eigensolver = "auto";  // svd: clutter_filter's eigensolver (auto, or full: the route before)
   std::string work_dir;
   bool keep = false;
 };
@@ -135,7 +136,8 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const Doppler
        << ", f_number: " << w.f_number << ", apodisation: tukey, tukey_alpha: " << w.tukey_alpha << "}\n"
        << "      - {type: mean_bmode, publish: true}\n"
        << (options.clutter == "svd"
-               ? "      - {type: clutter_filter, params: {method: svd, tissue_rank: " + std::to_string(c.tissue_rank) + "}}\n"
+               ? "      - {type: clutter_filter, params: {method: svd, tissue_rank: " + std::to_string(c.tissue_rank) +
+                     ", eigensolver: " + options.eigensolver + "}}\n"
                : std::string("      - {type: clutter_filter, params: {method: polynomial, polynomial_order: 4}}\n"))
        << "      - {type: doppler, params: {average_lateral: 5, average_axial: 5, power_threshold_db: -40}}\n";
   return yaml.str();
@@ -397,6 +399,8 @@ void add_doppler_daemon_bench(CLI::App& app) {
   command->add_option("--cpu-threads", options->cpu_threads, "CPU backend threads (0: all cores)")->capture_default_str();
   command->add_option("--clutter", options->clutter, "clutter_filter method: svd (config/doppler.yaml) or polynomial")
       ->capture_default_str()->check(CLI::IsMember({"svd", "polynomial"}));
+  command->add_option("--eigensolver", options->eigensolver, "svd: clutter_filter eigensolver, auto or full")
+      ->capture_default_str();
   command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and sockets");
   command->add_flag("--keep", options->keep, "keep the work folder");
   command->callback([options] { run_doppler_daemon_bench(*options); });

@@ -74,6 +74,17 @@ void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
               .doc = "similarity: largest tissue rank searched; 0 = frames - noise_rank - 1", .live = true});
   spec.param(&Params::polynomial_order, "polynomial_order",
              {.min = 0, .max = 64, .doc = "polynomial: Legendre degrees 0..order removed", .live = true});
+  spec.choice(&Params::eigensolver, "eigensolver",
+              {{"auto", Params::Eigensolver::automatic}, {"full", Params::Eigensolver::full}},
+              {.doc = "svd, CUDA: auto = the fastest accurate route (Jacobi for <= 32 frames, subspace iteration "
+                      "for a fixed tissue rank); full = every eigenvector with cuSOLVER",
+               .live = true});
+  spec.param(&Params::subspace_block, "subspace_block",
+             {.min = 0, .max = 32, .unit = "components",
+              .doc = "svd subspace route: columns iterated (> tissue_rank); 0 = tissue_rank + 12, at most 32",
+              .live = true});
+  spec.param(&Params::subspace_iterations, "subspace_iterations",
+             {.min = 0, .max = 64, .doc = "svd subspace route: iterations before Rayleigh-Ritz; 0 = 4", .live = true});
   spec.param(&Params::block_lateral, "block_lateral",
              {.min = 0, .max = 1 << 20, .unit = "pixels", .doc = "svd: spatial block width; 0 = the whole image"});
   spec.param(&Params::block_axial, "block_axial",
@@ -151,7 +162,8 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
   if (backend == Backend::cuda) {
 #ifdef SONOPIPE_WITH_CUDA
     if (!gpu_) gpu_ = std::make_unique<cuda::ClutterFilterGpu>();
-    const auto sizes = gpu_->configure(s, params_, blocks_, inverse_cover_lateral_, inverse_cover_axial_);
+    const auto sizes =
+        gpu_->configure(s, params_, eigen_route(s, params_), blocks_, inverse_cover_lateral_, inverse_cover_axial_);
     plan.workspace_bytes = sizes.workspace_bytes;
     plan.host_staging_bytes = sizes.host_staging_bytes;
 #else
@@ -159,6 +171,28 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
 #endif
   }
   return plan;
+}
+
+EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, const ClutterFilterParams& params) {
+  EigenRoute route;
+  if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == ClutterFilterParams::Eigensolver::full)
+    return route;
+  if (shape.frames <= kJacobiMaxFrames) {
+    route.kind = EigenRoute::Kind::jacobi;  // every eigenvector: any rank choice, noise rank too
+    return route;
+  }
+  // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest
+  // eigenvectors are not in a dominant block; the similarity choice needs every spatial vector).
+  const std::int64_t k = shape.tissue_rank;
+  if (params.rank_choice != ClutterFilterParams::RankChoice::fixed || shape.noise_rank != 0 || k < 1 ||
+      shape.frames > kSubspaceMaxFrames)
+    return route;
+  const std::int64_t block = params.subspace_block > 0 ? params.subspace_block : std::min<std::int64_t>(32, k + 12);
+  if (block <= k || block > kJacobiMaxFrames || block >= shape.frames) return route;
+  route.kind = EigenRoute::Kind::subspace;
+  route.block = static_cast<int>(block);
+  route.iterations = static_cast<int>(params.subspace_iterations > 0 ? params.subspace_iterations : 4);
+  return route;
 }
 
 std::vector<double> ClutterFilterStage::similarity_matrix(const std::complex<float>* in, std::int64_t pixels,
@@ -310,8 +344,13 @@ bool ClutterFilterStage::run_cuda(const StageIo& io) {
             projector, io.stream);
   return true;
 }
+
+std::int64_t ClutterFilterStage::subspace_fallbacks() const { return gpu_ ? gpu_->subspace_fallbacks() : 0; }
+EigenRoute ClutterFilterStage::cuda_eigen_route() const { return gpu_ ? gpu_->route() : EigenRoute{}; }
 #else
 bool ClutterFilterStage::run_cuda(const StageIo& io) { return Stage::run_cuda(io); }
+std::int64_t ClutterFilterStage::subspace_fallbacks() const { return 0; }
+EigenRoute ClutterFilterStage::cuda_eigen_route() const { return {}; }
 #endif
 
 }  // namespace sonopipe
