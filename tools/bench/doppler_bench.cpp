@@ -40,6 +40,7 @@
 #include <cuda_runtime_api.h>
 
 #include "stages/common/cuda_check.h"
+#include "stages/doppler/clutter_filter/small_eigen.cuh"
 #endif
 
 namespace sonopipe::bench {
@@ -536,6 +537,64 @@ void run_chain_slots(const EnsembleWorkload& w, std::int64_t tissue_rank, std::i
 // The subspace route's convergence on the flow phantom (tools/sim/flow_sim.h, 20 dB SNR): the
 // fraction of fresh phantoms (seeds) that fell back, and the time, per block and iteration count.
 void run_subspace_cases(int repeats) {
+  {
+    // The small kernels alone (small_eigen.cuh), median of 50 CUDA-event timings: Jacobi on random
+    // Hermitian matrices (n = 16, 32; batch 1 and 49), Cholesky QR of n x b blocks.
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> normal(0, 1);
+    const int batch_max = 49, n_max = 200, b_max = 32;
+    std::vector<double2> host(static_cast<std::size_t>(n_max) * n_max * batch_max);
+    for (auto& x : host) x = make_double2(normal(rng), normal(rng));
+    double2 *matrices = nullptr, *scratch = nullptr;
+    double* values = nullptr;
+    int* flags = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrices, host.size() * sizeof(double2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&scratch, host.size() * sizeof(double2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, n_max * batch_max * sizeof(double)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&flags, batch_max * sizeof(int)));
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), host.size() * sizeof(double2), cudaMemcpyHostToDevice));
+    cudaEvent_t start, stop;
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&start));
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&stop));
+    auto time_it = [&](auto&& launch) {
+      std::vector<float> times;
+      for (int r = 0; r < 53; ++r) {
+        SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(scratch, matrices, host.size() * sizeof(double2), cudaMemcpyDeviceToDevice));
+        SONOPIPE_CUDA_CHECK(cudaEventRecord(start));
+        launch();
+        SONOPIPE_CUDA_CHECK(cudaEventRecord(stop));
+        SONOPIPE_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (r >= 3) times.push_back(ms);
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2] * 1e3;
+    };
+    std::printf("small kernels (us):");
+    for (int n : {16, 32})
+      for (int batch : {1, batch_max}) {
+        const double us = time_it([&] {
+          cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, batch, values, scratch, n,
+                                         std::int64_t(n) * n, nullptr);
+        });
+        std::printf(" jacobi n %d batch %d: %.1f;", n, batch, us);
+      }
+    for (int n : {64, 128, 200})
+      for (int b : {16, 32}) {
+        const double us =
+            time_it([&] { cuda::orthonormalize_columns_batched(scratch, n, b, std::int64_t(n) * b, 1, flags, nullptr); });
+        std::printf(" cholesky_qr %d x %d: %.1f;", n, b, us);
+      }
+    (void)b_max;
+    std::printf("\n");
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaFree(matrices);
+    cudaFree(scratch);
+    cudaFree(values);
+    cudaFree(flags);
+  }
   ThreadPool pool(std::max(2u, std::thread::hardware_concurrency()));
   for (std::int64_t frames : {64, 128}) {
     std::vector<sim::FlowIqResult> phantoms;
