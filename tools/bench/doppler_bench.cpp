@@ -572,14 +572,16 @@ void run_subspace_cases(int repeats) {
       return times[times.size() / 2] * 1e3;
     };
     std::printf("small kernels (us):");
-    for (int n : {16, 32})
-      for (int batch : {1, batch_max}) {
-        const double us = time_it([&] {
-          cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, batch, values, scratch, n,
-                                         std::int64_t(n) * n, nullptr);
-        });
-        std::printf(" jacobi n %d batch %d: %.1f;", n, batch, us);
-      }
+    for (const auto variant : {cuda::JacobiVariant::fused, cuda::JacobiVariant::two_phase})
+      for (int n : {16, 32})
+        for (int batch : {1, batch_max}) {
+          const double us = time_it([&] {
+            cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, batch, values, scratch, n,
+                                           std::int64_t(n) * n, nullptr, variant);
+          });
+          std::printf(" jacobi %s n %d batch %d: %.1f;", variant == cuda::JacobiVariant::fused ? "fused" : "two-phase",
+                      n, batch, us);
+        }
     for (int n : {64, 128, 200})
       for (int b : {16, 32}) {
         const double us =

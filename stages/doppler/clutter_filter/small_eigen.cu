@@ -150,6 +150,112 @@ jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t
   }
 }
 
+// The same rotation with fewer dependent double-precision operations (the latency of a round): with
+// d = a_qq - a_pp, t = sign(d) 2 |a_pq| / (|d| + hypot(d, 2 |a_pq|)) (tau's formula times 2 |a_pq| / 2 |a_pq|),
+// c = rsqrt(1 + t^2), e = conj(a_pq) rsqrt(|a_pq|^2).
+__device__ Rotation schur_rotation_fast(double app, double aqq, double2 apq) {
+  const double magnitude2 = norm2(apq);
+  if (!(magnitude2 > 1e-300)) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  const double inverse = rsqrt(magnitude2), magnitude = magnitude2 * inverse;
+  const double d = aqq - app;
+  const double t = copysign(2 * magnitude, d >= 0 ? 1.0 : -1.0) / (fabs(d) + hypot(d, 2 * magnitude));
+  const double c = rsqrt(1 + t * t);
+  return {c, t * c, make_double2(apq.x * inverse, -apq.y * inverse)};
+}
+
+// One barrier pair per round: thread (k, l) of a 16 x 16 grid computes the rotations of pairs k and
+// l itself (redundantly, from the entries the previous round left), reads its 2 x 2 block of A and
+// rows 2k, 2k + 1 of V's pair-l columns, and writes them after a barrier. The two-phase kernel above
+// spends a phase of 16 threads and a barrier on the rotations of every round.
+__global__ void __launch_bounds__(kThreads)
+jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride, double* __restrict__ values,
+                    double2* vectors, int ldv, std::int64_t vectors_stride) {
+  __shared__ double2 a[kSmallEigenMax * kSmallEigenMax];  // column-major m x m
+  __shared__ double2 v[kSmallEigenMax * kSmallEigenMax];
+  __shared__ double partial[kThreads / 32];
+  const int m = n + (n & 1);
+  const int half = m / 2;
+  const double2* in = matrices + blockIdx.x * stride;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
+    const int i = t % m, j = t / m;
+    double2 x = make_double2(0, 0);
+    if (i < n && j < n) {
+      if (i > j)
+        x = in[i + j * lda];
+      else if (i < j)
+        x = conj(in[j + i * lda]);
+      else
+        x = make_double2(in[i + i * lda].x, 0);
+    }
+    a[t] = x;
+    v[t] = make_double2(i == j ? 1.0 : 0.0, 0.0);
+  }
+  __syncthreads();
+  double local = 0;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x) local += norm2(a[t]);
+  const double frobenius2 = block_sum(local, partial);
+  const int k = threadIdx.x & 15, l = threadIdx.x >> 4;
+  const bool active = k < half && l < half;
+  const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
+  for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
+    local = 0;
+    for (int t = threadIdx.x; t < m * m; t += blockDim.x)
+      if (t % m != t / m) local += norm2(a[t]);
+    const double off2 = block_sum(local, partial);
+    if (off2 <= kJacobiTolerance * kJacobiTolerance * frobenius2) break;
+    for (int round = 0; round < m - 1; ++round) {
+      int pk = 0, qk = 0, pl = 0, ql = 0;
+      double2 a_pp, a_qp, a_pq, a_qq, v0p, v0q, v1p, v1q;
+      if (active) {
+        tournament_pair(m, round, k, pk, qk);
+        tournament_pair(m, round, l, pl, ql);
+        const Rotation rk = qk < n ? schur_rotation_fast(a[pk + pk * m].x, a[qk + qk * m].x, a[pk + qk * m]) : identity;
+        const Rotation rl = ql < n ? schur_rotation_fast(a[pl + pl * m].x, a[ql + ql * m].x, a[pl + ql * m]) : identity;
+        const double2 b_pp = a[pk + pl * m], b_qp = a[qk + pl * m], b_pq = a[pk + ql * m], b_qq = a[qk + ql * m];
+        const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
+        const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
+        const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
+        const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
+        a_pp = sub(scale(rk.c, t_pp), mul(sec, t_qp));
+        a_pq = sub(scale(rk.c, t_pq), mul(sec, t_qq));
+        a_qp = add(scale(rk.s, t_pp), mul(cec, t_qp));
+        a_qq = add(scale(rk.s, t_pq), mul(cec, t_qq));
+        const int r0 = 2 * k, r1 = 2 * k + 1;  // V <- V J_l on rows r0, r1
+        const double2 x0p = v[r0 + pl * m], x0q = v[r0 + ql * m], x1p = v[r1 + pl * m], x1q = v[r1 + ql * m];
+        v0p = sub(scale(rl.c, x0p), mul(se, x0q));
+        v0q = add(scale(rl.s, x0p), mul(ce, x0q));
+        v1p = sub(scale(rl.c, x1p), mul(se, x1q));
+        v1q = add(scale(rl.s, x1p), mul(ce, x1q));
+      }
+      __syncthreads();
+      if (active) {
+        a[pk + pl * m] = a_pp;
+        a[pk + ql * m] = a_pq;
+        a[qk + pl * m] = a_qp;
+        a[qk + ql * m] = a_qq;
+        v[2 * k + pl * m] = v0p;
+        v[2 * k + ql * m] = v0q;
+        v[2 * k + 1 + pl * m] = v1p;
+        v[2 * k + 1 + ql * m] = v1q;
+      }
+      __syncthreads();
+    }
+  }
+  double* out_values = values + std::int64_t(blockIdx.x) * n;
+  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
+  for (int t = threadIdx.x; t < n * n; t += blockDim.x) {
+    const int row = t % n, i = t / n;
+    const double d = a[i + i * m].x;
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const double e = a[j + j * m].x;
+      rank += (e < d || (e == d && j < i)) ? 1 : 0;
+    }
+    out_vectors[row + rank * ldv] = v[row + i * m];
+    if (row == 0) out_values[rank] = d;
+  }
+}
+
 // Shifted Cholesky QR 3 (fukaya2020): pass 0 factors Y^H Y + s I, s = 11 (n b + b (b + 1)) u |Y|_F^2,
 // passes 1 and 2 factor Y^H Y; each replaces Y by Y L^-H (C = L L^H). The factorisation is LDL^H
 // right-looking (one barrier per column), scaled to L at the end.
@@ -272,9 +378,13 @@ __global__ void fallback_condition_kernel(cudaGraphConditionalHandle handle, con
 }  // namespace
 
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
-                              double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream) {
+                              double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
+                              JacobiVariant variant) {
   if (n < 1 || n > kSmallEigenMax) throw CudaError("hermitian_jacobi_batched: n must be in [1, 32]");
-  jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+  if (variant == JacobiVariant::fused)
+    jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+  else
+    jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

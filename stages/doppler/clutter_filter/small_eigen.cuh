@@ -18,8 +18,13 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // (n <= 32; the lower triangle is read, the diagonal's real part). Cyclic Jacobi (parallel
 // round-robin ordering) in double until the off-diagonal norm is below 1e-14 of the Frobenius norm
 // or 20 sweeps. `vectors` may be `matrices` (in place: each block reads its matrix before writing).
+// Variants (the same rotations and order): two_phase computes a round's rotations in a phase of its
+// own (n / 2 threads, then a barrier); fused has every thread compute the two it needs, one
+// read-barrier-write-barrier per round. The stage runs fused.
+enum class JacobiVariant { fused, two_phase };
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
-                              double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream);
+                              double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
+                              JacobiVariant variant = JacobiVariant::fused);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal

@@ -463,6 +463,7 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0, 1);
+  for (const auto variant : {cuda::JacobiVariant::fused, cuda::JacobiVariant::two_phase})
   for (int n : {1, 2, 3, 7, 16, 31, 32}) {
     // A batch of 5: random unitary U, eigenvalues spread over 10 decades (as a Gram matrix's from
     // tissue to noise) with signs mixed in the last matrix; A = U diag(lambda) U^H.
@@ -489,7 +490,7 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
     SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * batch * sizeof(double)));
     SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), bytes, cudaMemcpyHostToDevice));
     cuda::hermitian_jacobi_batched(matrices, n, n, std::int64_t(n) * n, batch, values, matrices, n,
-                                   std::int64_t(n) * n, nullptr);  // in place
+                                   std::int64_t(n) * n, nullptr, variant);  // in place
     std::vector<std::complex<double>> vectors(host.size());
     std::vector<double> w(static_cast<std::size_t>(n) * batch);
     SONOPIPE_CUDA_CHECK(cudaMemcpy(vectors.data(), matrices, bytes, cudaMemcpyDeviceToHost));
@@ -497,7 +498,8 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
     cudaFree(matrices);
     cudaFree(values);
     for (int entry = 0; entry < batch; ++entry) {
-      INFO("seed " << seed << ", n " << n << ", matrix " << entry);
+      INFO("seed " << seed << ", n " << n << ", matrix " << entry << ", variant "
+                    << (variant == cuda::JacobiVariant::fused ? "fused" : "two_phase"));
       const Eigen::Map<const ComplexMatrix> a(host.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
       const Eigen::Map<const ComplexMatrix> v(vectors.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
       const Eigen::Map<const Eigen::VectorXd> lambda(w.data() + static_cast<std::ptrdiff_t>(entry) * n, n);
