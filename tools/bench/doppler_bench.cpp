@@ -2,10 +2,10 @@
 // ensemble of 256 x 256 pixels (Casorati matrix 65,536 x 200, complex64, 105 MB), work counted
 // first. Flops (the work the filter must do, not the route's): Gram (FP64, half of S^H S; the
 // stage's Zgemm does both halves, twice this) 8 P N (N + 1) / 2; projection (FP32) 16 P N r when
-// N >= 64 and r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
-// 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and |U|^T |U| (Ssyrk,
-// P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and latency-bound:
-// its time is in the gap). FP64 at the FP32 ceiling: the H100's FP64 tensor cores (DMMA, which
+// N >= 64 and r <= N / 4, or N <= 32 and r <= N / 2, components are removed at a fixed rank (the
+// rank-r update), else 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and
+// |U|^T |U| (Ssyrk, P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and
+// latency-bound: its time is in the gap). FP64 at the FP32 ceiling: the H100's FP64 tensor cores (DMMA, which
 // cuBLAS's Zgemm uses) match its FP32 vector rate. Bytes (the floor, not the route's traffic): the Casorati matrix read twice
 // (Gram, projection) and the output written once; blocks add a gather and a scatter (read + write
 // each). doppler reads the ensemble once and writes three float images. GPU time: median of CUDA
@@ -96,7 +96,9 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
   const double covered = pixels * block_cover;  // pixels summed over the blocks
   const bool similarity = p.rank_choice == ClutterFilterParams::RankChoice::similarity;
   const double removed = double(p.tissue_rank + p.noise_rank);
-  const bool rank_update = !similarity && removed > 0 && frames >= 64 && 4 * removed <= frames;
+  // The rank-r update: cublasLt from 64 frames (r <= N / 4), one kernel up to 32 (r <= N / 2).
+  const bool rank_update = !similarity && removed > 0 &&
+                           ((frames >= 64 && 4 * removed <= frames) || (frames <= 32 && 2 * removed <= frames));
   Work w;
   const double projection = rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames;
   w.gflop = (8 * covered * frames * (frames + 1) / 2 + projection) * 1e-9;

@@ -172,6 +172,139 @@ __global__ void removed_columns_kernel(const double2* __restrict__ v, int n, int
   removed[row + b * n] = make_float2(static_cast<float>(x.x), static_cast<float>(x.y));
 }
 
+// G = S^H S in double for N <= 32 frames, from the float block directly (no double copy): cuBLAS's
+// Zgemm (32 x 32 output, 63,001 deep: starved of parallelism) and the conversion took 0.058 ms on the
+// H100 for ~0.005 ms of bytes and ~0.008 ms of FP64 (docs/benchmarks.md, --case routes). Each block
+// stages kGramPixels pixels x 32 frames in shared memory; its threads own 4 x 4 tiles of the upper
+// triangle of G (36 tiles of the 8 x 8 tile grid) in 7 groups over the staged pixels; partial sums
+// per block go to `partials` (n x n each, upper triangle), summed by small_gram_reduce_kernel.
+constexpr int kGramPixels = 64;
+constexpr int kGramTiles = 36, kGramGroups = 7;  // 252 of the 256 threads busy
+
+__global__ void __launch_bounds__(kThreads)
+small_gram_kernel(const float2* __restrict__ s, std::int64_t pixels, int n, double2* __restrict__ partials) {
+  __shared__ float2 staged[kSmallEigenMax][kGramPixels + 1];
+  __shared__ double2 sum[kSmallEigenMax * kSmallEigenMax];
+  const int t = threadIdx.x;
+  for (int e = t; e < kSmallEigenMax * kSmallEigenMax; e += blockDim.x) sum[e] = make_double2(0, 0);
+  const int group = t / kGramTiles;
+  const bool active = group < kGramGroups;
+  int ti = 0, tj = 0;
+  for (int c = t % kGramTiles, row = 8; ti < 8; ++ti, --row) {  // tile (ti, tj), ti <= tj
+    if (c < row) {
+      tj = ti + c;
+      break;
+    }
+    c -= row;
+  }
+  double re[4][4] = {}, im[4][4] = {};
+  for (std::int64_t base = blockIdx.x * std::int64_t(kGramPixels); base < pixels;
+       base += std::int64_t(gridDim.x) * kGramPixels) {
+    __syncthreads();
+    for (int e = t; e < kSmallEigenMax * kGramPixels; e += blockDim.x) {
+      const int f = e / kGramPixels, q = e % kGramPixels;
+      const std::int64_t p = base + q;
+      staged[f][q] = (f < n && p < pixels) ? s[f * pixels + p] : make_float2(0, 0);
+    }
+    __syncthreads();
+    if (!active) continue;
+    for (int q = group; q < kGramPixels; q += kGramGroups) {
+      double2 xi[4], xj[4];
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        const float2 u = staged[4 * ti + a][q], w = staged[4 * tj + a][q];
+        xi[a] = make_double2(u.x, u.y);
+        xj[a] = make_double2(w.x, w.y);
+      }
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {  // conj(x_i) x_j
+          re[a][b] = fma(xi[a].x, xj[b].x, fma(xi[a].y, xj[b].y, re[a][b]));
+          im[a][b] = fma(xi[a].x, xj[b].y, fma(-xi[a].y, xj[b].x, im[a][b]));
+        }
+    }
+  }
+  __syncthreads();
+  if (active)
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b) {
+        double2* entry = &sum[(4 * ti + a) + (4 * tj + b) * kSmallEigenMax];
+        atomicAdd(&entry->x, re[a][b]);
+        atomicAdd(&entry->y, im[a][b]);
+      }
+  __syncthreads();
+  double2* out = partials + blockIdx.x * std::int64_t(n) * n;
+  for (int e = t; e < n * n; e += blockDim.x) out[e] = sum[(e % n) + (e / n) * kSmallEigenMax];
+}
+
+// G (n x n, both triangles) from the blocks' partial sums: thread (entry, chunk) of 32 x 8 sums the
+// partials chunk, chunk + 8, ...; the chunks are added in shared memory.
+__global__ void __launch_bounds__(kThreads)
+small_gram_reduce_kernel(const double2* __restrict__ partials, int blocks, int n, double2* __restrict__ gram) {
+  __shared__ double2 chunk_sum[8][32];
+  const int lane = threadIdx.x % 32, chunk = threadIdx.x / 32;
+  const int e = blockIdx.x * 32 + lane;
+  const int nn = n * n;
+  double re = 0, im = 0;
+  if (e < nn)
+#pragma unroll 4
+    for (int b = chunk; b < blocks; b += 8) {
+      const double2 v = partials[std::int64_t(b) * nn + e];
+      re += v.x;
+      im += v.y;
+    }
+  chunk_sum[chunk][lane] = make_double2(re, im);
+  __syncthreads();
+  if (chunk != 0 || e >= nn) return;
+  for (int c = 1; c < 8; ++c) {
+    re += chunk_sum[c][lane].x;
+    im += chunk_sum[c][lane].y;
+  }
+  const int i = e % n, j = e / n;
+  if (i > j) return;
+  gram[i + j * n] = make_double2(re, im);
+  gram[j + i * n] = make_double2(re, -im);  // G_ji = conj(G_ij)
+}
+
+// S_f = S - (S V_r) V_r^H for N <= 32 frames and r <= N / 2 (float, V_r n x r from
+// removed_columns_kernel): one thread per pixel holds its N samples in registers, so S is read once
+// and S_f written once (the floor's bytes); cuBLAS's S Q (Cgemm) took 0.033 ms and Cgemm + cublasLt
+// 0.044 ms at 63,001 x 32 on the H100 for 0.016 ms of bytes (docs/benchmarks.md, --case routes).
+__global__ void __launch_bounds__(kThreads)
+small_rank_update_kernel(const float2* __restrict__ in, float2* __restrict__ out, std::int64_t pixels, int n,
+                         const float2* __restrict__ removed, int r) {
+  __shared__ float2 vr[kSmallEigenMax * kSmallEigenMax];
+  for (int t = threadIdx.x; t < n * r; t += blockDim.x) vr[t] = removed[t];
+  __syncthreads();
+  const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (p >= pixels) return;
+  float2 x[kSmallEigenMax], y[kSmallEigenMax];
+#pragma unroll
+  for (int i = 0; i < kSmallEigenMax; ++i)
+    if (i < n) y[i] = x[i] = in[i * pixels + p];
+  for (int j = 0; j < r; ++j) {
+    float wr = 0, wi = 0;  // w = sum_i x_i V[i, j]
+#pragma unroll
+    for (int i = 0; i < kSmallEigenMax; ++i)
+      if (i < n) {
+        const float2 v = vr[i + j * n];
+        wr += x[i].x * v.x - x[i].y * v.y;
+        wi += x[i].x * v.y + x[i].y * v.x;
+      }
+#pragma unroll
+    for (int i = 0; i < kSmallEigenMax; ++i)
+      if (i < n) {  // y_i -= w conj(V[i, j])
+        const float2 v = vr[i + j * n];
+        y[i].x -= wr * v.x + wi * v.y;
+        y[i].y -= wi * v.x - wr * v.y;
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < kSmallEigenMax; ++i)
+    if (i < n) out[i * pixels + p] = y[i];
+}
+
 // Q = I - V_r V_r^H (column-major n x n), summed in double from the double eigenvectors, rounded to
 // float; removed: a < tissue rank (from the device with the similarity choice) or a >= n - noise_rank.
 __global__ void projector_kernel(const double2* __restrict__ v, int n, const int* __restrict__ device_rank,
@@ -204,6 +337,10 @@ struct ClutterFilterGpu::Impl {
   // The projection: S_f = S - (S V_r) V_r^H (rank_update: two rank-r products, the second out of
   // place through cublasLt) or S Q.
   bool rank_update = false;
+  bool small_update = false;  // N <= 32, fixed ranks, r <= N / 2: small_rank_update_kernel
+  bool small_gram = false;    // the Jacobi route: small_gram_kernel instead of the double copy and Zgemm
+  int gram_blocks = 0;        // small_gram_kernel's grid: one block per SM
+  std::size_t gram_partials = 0;
   int removed = 0;  // r = tissue_rank + noise_rank (rank_update only)
   cublasLtMatmulDesc_t update = nullptr;
   cublasLtMatrixLayout_t layout_product = nullptr, layout_removed = nullptr, layout_block = nullptr;
@@ -430,6 +567,7 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   // measured (sonopipe-bench doppler --case routes) S Q 0.037 ms against 0.049 at N = 32, and 0.53
   // against 0.20 ms at N = 200, r = 20: the update from 64 frames, when r <= N / 4.
   m.rank_update = svd && !similarity && m.removed > 0 && n >= 64 && 4 * m.removed <= n;
+  m.small_update = svd && !similarity && m.removed > 0 && n <= kSmallEigenMax && 2 * m.removed <= n;
   if (m.rank_update) m.plan_update(static_cast<std::int64_t>(block_pixels), n);
   m.solver_bytes = 0;
   if (svd) {
@@ -458,7 +596,14 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   m.block_in = take(shape.blocked ? block_elements * sizeof(float2) : 0);
   m.block_out = take(shape.blocked ? block_elements * sizeof(float2) : 0);
-  m.block_double = take(svd ? block_elements * sizeof(double2) : 0);
+  m.small_gram = svd && route.kind == EigenRoute::Kind::jacobi;
+  if (m.small_gram) {
+    int device = 0;
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    SONOPIPE_CUDA_CHECK(cudaDeviceGetAttribute(&m.gram_blocks, cudaDevAttrMultiProcessorCount, device));
+  }
+  m.block_double = take(svd && !m.small_gram ? block_elements * sizeof(double2) : 0);
+  m.gram_partials = take(m.small_gram ? static_cast<std::size_t>(m.gram_blocks) * nn * sizeof(double2) : 0);
   m.grams = take(svd ? nn * batch * sizeof(double2) : 0);  // one per block, then its eigenvectors
   m.eigenvalues = take(svd ? n * batch * sizeof(double) : 0);
   m.vectors = take(nn * sizeof(float2));  // V in float: V_r (rank update) or all of V (similarity)
@@ -582,6 +727,15 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   for (std::size_t index = 0; index < m.blocks.size(); ++index) {
     const ClutterBlock& b = m.blocks[index];
     const int pixels = static_cast<int>(b.pixels());
+    if (m.small_gram) {
+      auto* partials = reinterpret_cast<double2*>(device(m.gram_partials));
+      small_gram_kernel<<<m.gram_blocks, kThreads, 0, stream>>>(block_matrix(b), pixels, n, partials);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      small_gram_reduce_kernel<<<static_cast<unsigned>((nn + 31) / 32), kThreads, 0, stream>>>(partials, m.gram_blocks,
+                                                                                                 n, grams + index * nn);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      continue;
+    }
     to_double_kernel<<<kConvertBlocks, kThreads, 0, stream>>>(block_matrix(b), block_double, std::int64_t(pixels) * n);
     SONOPIPE_CUDA_CHECK_LAUNCH();
     const auto* sd = reinterpret_cast<const cuDoubleComplex*>(block_double);
@@ -640,7 +794,14 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                                                          reinterpret_cast<float*>(device(m.prefix)), rank);
       SONOPIPE_CUDA_CHECK_LAUNCH();
     }
-    if (m.rank_update) {
+    if (m.small_update) {
+      removed_columns_kernel<<<dim3(1, static_cast<unsigned>(m.removed)), 64, 0, stream>>>(
+          v, n, static_cast<int>(s.tissue_rank), static_cast<int>(s.noise_rank), vectors);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      small_rank_update_kernel<<<static_cast<unsigned>((pixels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+          a, y, pixels, n, vectors, m.removed);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+    } else if (m.rank_update) {
       // S_f = S - (S V_r) V_r^H: W = S V_r (Cgemm), then D = S - W V_r^H out of place (cublasLt).
       auto* product = reinterpret_cast<cuComplex*>(device(m.product));
       const auto* removed = reinterpret_cast<const cuComplex*>(vectors);

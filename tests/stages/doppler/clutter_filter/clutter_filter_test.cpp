@@ -331,11 +331,13 @@ TEST_CASE("clutter_filter: CUDA (double Gram and eigenvectors, float projection)
     ClutterFilterParams::Method method;
   };
   const std::vector<Case> cases = {
-      {"fixed rank, 32 frames (S Q)", 32, 48, 64, 4, 0, 0, 0, ClutterFilterParams::Method::svd},
+      {"fixed rank, 32 frames (Jacobi, small rank update)", 32, 48, 64, 4, 0, 0, 0, ClutterFilterParams::Method::svd},
+      {"fixed rank 13 of 24 frames (Jacobi, S Q: r > N / 2)", 24, 30, 30, 13, 0, 0, 0, ClutterFilterParams::Method::svd},
       {"fixed rank 20 of 64 frames (S Q: r > N / 4)", 64, 40, 40, 20, 0, 0, 0, ClutterFilterParams::Method::svd},
       {"tissue and noise ranks (rank update)", 64, 40, 50, 6, 5, 0, 0, ClutterFilterParams::Method::svd},
-      {"tissue and noise ranks, 31 frames (Jacobi, odd)", 31, 40, 40, 4, 3, 0, 0, ClutterFilterParams::Method::svd},
-      {"overlapping blocks (S Q)", 24, 50, 70, 3, 0, 20, 24, ClutterFilterParams::Method::svd},
+      {"tissue and noise ranks, 31 frames (Jacobi, odd N, small rank update)", 31, 40, 40, 4, 3, 0, 0,
+       ClutterFilterParams::Method::svd},
+      {"overlapping blocks, 24 frames (Jacobi, small rank update)", 24, 50, 70, 3, 0, 20, 24, ClutterFilterParams::Method::svd},
       {"overlapping blocks, 64 frames (rank update)", 64, 40, 44, 4, 0, 16, 20, ClutterFilterParams::Method::svd},
       {"polynomial order 3", 40, 30, 30, 0, 0, 0, 0, ClutterFilterParams::Method::polynomial},
       {"200 frames (fUS ensemble length, rank update)", 200, 32, 64, 10, 0, 0, 0, ClutterFilterParams::Method::svd},
