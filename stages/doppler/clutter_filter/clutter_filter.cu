@@ -567,7 +567,9 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   // measured (sonopipe-bench doppler --case routes) S Q 0.037 ms against 0.049 at N = 32, and 0.53
   // against 0.20 ms at N = 200, r = 20: the update from 64 frames, when r <= N / 4.
   m.rank_update = svd && !similarity && m.removed > 0 && n >= 64 && 4 * m.removed <= n;
-  m.small_update = svd && !similarity && m.removed > 0 && n <= kSmallEigenMax && 2 * m.removed <= n;
+  // The small kernels go with the Jacobi route (eigensolver full keeps the route before, for comparison).
+  m.small_update = svd && !similarity && m.removed > 0 && n <= kSmallEigenMax && 2 * m.removed <= n &&
+                   route.kind == EigenRoute::Kind::jacobi;
   if (m.rank_update) m.plan_update(static_cast<std::int64_t>(block_pixels), n);
   m.solver_bytes = 0;
   if (svd) {
