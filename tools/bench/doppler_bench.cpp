@@ -56,7 +56,8 @@ struct DopplerBenchOptions {
 // An ensemble with a rank-8 "tissue" 40 dB over unit noise (the filter's work does not depend on
 // the values; the eigensolver's sweeps do a little; the subspace route's convergence does: k = 20
 // lies inside the noise's flat spectrum here, so it falls back to the full solver). gapped: 20
-// tissue components, amplitudes 100 .. 30, all far above the noise (a gap at k = 20).
+// tissue components with random time courses (near-orthogonal; phase ramps 0.01 rad apart span only
+// ~6 dimensions over 200 frames), amplitudes 100 .. 30, all far above the noise (a gap at k = 20).
 FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>>& iq, bool gapped = false) {
   FrameMeta m;
   m.kind = FrameKind::iq;
@@ -75,7 +76,9 @@ FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>
     std::vector<std::complex<float>> space(pixels), time(o.frames);
     for (auto& v : space) v = {normal(rng), normal(rng)};
     const float amplitude = gapped ? 100.0f - 70.0f * r / (tissue - 1) : 100.0f / (r + 1);
-    for (std::int64_t n = 0; n < o.frames; ++n) time[n] = std::polar(amplitude, 0.01f * r * n);
+    for (std::int64_t n = 0; n < o.frames; ++n)  // gapped: random (near-orthogonal) time courses
+      time[n] = gapped ? amplitude * std::complex<float>(normal(rng), normal(rng)) * 0.70710678f
+                       : std::polar(amplitude, 0.01f * r * n);
     for (std::int64_t n = 0; n < o.frames; ++n)
       for (std::int64_t p = 0; p < pixels; ++p) iq[n * pixels + p] += space[p] * time[n];
   }
@@ -197,8 +200,9 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
   p.tissue_rank = 20;
   p.eigensolver = full;
   cases.push_back({"svd k=20 full (before)", p});
+  p.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+  cases.push_back({"svd k=20 subspace", p});
   p.eigensolver = {};
-  cases.push_back({"svd k=20 auto", p});
   p.rank_choice = ClutterFilterParams::RankChoice::similarity;
   p.rank_max = 60;
   cases.push_back({"svd similarity", p});
@@ -209,8 +213,8 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
   p.block_overlap = 0.5;
   p.eigensolver = full;
   cases.push_back({"svd 64x64 blocks 50% full", p});
-  p.eigensolver = {};
-  cases.push_back({"svd 64x64 blocks 50% auto", p});
+  p.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+  cases.push_back({"svd 64x64 blocks 50% subspace", p});
   p = {};
   p.method = ClutterFilterParams::Method::polynomial;
   p.polynomial_order = 4;
@@ -245,7 +249,7 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
       fallback = double(stage.subspace_fallbacks()) / (o.repeats + 3);
     }
 #endif
-    if (c.name == "svd k=20 auto") svd_ms = ms;
+    if (c.name == "svd k=20 full (before)") svd_ms = ms;
     std::printf("%-34s %9.3f %8.2f %8.1f %9.3f %7.2f %9s %9.2f\n", c.name.c_str(), ms, w.gflop, w.megabytes, floor_ms,
                 ms > 0 ? ms / floor_ms : 0.0, c.params.method == ClutterFilterParams::Method::svd ? route : "-",
                 fallback);
@@ -265,9 +269,9 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
       ClutterFilterStage stage(g);
       std::printf("  %-32s %9.3f ms\n", "full (before)", time_stage(stage, meta, device_input, o.repeats));
     }
-    g.eigensolver = {};
-    for (int block : {24, 28, 32})
-      for (int iterations : {1, 2, 3, 4, 6}) {
+    g.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+    for (int block : {24, 32})
+      for (int iterations : {1, 2, 3, 4}) {
         g.subspace_block = block;
         g.subspace_iterations = iterations;
         ClutterFilterStage stage(g);
@@ -295,7 +299,7 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
   std::printf("%-34s %9.3f %8.2f %8.1f %9.3f %7.2f\n", "doppler box 3x3", doppler_ms, doppler_gflop, doppler_mb,
               doppler_floor, doppler_ms > 0 ? doppler_ms / doppler_floor : 0.0);
   if (svd_ms > 0)
-    std::printf("clutter_filter (svd k=20, auto) + doppler: %.3f ms (issue 24: SVD filter <= 2 ms, chain <= 5 ms with the "
+    std::printf("clutter_filter (svd k=20, full) + doppler: %.3f ms (issue 24: SVD filter <= 2 ms, chain <= 5 ms with the "
                 "beamformer)\n", svd_ms + doppler_ms);
   if (!gpu) std::printf("no CUDA device: counts and floors only\n");
 }
@@ -404,7 +408,7 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   };
   const double total = median(total_ms);
   std::printf("%-10s %-8s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (fallback %.2f)\n",
-              w.name, route_name(clutter), median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total,
+              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter), median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total,
               gflop, staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
               total <= goal_ms ? "met" : "not met", double(clutter.subspace_fallbacks()) / (repeats + 3));
   for (cudaEvent_t e : events) cudaEventDestroy(e);
@@ -520,7 +524,8 @@ void run_chain_slots(const EnsembleWorkload& w, std::int64_t tissue_rank, std::i
   };
   std::printf("%-10s %-8s %d slots: GPU span beamform %.3f, clutter %.3f, doppler %.3f ms; host enqueue %.3f, %.3f, "
               "%.3f ms; %.1f frames/s (H2D of %.1f MB each)\n",
-              w.name, route_name(clutter), slots, median(span[0]), median(span[1]), median(span[2]), median(enqueue[0]),
+              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter), slots,
+              median(span[0]), median(span[1]), median(span[2]), median(enqueue[0]),
               median(enqueue[1]), median(enqueue[2]), (frames - 3 * slots) / seconds, in_bytes * 1e-6);
   for (Slot& slot : ring) {
     cudaStreamDestroy(slot.stream);
@@ -624,9 +629,9 @@ void run_subspace_cases(int repeats) {
         full_ms = std::max(full_ms, time_stage(stage, meta, device_input, repeats));
       }
       std::printf("  k = %lld: full %.3f ms;", static_cast<long long>(tissue), full_ms);
-      p.eigensolver = {};
-      for (int extra : {4, 8, 12})
-        for (int iterations : {1, 2, 3, 4, 6}) {
+      p.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+      for (int extra : {4, 12})
+        for (int iterations : {1, 2, 4, 6}) {
           p.subspace_block = std::min<std::int64_t>(32, tissue + extra);
           p.subspace_iterations = iterations;
           double ms = 0, fallbacks = 0;
@@ -658,12 +663,14 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     // pwi_disk: config/doppler.yaml's filter (tissue rank 1, R1 over 5 x 5); goal: faster than mach's
     // beamforming alone (0.328 ms). fus: tissue rank 20, 3 x 3; goal 5 ms (issue 24).
     const auto full = ClutterFilterParams::Eigensolver::full, automatic = ClutterFilterParams::Eigensolver::automatic;
-    for (int round = 0; round < 2; ++round) {  // before (full) and after (auto) alternating, twice
+    const auto jacobi = ClutterFilterParams::Eigensolver::jacobi, subspace = ClutterFilterParams::Eigensolver::subspace;
+    for (int round = 0; round < 2; ++round) {  // before (full), auto and the Jacobi route alternating, twice
       run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, full);
       run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi);
     }
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, full);
-    run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, automatic);
+    run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, subspace);
     return;
   }
 #endif

@@ -66,7 +66,8 @@ struct DopplerDaemonOptions {
   int queue_depth = 8;
   int cpu_threads = 0;
   std::string clutter = "svd";  // or polynomial (order 4): the chain with a cheaper filter, for comparison
-  std::string eigensolver = "auto";  // svd: clutter_filter's eigensolver (auto, or full: the route before)
+  // svd: clutter_filter's eigensolver (auto: the key is left out, so an older sonopiped takes the config)
+  std::string eigensolver = "auto";
   std::string work_dir;
   bool keep = false;
 };
@@ -137,7 +138,8 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const Doppler
        << "      - {type: mean_bmode, publish: true}\n"
        << (options.clutter == "svd"
                ? "      - {type: clutter_filter, params: {method: svd, tissue_rank: " + std::to_string(c.tissue_rank) +
-                     ", eigensolver: " + options.eigensolver + "}}\n"
+                     (options.eigensolver == "auto" ? std::string() : ", eigensolver: " + options.eigensolver) +
+                     "}}\n"
                : std::string("      - {type: clutter_filter, params: {method: polynomial, polynomial_order: 4}}\n"))
        << "      - {type: doppler, params: {average_lateral: 5, average_axial: 5, power_threshold_db: -40}}\n";
   return yaml.str();

@@ -75,9 +75,13 @@ void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
   spec.param(&Params::polynomial_order, "polynomial_order",
              {.min = 0, .max = 64, .doc = "polynomial: Legendre degrees 0..order removed", .live = true});
   spec.choice(&Params::eigensolver, "eigensolver",
-              {{"auto", Params::Eigensolver::automatic}, {"full", Params::Eigensolver::full}},
-              {.doc = "svd, CUDA: auto = the fastest accurate route (Jacobi for <= 32 frames, subspace iteration "
-                      "for a fixed tissue rank); full = every eigenvector with cuSOLVER",
+              {{"auto", Params::Eigensolver::automatic},
+               {"full", Params::Eigensolver::full},
+               {"jacobi", Params::Eigensolver::jacobi},
+               {"subspace", Params::Eigensolver::subspace}},
+              {.doc = "svd, CUDA: auto = the fastest route measured for the shape; full = cuSOLVER's solver with "
+                      "the library Gram and projection (the route before); jacobi (<= 32 frames) and subspace "
+                      "(fixed tissue rank, no noise rank, 33..320 frames) where they apply",
                .live = true});
   spec.param(&Params::subspace_block, "subspace_block",
              {.min = 0, .max = 32, .unit = "components",
@@ -174,18 +178,22 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
 }
 
 EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, const ClutterFilterParams& params) {
+  using Eigensolver = ClutterFilterParams::Eigensolver;
   EigenRoute route;
-  if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == ClutterFilterParams::Eigensolver::full)
-    return route;
+  if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == Eigensolver::full) return route;
   if (shape.frames <= kJacobiMaxFrames) {
-    route.kind = EigenRoute::Kind::jacobi;  // every eigenvector: any rank choice, noise rank too
+    route.small_kernels = true;
+    // Every eigenvector (any rank choice, noise rank too). auto: cuSOLVER's solver, 0.25 ms on a 32 x 32
+    // matrix against the Jacobi kernel's 0.35 ms on the H200 (docs/doppler.md).
+    if (params.eigensolver == Eigensolver::jacobi) route.kind = EigenRoute::Kind::jacobi;
     return route;
   }
   // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest
   // eigenvectors are not in a dominant block; the similarity choice needs every spatial vector).
+  // Asked for only: measured slower than the full solver at fUS scale (docs/doppler.md).
   const std::int64_t k = shape.tissue_rank;
-  if (params.rank_choice != ClutterFilterParams::RankChoice::fixed || shape.noise_rank != 0 || k < 1 ||
-      shape.frames > kSubspaceMaxFrames)
+  if (params.eigensolver != Eigensolver::subspace || params.rank_choice != ClutterFilterParams::RankChoice::fixed ||
+      shape.noise_rank != 0 || k < 1 || shape.frames > kSubspaceMaxFrames)
     return route;
   const std::int64_t block = params.subspace_block > 0 ? params.subspace_block : std::min<std::int64_t>(32, k + 12);
   if (block <= k || block > kJacobiMaxFrames || block >= shape.frames) return route;

@@ -338,7 +338,7 @@ struct ClutterFilterGpu::Impl {
   // place through cublasLt) or S Q.
   bool rank_update = false;
   bool small_update = false;  // N <= 32, fixed ranks, r <= N / 2: small_rank_update_kernel
-  bool small_gram = false;    // the Jacobi route: small_gram_kernel instead of the double copy and Zgemm
+  bool small_gram = false;    // N <= 32 (route.small_kernels): small_gram_kernel, no double copy or Zgemm
   int gram_blocks = 0;        // small_gram_kernel's grid: one block per SM
   std::size_t gram_partials = 0;
   int removed = 0;  // r = tissue_rank + noise_rank (rank_update only)
@@ -567,9 +567,9 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   // measured (sonopipe-bench doppler --case routes) S Q 0.037 ms against 0.049 at N = 32, and 0.53
   // against 0.20 ms at N = 200, r = 20: the update from 64 frames, when r <= N / 4.
   m.rank_update = svd && !similarity && m.removed > 0 && n >= 64 && 4 * m.removed <= n;
-  // The small kernels go with the Jacobi route (eigensolver full keeps the route before, for comparison).
+  // The small kernels at N <= 32 unless eigensolver is full (the route before, for comparison).
   m.small_update = svd && !similarity && m.removed > 0 && n <= kSmallEigenMax && 2 * m.removed <= n &&
-                   route.kind == EigenRoute::Kind::jacobi;
+                   route.small_kernels;
   if (m.rank_update) m.plan_update(static_cast<std::int64_t>(block_pixels), n);
   m.solver_bytes = 0;
   if (svd) {
@@ -598,7 +598,7 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   m.block_in = take(shape.blocked ? block_elements * sizeof(float2) : 0);
   m.block_out = take(shape.blocked ? block_elements * sizeof(float2) : 0);
-  m.small_gram = svd && route.kind == EigenRoute::Kind::jacobi;
+  m.small_gram = svd && route.small_kernels && n <= kSmallEigenMax;
   if (m.small_gram) {
     int device = 0;
     SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
@@ -758,7 +758,7 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                    "cusolverDnXsyevBatched");
       break;
     case EigenRoute::Kind::jacobi:
-      // N <= 32: one thread block per Gram matrix, in place.
+      // N <= 32 (eigensolver jacobi): one thread block per Gram matrix, in place.
       hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
                                reinterpret_cast<double*>(device(m.eigenvalues)), grams, n,
                                static_cast<std::int64_t>(nn), stream);

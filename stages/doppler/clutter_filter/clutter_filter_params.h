@@ -11,7 +11,7 @@ namespace sonopipe {
 struct ClutterFilterParams {
   enum class Method { svd, polynomial };
   enum class RankChoice { fixed, similarity };
-  enum class Eigensolver { automatic, full };
+  enum class Eigensolver { automatic, full, jacobi, subspace };
   Method method = Method::svd;
   // SVD: components removed from the top (tissue) and from the bottom (noise), largest first.
   std::int64_t tissue_rank = 4;
@@ -23,8 +23,9 @@ struct ClutterFilterParams {
   // polynomial: Legendre polynomials of degree 0..polynomial_order in slow time are removed.
   std::int64_t polynomial_order = 2;
   // svd: how the Gram matrix's eigenvectors are found (EigenRoute below): automatic picks the
-  // fastest route that gives the removed subspace to the stated accuracy; full: every eigenvector
-  // with cuSOLVER's batched solver (the route before; the reference of the benchmarks).
+  // fastest route measured for the shape; full: every eigenvector with cuSOLVER's batched solver and
+  // the library Gram and projection (the route before; the reference of the benchmarks); jacobi
+  // and subspace ask for those routes where they apply (else full).
   Eigensolver eigensolver = Eigensolver::automatic;
   // Subspace route: block size (columns iterated, > tissue_rank, <= 32) and iteration count;
   // 0 = the measured defaults (EigenRoute).
@@ -49,7 +50,8 @@ struct ClutterFilterShape {
 };
 
 // How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route()):
-//   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched;
+//   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched (with
+//             the small kernels at N <= 32 unless eigensolver is full);
 //   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi in double,
 //             small_eigen.cuh): cuSOLVER's solvers spend 0.25-0.35 ms on a 32 x 32 matrix;
 //   subspace  fixed tissue rank k, no noise rank, 32 < N <= kSubspaceMaxFrames, k < block <= 32:
@@ -60,6 +62,9 @@ struct EigenRoute {
   enum class Kind { full, jacobi, subspace };
   Kind kind = Kind::full;
   int block = 0, iterations = 0;  // subspace only
+  // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
+  // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.
+  bool small_kernels = false;
 };
 // The subspace route's orthonormalisation holds an N x block double-complex matrix in shared memory.
 inline constexpr std::int64_t kSubspaceMaxFrames = 320;

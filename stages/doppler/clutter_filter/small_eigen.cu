@@ -397,9 +397,10 @@ void orthonormalize_columns_batched(double2* matrices, int n, int b, std::int64_
   const std::size_t bytes = orthonormalize_shared_bytes(n, b);
   if (b > kSmallEigenMax || bytes > 227u * 1024u)
     throw CudaError("orthonormalize_columns_batched: n x b too large for shared memory");
-  if (bytes > 48u * 1024u)  // per function and device: set on every call (a host-side attribute, no sync)
-    SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(cholesky_qr_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(bytes)));
+  // Per function and device, on every call (a host-side attribute, no sync): the kernel's static
+  // shared memory counts against the 48 KiB default too (n = 64, b = 32 is exactly 48 KiB dynamic).
+  SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(cholesky_qr_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
   cholesky_qr_kernel<<<batch, kThreads, bytes, stream>>>(matrices, n, b, stride, breakdown);
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }

@@ -269,10 +269,11 @@ TEST_CASE("clutter_filter: refuses ranks that leave nothing and inputs that are 
   CHECK_THROWS_WITH(fine.configure(flat, flat.payload, Backend::cpu), Catch::Contains("[frame, lateral, axial]"));
 }
 
-TEST_CASE("clutter_filter: the eigenvector route is Jacobi up to 32 frames, subspace iteration for a fixed tissue "
-          "rank, else the full solver",
+TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER with the small kernels up to 32 frames, Jacobi and "
+          "subspace iteration where asked and applicable, else the full solver",
           "[clutter_filter]") {
   using Kind = EigenRoute::Kind;
+  using Eigensolver = ClutterFilterParams::Eigensolver;
   auto route = [](std::int64_t frames, std::int64_t tissue, std::int64_t noise, ClutterFilterParams params = {}) {
     ClutterFilterShape shape;
     shape.frames = frames;
@@ -282,39 +283,50 @@ TEST_CASE("clutter_filter: the eigenvector route is Jacobi up to 32 frames, subs
     params.noise_rank = noise;
     return ClutterFilterStage::eigen_route(shape, params);
   };
-  // Jacobi: every eigenvector, so any rank choice and noise rank, up to 32 frames.
-  CHECK(route(32, 1, 0).kind == Kind::jacobi);
-  CHECK(route(2, 1, 0).kind == Kind::jacobi);
-  CHECK(route(24, 3, 4).kind == Kind::jacobi);
+  auto with = [](Eigensolver e, ClutterFilterParams params = {}) {
+    params.eigensolver = e;
+    return params;
+  };
+  // auto: the full solver everywhere, with the small Gram and rank-update kernels up to 32 frames.
+  CHECK(route(32, 1, 0).kind == Kind::full);
+  CHECK(route(32, 1, 0).small_kernels);
+  CHECK(route(2, 1, 0).small_kernels);
+  CHECK(route(200, 20, 0).kind == Kind::full);
+  CHECK(!route(33, 1, 0).small_kernels);
+  // full: the route before, no small kernels.
+  CHECK(!route(32, 4, 0, with(Eigensolver::full)).small_kernels);
+  CHECK(route(200, 20, 0, with(Eigensolver::full)).kind == Kind::full);
+  // jacobi: every eigenvector up to 32 frames (any rank choice, noise rank too), else full.
+  CHECK(route(32, 4, 0, with(Eigensolver::jacobi)).kind == Kind::jacobi);
+  CHECK(route(32, 4, 0, with(Eigensolver::jacobi)).small_kernels);
+  CHECK(route(24, 3, 4, with(Eigensolver::jacobi)).kind == Kind::jacobi);
   ClutterFilterParams similarity;
   similarity.rank_choice = ClutterFilterParams::RankChoice::similarity;
-  CHECK(route(32, 0, 0, similarity).kind == Kind::jacobi);
-  // Subspace: fixed rank, no noise rank, 33..320 frames; block tissue_rank + 12, at most 32, 4 iterations.
-  const EigenRoute fus = route(200, 20, 0);
+  CHECK(route(32, 0, 0, with(Eigensolver::jacobi, similarity)).kind == Kind::jacobi);
+  CHECK(route(33, 4, 0, with(Eigensolver::jacobi)).kind == Kind::full);
+  // subspace: fixed rank, no noise rank, 33..320 frames; block tissue_rank + 12, at most 32, 4 iterations.
+  const EigenRoute fus = route(200, 20, 0, with(Eigensolver::subspace));
   CHECK(fus.kind == Kind::subspace);
   CHECK(fus.block == 32);
   CHECK(fus.iterations == 4);
-  CHECK(route(33, 1, 0).block == 13);
-  CHECK(route(320, 4, 0).kind == Kind::subspace);
-  // The rest: the full batched solver.
-  CHECK(route(200, 20, 1).kind == Kind::full);   // the smallest eigenvectors are not dominant
-  CHECK(route(200, 0, 0, similarity).kind == Kind::full);
-  CHECK(route(321, 4, 0).kind == Kind::full);    // the orthonormalisation's shared memory
-  CHECK(route(200, 32, 0).kind == Kind::full);   // no block of at most 32 above the rank
-  CHECK(route(200, 0, 0).kind == Kind::full);    // nothing removed
-  ClutterFilterParams tuned;
+  CHECK(route(33, 1, 0, with(Eigensolver::subspace)).block == 13);
+  CHECK(route(320, 4, 0, with(Eigensolver::subspace)).kind == Kind::subspace);
+  CHECK(route(32, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);    // up to 32: every eigenvector
+  CHECK(route(200, 20, 1, with(Eigensolver::subspace)).kind == Kind::full);  // the smallest are not dominant
+  CHECK(route(200, 0, 0, with(Eigensolver::subspace, similarity)).kind == Kind::full);
+  CHECK(route(321, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);   // shared memory of the QR
+  CHECK(route(200, 32, 0, with(Eigensolver::subspace)).kind == Kind::full);  // no block <= 32 above the rank
+  CHECK(route(200, 0, 0, with(Eigensolver::subspace)).kind == Kind::full);   // nothing removed
+  ClutterFilterParams tuned = with(Eigensolver::subspace);
   tuned.subspace_block = 8;
   tuned.subspace_iterations = 2;
   CHECK(route(128, 4, 0, tuned).block == 8);
   CHECK(route(128, 4, 0, tuned).iterations == 2);
   CHECK(route(128, 8, 0, tuned).kind == Kind::full);  // a block must exceed the rank
-  ClutterFilterParams full;
-  full.eigensolver = ClutterFilterParams::Eigensolver::full;
-  CHECK(route(32, 4, 0, full).kind == Kind::full);
-  CHECK(route(200, 20, 0, full).kind == Kind::full);
   ClutterFilterParams polynomial;
   polynomial.method = ClutterFilterParams::Method::polynomial;
   CHECK(route(32, 0, 0, polynomial).kind == Kind::full);
+  CHECK(!route(32, 0, 0, polynomial).small_kernels);
 }
 
 #ifdef SONOPIPE_WITH_CUDA
@@ -354,23 +366,28 @@ TEST_CASE("clutter_filter: CUDA (double Gram and eigenvectors, float projection)
     params.block_axial = c.block_axial;
     params.polynomial_order = 3;
     ClutterFilterStage cpu_stage(params), gpu_stage(params);
-    ClutterFilterParams full_params = params;
-    full_params.eigensolver = ClutterFilterParams::Eigensolver::full;
-    ClutterFilterStage full_stage(full_params);
     const auto cpu = test::run_stage_cpu(cpu_stage, frame, frame.payload, x.data(), pool);
     const auto gpu = test::run_stage_cuda(gpu_stage, frame, frame.payload, x.data());
-    const auto full = test::run_stage_cuda(full_stage, frame, frame.payload, x.data());
     const auto* reference = cpu.as<std::complex<float>>();
     std::vector<std::complex<float>> expected(reference, reference + x.size());
     if (c.method == ClutterFilterParams::Method::svd) {
-      // The route eigen_route() chose ran (a subspace route whose graph failed would be full), and
-      // these spectra (gap 10 in singular value at the tissue rank) converge without the fallback.
-      CHECK(gpu_stage.cuda_eigen_route().kind == ClutterFilterStage::eigen_route(gpu_stage.shape(), params).kind);
-      CHECK(gpu_stage.subspace_fallbacks() == 0);
-      CHECK(full_stage.cuda_eigen_route().kind == EigenRoute::Kind::full);
-      const double full_difference = relative_difference(expected, full.as<std::complex<float>>());
-      std::printf("clutter_filter CUDA (full solver) vs CPU, %s: %.2e\n", c.name, full_difference);
-      CHECK(full_difference < 2e-5);  // as below
+      // Every route that applies to the case (eigen_route()), each within the bound below.
+      for (const auto [eigensolver, label] :
+           {std::pair{ClutterFilterParams::Eigensolver::full, "full"},
+            std::pair{ClutterFilterParams::Eigensolver::jacobi, "jacobi"},
+            std::pair{ClutterFilterParams::Eigensolver::subspace, "subspace"}}) {
+        ClutterFilterParams asked = params;
+        asked.eigensolver = eigensolver;
+        const EigenRoute route = ClutterFilterStage::eigen_route(gpu_stage.shape(), asked);
+        if (eigensolver != ClutterFilterParams::Eigensolver::full && route.kind == EigenRoute::Kind::full) continue;
+        ClutterFilterStage stage(asked);
+        const auto out = test::run_stage_cuda(stage, frame, frame.payload, x.data());
+        CHECK(stage.cuda_eigen_route().kind == route.kind);  // a subspace route whose graph failed would be full
+        const double difference = relative_difference(expected, out.as<std::complex<float>>());
+        std::printf("clutter_filter CUDA (%s) vs CPU, %s: %.2e, fallbacks %lld\n", label, c.name, difference,
+                    static_cast<long long>(stage.subspace_fallbacks()));
+        CHECK(difference < 2e-5);  // as below; a fallback gives the full solver's output
+      }
     }
     // Gram matrix and eigenvectors in double: the removed subspace is exact to ~1e-16 lambda_1 / gap,
     // nothing at float scale. What is left is the float projection: each output sums N products
@@ -534,6 +551,7 @@ TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the
   const FrameMeta frame = ensemble_frame(frames, lateral, axial);
   ClutterFilterParams params;
   params.tissue_rank = tissue;
+  params.eigensolver = ClutterFilterParams::Eigensolver::subspace;
   params.subspace_block = 8;
   params.subspace_iterations = 1;
   ClutterFilterStage gpu_stage(params);
@@ -556,6 +574,7 @@ TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the
   // The same data with the default iterations and block (18): the output matches whether or not it converged.
   ClutterFilterParams converging;
   converging.tissue_rank = tissue;
+  converging.eigensolver = ClutterFilterParams::Eigensolver::subspace;
   ClutterFilterStage converging_stage(converging);
   const auto x = designed_ensemble(lateral * axial, singular, rng);
   const auto gpu = test::run_stage_cuda(converging_stage, frame, frame.payload, x.data());
@@ -569,7 +588,7 @@ TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the
   CHECK(difference < 2e-5);
 }
 
-TEST_CASE("clutter_filter: CUDA's fixed-rank routes match the CPU on the flow phantom", "[clutter_filter][cuda]") {
+TEST_CASE("clutter_filter: CUDA's subspace route matches the CPU on the flow phantom", "[clutter_filter][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
   const std::uint64_t seed = test::fresh_seed();
   ThreadPool pool(2);
@@ -581,6 +600,7 @@ TEST_CASE("clutter_filter: CUDA's fixed-rank routes match the CPU on the flow ph
     INFO("seed " << seed << ", tissue rank " << tissue);
     ClutterFilterParams params;
     params.tissue_rank = tissue;
+    params.eigensolver = ClutterFilterParams::Eigensolver::subspace;
     ClutterFilterStage cpu_stage(params), gpu_stage(params);
     const auto cpu = test::run_stage_cpu(cpu_stage, sim.meta, sim.meta.payload, sim.iq.data(), pool);
     const auto gpu = test::run_stage_cuda(gpu_stage, sim.meta, sim.meta.payload, sim.iq.data());
