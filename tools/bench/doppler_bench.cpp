@@ -408,7 +408,8 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   };
   const double total = median(total_ms);
   std::printf("%-10s %-8s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (fallback %.2f)\n",
-              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter), median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total,
+              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter),
+              median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total,
               gflop, staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
               total <= goal_ms ? "met" : "not met", double(clutter.subspace_fallbacks()) / (repeats + 3));
   for (cudaEvent_t e : events) cudaEventDestroy(e);

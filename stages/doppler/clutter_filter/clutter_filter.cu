@@ -429,7 +429,8 @@ struct ClutterFilterGpu::Impl {
   const double2* run_subspace(double2* grams, unsigned char* base, cudaStream_t stream) {
     const int n = static_cast<int>(shape.frames), b = route.block, k = static_cast<int>(shape.tissue_rank);
     const int batch = static_cast<int>(blocks.size());
-    const long long nn = static_cast<long long>(n) * n, nb = static_cast<long long>(n) * b, bb = static_cast<long long>(b) * b;
+    const long long nn = static_cast<long long>(n) * n, nb = static_cast<long long>(n) * b;
+    const long long bb = static_cast<long long>(b) * b;
     auto* x = reinterpret_cast<double2*>(base + start);
     auto* y = reinterpret_cast<double2*>(base + iterate);
     auto* h = reinterpret_cast<double2*>(base + reduced);

@@ -11,7 +11,9 @@ constexpr int kThreads = 256;
 constexpr int kJacobiSweeps = 20;
 constexpr double kJacobiTolerance = 1e-14;  // off-diagonal norm / Frobenius norm
 
-__device__ inline double2 mul(double2 a, double2 b) { return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+__device__ inline double2 mul(double2 a, double2 b) {
+  return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
 __device__ inline double2 conj(double2 a) { return make_double2(a.x, -a.y); }
 __device__ inline double2 add(double2 a, double2 b) { return make_double2(a.x + b.x, a.y + b.y); }
 __device__ inline double2 sub(double2 a, double2 b) { return make_double2(a.x - b.x, a.y - b.y); }
@@ -168,8 +170,8 @@ __device__ Rotation schur_rotation_fast(double app, double aqq, double2 apq) {
 // rows 2k, 2k + 1 of V's pair-l columns, and writes them after a barrier. The two-phase kernel above
 // spends a phase of 16 threads and a barrier on the rotations of every round.
 __global__ void __launch_bounds__(kThreads)
-jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride, double* __restrict__ values,
-                    double2* vectors, int ldv, std::int64_t vectors_stride) {
+jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
+                    double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride) {
   __shared__ double2 a[kSmallEigenMax * kSmallEigenMax];  // column-major m x m
   __shared__ double2 v[kSmallEigenMax * kSmallEigenMax];
   __shared__ double partial[kThreads / 32];
