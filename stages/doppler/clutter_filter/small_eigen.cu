@@ -266,7 +266,7 @@ cholesky_qr_kernel(double2* matrices, int n, int b, std::int64_t stride, int* br
   extern __shared__ double2 shared[];
   double2* y = shared;      // n x b, leading dimension n
   double2* c = shared + n * b;  // b x b, lower triangle
-  __shared__ double pivots[kSmallEigenMax];
+  __shared__ double inverse_pivots[kSmallEigenMax];
   __shared__ int broke;
   double2* g = matrices + blockIdx.x * stride;
   for (int t = threadIdx.x; t < n * b; t += blockDim.x) y[t] = g[t];
@@ -276,9 +276,14 @@ cholesky_qr_kernel(double2* matrices, int n, int b, std::int64_t stride, int* br
     for (int t = threadIdx.x; t < b * b; t += blockDim.x) {  // C = Y^H Y, lower triangle
       const int i = t % b, j = t / b;
       if (i < j) continue;
-      double2 sum = make_double2(0, 0);
-      for (int r = 0; r < n; ++r) sum = add(sum, mul(conj(y[r + i * n]), y[r + j * n]));
-      c[t] = sum;
+      // Four partial sums: the inner product is a chain of dependent FP64 adds otherwise (latency).
+      double2 sum[4] = {make_double2(0, 0), make_double2(0, 0), make_double2(0, 0), make_double2(0, 0)};
+      int r = 0;
+      for (; r + 3 < n; r += 4)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) sum[u] = add(sum[u], mul(conj(y[r + u + i * n]), y[r + u + j * n]));
+      for (; r < n; ++r) sum[0] = add(sum[0], mul(conj(y[r + i * n]), y[r + j * n]));
+      c[t] = add(add(sum[0], sum[1]), add(sum[2], sum[3]));
     }
     __syncthreads();
     if (pass == 0 && threadIdx.x == 0) {
@@ -291,27 +296,28 @@ cholesky_qr_kernel(double2* matrices, int n, int b, std::int64_t stride, int* br
     for (int j = 0; j < b; ++j) {  // C_il -= C_ij conj(C_lj) / d_j for j < l <= i
       double d = c[j + j * b].x;
       if (!(d > 0)) d = 1e-300;
+      const double inverse_d = 1 / d;
       for (int t = threadIdx.x; t < b * b; t += blockDim.x) {
         const int i = t % b, l = t / b;
         if (l <= j || i < l) continue;
-        c[t] = sub(c[t], scale(1 / d, mul(c[i + j * b], conj(c[l + j * b]))));
+        c[t] = sub(c[t], scale(inverse_d, mul(c[i + j * b], conj(c[l + j * b]))));
       }
       if (threadIdx.x == 0) {
         if (!(c[j + j * b].x > 0)) broke = 1;
-        pivots[j] = sqrt(d);
+        inverse_pivots[j] = rsqrt(d);  // 1 / L_jj
       }
       __syncthreads();
     }
     for (int t = threadIdx.x; t < b * b; t += blockDim.x) {  // L = C D^-1/2 below the diagonal
       const int i = t % b, j = t / b;
-      if (i > j) c[t] = scale(1 / pivots[j], c[t]);
+      if (i > j) c[t] = scale(inverse_pivots[j], c[t]);
     }
     __syncthreads();
     for (int r = threadIdx.x; r < n; r += blockDim.x) {  // x L^H = y, row by row
       for (int j = 0; j < b; ++j) {
         double2 x = y[r + j * n];
         for (int p = 0; p < j; ++p) x = sub(x, mul(y[r + p * n], conj(c[j + p * b])));
-        y[r + j * n] = scale(1 / pivots[j], x);
+        y[r + j * n] = scale(inverse_pivots[j], x);
       }
     }
   }
