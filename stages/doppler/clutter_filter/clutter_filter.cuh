@@ -6,16 +6,19 @@
 //                                  turns the removed subspace by eps_float lambda_1 / gap
 //   G = V diag(w) V^H              every block's at once (EigenRoute): cusolverDnXsyevBatched in
 //                                  double, in place, w ascending (no host workspace, info unread on
-//                                  the device); N <= 32: a Jacobi kernel (small_eigen.cuh); fixed
-//                                  tissue rank k: only the dominant k by block subspace iteration
-//                                  and Rayleigh-Ritz, the full solver in a conditional graph node
-//                                  where the device's convergence test fails
+//                                  the device); on request, N <= 32: a Jacobi kernel
+//                                  (small_eigen.cuh); a fixed tissue rank k: only the dominant k by
+//                                  block subspace iteration and Rayleigh-Ritz, the full solver in a
+//                                  conditional graph node where the device's convergence test fails
 //   [similarity] U = S V (V in float), |U| centred per column, C = |U|^T |U| normalised
 //                (cublasSsyrk), the tissue rank fitted on the device (one block of threads)
 //   S_f = S - (S V_r) V_r^H        fixed ranks, N >= 64, r <= N / 4 removed: W = S V_r (Cgemm), then
 //                                  D = S - W V_r^H out of place (cublasLt, C = S, D = S_f)
 //   S_f = S Q, Q = I - V_r V_r^H   otherwise (and with the similarity rank, known on the device only):
 //                                  Q summed in double from V, one Cgemm
+//   N <= 32 (route.small_kernels, not with eigensolver full): G by small_gram_kernel from the float
+//   block (no double copy, no Zgemm); fixed ranks with r <= N / 2: S_f by small_rank_update_kernel,
+//   one thread per pixel holding its N samples
 // Blocks: gathered into the workspace (twice: for the Gram, then for the projection), filtered,
 // added into the output with 1 / cover weights.
 // Polynomial: Q comes from the host (pinned staging) and the projection is the same Cgemm.

@@ -49,9 +49,10 @@ class ClutterFilterStage : public Stage {
   // last block flush with the far edge; one block (the image) when a block size is 0 or >= the image.
   static std::vector<ClutterBlock> plan_blocks(const ClutterFilterShape& shape, const ClutterFilterParams& params);
 
-  // The CUDA path's eigenvector route for this shape (EigenRoute in clutter_filter_params.h): Jacobi
-  // for N <= 32 frames, block subspace iteration for a fixed tissue rank without noise rank (block
-  // tissue_rank + 12, at most 32; 4 iterations), else the full batched eigensolver.
+  // The CUDA path's eigenvector route for this shape (EigenRoute in clutter_filter_params.h):
+  // eigensolver auto and full: cuSOLVER's batched solver (auto with the small Gram and rank-update
+  // kernels up to 32 frames); jacobi up to 32 frames; subspace for a fixed tissue rank without noise
+  // rank, 33..320 frames (block tissue_rank + 12, at most 32; 4 iterations); else full.
   static EigenRoute eigen_route(const ClutterFilterShape& shape, const ClutterFilterParams& params);
   // Frames whose subspace iteration did not converge and took the full eigensolver (CUDA; reads a
   // device counter: synchronises, not for the frame path).

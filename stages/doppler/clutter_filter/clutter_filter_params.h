@@ -49,7 +49,8 @@ struct ClutterFilterShape {
   bool blocked = false;  // more than one block: gather, filter, scatter-average
 };
 
-// How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route()):
+// How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route(); auto is
+// full, with the small kernels up to 32 frames: the other two measured slower, docs/doppler.md):
 //   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched (with
 //             the small kernels at N <= 32 unless eigensolver is full);
 //   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi in double,
