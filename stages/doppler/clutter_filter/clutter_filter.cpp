@@ -85,10 +85,10 @@ void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
                .live = true});
   spec.param(&Params::subspace_block, "subspace_block",
              {.min = 0, .max = 32, .unit = "components",
-              .doc = "svd subspace route: columns iterated (> tissue_rank); 0 = tissue_rank + 12, at most 32",
+              .doc = "svd subspace route: columns iterated (> tissue_rank); 0 = tissue_rank + 4, at most 32",
               .live = true});
   spec.param(&Params::subspace_iterations, "subspace_iterations",
-             {.min = 0, .max = 64, .doc = "svd subspace route: iterations before Rayleigh-Ritz; 0 = 4", .live = true});
+             {.min = 0, .max = 64, .doc = "svd subspace route: iterations before Rayleigh-Ritz; 0 = 2", .live = true});
   spec.param(&Params::block_lateral, "block_lateral",
              {.min = 0, .max = 1 << 20, .unit = "pixels", .doc = "svd: spatial block width; 0 = the whole image"});
   spec.param(&Params::block_axial, "block_axial",
@@ -182,10 +182,13 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   EigenRoute route;
   if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == Eigensolver::full) return route;
   if (shape.frames <= kJacobiMaxFrames) {
-    route.small_kernels = true;
-    // Every eigenvector (any rank choice, noise rank too). auto: cuSOLVER's solver, 0.25 ms on a 32 x 32
-    // matrix against the Jacobi kernel's 0.35 ms on the H200 (docs/doppler.md).
-    if (params.eigensolver == Eigensolver::jacobi) route.kind = EigenRoute::Kind::jacobi;
+    // Every eigenvector (any rank choice, noise rank too), on request: the Jacobi kernel measured 0.35
+    // ms on a 32 x 32 matrix against cuSOLVER's 0.25 ms, and the small Gram and rank-update kernels
+    // 0.009 ms slower than cuBLAS in the pwi_disk chain (H100, docs/doppler.md): auto is full.
+    if (params.eigensolver == Eigensolver::jacobi) {
+      route.kind = EigenRoute::Kind::jacobi;
+      route.small_kernels = true;
+    }
     return route;
   }
   // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest
@@ -195,11 +198,13 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   if (params.eigensolver != Eigensolver::subspace || params.rank_choice != ClutterFilterParams::RankChoice::fixed ||
       shape.noise_rank != 0 || k < 1 || shape.frames > kSubspaceMaxFrames)
     return route;
-  const std::int64_t block = params.subspace_block > 0 ? params.subspace_block : std::min<std::int64_t>(32, k + 12);
+  // Defaults: the fastest converged setting on the fUS shape (k = 20: block 24, 2 iterations, 1.42 ms
+  // against 2.84 ms for the full route on the H100; docs/doppler.md).
+  const std::int64_t block = params.subspace_block > 0 ? params.subspace_block : std::min<std::int64_t>(32, k + 4);
   if (block <= k || block > kJacobiMaxFrames || block >= shape.frames) return route;
   route.kind = EigenRoute::Kind::subspace;
   route.block = static_cast<int>(block);
-  route.iterations = static_cast<int>(params.subspace_iterations > 0 ? params.subspace_iterations : 4);
+  route.iterations = static_cast<int>(params.subspace_iterations > 0 ? params.subspace_iterations : 2);
   return route;
 }
 

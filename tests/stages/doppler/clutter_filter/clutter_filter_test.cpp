@@ -269,8 +269,8 @@ TEST_CASE("clutter_filter: refuses ranks that leave nothing and inputs that are 
   CHECK_THROWS_WITH(fine.configure(flat, flat.payload, Backend::cpu), Catch::Contains("[frame, lateral, axial]"));
 }
 
-TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER with the small kernels up to 32 frames, Jacobi and "
-          "subspace iteration where asked and applicable, else the full solver",
+TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER's solver unless Jacobi or subspace iteration is asked "
+          "for and applies",
           "[clutter_filter]") {
   using Kind = EigenRoute::Kind;
   using Eigensolver = ClutterFilterParams::Eigensolver;
@@ -287,13 +287,10 @@ TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER with the small kernel
     params.eigensolver = e;
     return params;
   };
-  // auto: the full solver everywhere, with the small Gram and rank-update kernels up to 32 frames.
+  // auto and full: the full solver, the library Gram and projection.
   CHECK(route(32, 1, 0).kind == Kind::full);
-  CHECK(route(32, 1, 0).small_kernels);
-  CHECK(route(2, 1, 0).small_kernels);
+  CHECK(!route(32, 1, 0).small_kernels);
   CHECK(route(200, 20, 0).kind == Kind::full);
-  CHECK(!route(33, 1, 0).small_kernels);
-  // full: the route before, no small kernels.
   CHECK(!route(32, 4, 0, with(Eigensolver::full)).small_kernels);
   CHECK(route(200, 20, 0, with(Eigensolver::full)).kind == Kind::full);
   // jacobi: every eigenvector up to 32 frames (any rank choice, noise rank too), else full.
@@ -304,18 +301,20 @@ TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER with the small kernel
   similarity.rank_choice = ClutterFilterParams::RankChoice::similarity;
   CHECK(route(32, 0, 0, with(Eigensolver::jacobi, similarity)).kind == Kind::jacobi);
   CHECK(route(33, 4, 0, with(Eigensolver::jacobi)).kind == Kind::full);
-  // subspace: fixed rank, no noise rank, 33..320 frames; block tissue_rank + 12, at most 32, 4 iterations.
+  // subspace: fixed rank, no noise rank, 33..320 frames; block tissue_rank + 4, at most 32, 2 iterations.
   const EigenRoute fus = route(200, 20, 0, with(Eigensolver::subspace));
   CHECK(fus.kind == Kind::subspace);
-  CHECK(fus.block == 32);
-  CHECK(fus.iterations == 4);
-  CHECK(route(33, 1, 0, with(Eigensolver::subspace)).block == 13);
+  CHECK(fus.block == 24);
+  CHECK(fus.iterations == 2);
+  CHECK(route(33, 1, 0, with(Eigensolver::subspace)).block == 5);
+  CHECK(route(200, 30, 0, with(Eigensolver::subspace)).block == 32);
   CHECK(route(320, 4, 0, with(Eigensolver::subspace)).kind == Kind::subspace);
   CHECK(route(32, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);    // up to 32: every eigenvector
   CHECK(route(200, 20, 1, with(Eigensolver::subspace)).kind == Kind::full);  // the smallest are not dominant
   CHECK(route(200, 0, 0, with(Eigensolver::subspace, similarity)).kind == Kind::full);
   CHECK(route(321, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);   // shared memory of the QR
   CHECK(route(200, 32, 0, with(Eigensolver::subspace)).kind == Kind::full);  // no block <= 32 above the rank
+  CHECK(route(36, 32, 0, with(Eigensolver::subspace)).kind == Kind::full);
   CHECK(route(200, 0, 0, with(Eigensolver::subspace)).kind == Kind::full);   // nothing removed
   ClutterFilterParams tuned = with(Eigensolver::subspace);
   tuned.subspace_block = 8;
@@ -572,10 +571,12 @@ TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the
     std::printf("clutter_filter CUDA (subspace, fallback) vs CPU: %.2e\n", difference);
     CHECK(difference < 2e-5);
   }
-  // The same data with the default iterations and block (18): the output matches whether or not it converged.
+  // The same data with block 18 and 4 iterations: the output matches whether or not it converged.
   ClutterFilterParams converging;
   converging.tissue_rank = tissue;
   converging.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+  converging.subspace_block = 18;
+  converging.subspace_iterations = 4;
   ClutterFilterStage converging_stage(converging);
   const auto x = designed_ensemble(lateral * axial, singular, rng);
   const auto gpu = test::run_stage_cuda(converging_stage, frame, frame.payload, x.data());
@@ -584,7 +585,7 @@ TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the
   const auto* reference = cpu.as<std::complex<float>>();
   const std::vector<std::complex<float>> expected(reference, reference + x.size());
   const double difference = relative_difference(expected, gpu.as<std::complex<float>>());
-  std::printf("clutter_filter CUDA (subspace, default block 18, 4 iterations, gap 0.81) vs CPU: %.2e, fallbacks %lld\n",
+  std::printf("clutter_filter CUDA (subspace, block 18, 4 iterations, gap 0.81) vs CPU: %.2e, fallbacks %lld\n",
               difference, static_cast<long long>(converging_stage.subspace_fallbacks()));
   CHECK(difference < 2e-5);
 }
