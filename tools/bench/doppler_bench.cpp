@@ -2,10 +2,10 @@
 // ensemble of 256 x 256 pixels (Casorati matrix 65,536 x 200, complex64, 105 MB), work counted
 // first. Flops (the work the filter must do, not the route's): Gram (FP64, half of S^H S; the
 // stage's Zgemm does both halves, twice this) 8 P N (N + 1) / 2; projection (FP32) 16 P N r when
-// N >= 64 and r <= N / 4 components are removed at a fixed rank (S V_r and the rank-r update), else
-// 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and |U|^T |U| (Ssyrk,
-// P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and latency-bound:
-// its time is in the gap). FP64 at the FP32 ceiling: the H100's FP64 tensor cores (DMMA, which
+// N >= 64 and r <= N / 4, or N <= 32 and r <= N / 2, components are removed at a fixed rank (the
+// rank-r update), else 8 P N^2 (S Q); the similarity rank adds U = S V (8 P N^2), |U| (~6 P N) and
+// |U|^T |U| (Ssyrk, P N (N + 1)); the eigensolver of the N x N Gram matrix is not counted (small and
+// latency-bound: its time is in the gap). FP64 at the FP32 ceiling: the H100's FP64 tensor cores (DMMA, which
 // cuBLAS's Zgemm uses) match its FP32 vector rate. Bytes (the floor, not the route's traffic): the Casorati matrix read twice
 // (Gram, projection) and the output written once; blocks add a gather and a scatter (read + write
 // each). doppler reads the ensemble once and writes three float images. GPU time: median of CUDA
@@ -14,9 +14,12 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <complex>
 #include <cstdio>
+#include <cstring>
+#include <thread>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -31,26 +34,31 @@
 #include "tools/bench/device_ceilings.h"
 #include "tools/bench/ensemble_frame.h"
 #include "tools/bench/svd_routes.h"
+#include "tools/sim/flow_sim.h"
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "stages/common/cuda_check.h"
+#include "stages/doppler/clutter_filter/small_eigen.cuh"
 #endif
 
 namespace sonopipe::bench {
 namespace {
 
 struct DopplerBenchOptions {
-  std::vector<std::string> cases;  // stages, routes, chain; empty: all
+  std::vector<std::string> cases;  // stages, routes, chain, subspace, slots; empty: all
   int repeats = 20;
   std::int64_t frames = 200, lateral = 256, axial = 256;
   double peak_tflops = 0.0, peak_gb_per_s = 0.0;
 };
 
 // An ensemble with a rank-8 "tissue" 40 dB over unit noise (the filter's work does not depend on
-// the values; the eigensolver's sweeps do a little).
-FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>>& iq) {
+// the values; the eigensolver's sweeps do a little; the subspace route's convergence does: k = 20
+// lies inside the noise's flat spectrum here, so it falls back to the full solver). gapped: 20
+// tissue components with random time courses (near-orthogonal; phase ramps 0.01 rad apart span only
+// ~6 dimensions over 200 frames), amplitudes 100 .. 30, all far above the noise (a gap at k = 20).
+FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>>& iq, bool gapped = false) {
   FrameMeta m;
   m.kind = FrameKind::iq;
   m.center_frequency_hz = 15e6;
@@ -63,10 +71,14 @@ FrameMeta ensemble(const DopplerBenchOptions& o, std::vector<std::complex<float>
   std::normal_distribution<float> normal(0, 1);
   iq.assign(static_cast<std::size_t>(pixels * o.frames), {});
   for (auto& v : iq) v = {normal(rng), normal(rng)};
-  for (int r = 0; r < 8; ++r) {
+  const int tissue = gapped ? 20 : 8;
+  for (int r = 0; r < tissue; ++r) {
     std::vector<std::complex<float>> space(pixels), time(o.frames);
     for (auto& v : space) v = {normal(rng), normal(rng)};
-    for (std::int64_t n = 0; n < o.frames; ++n) time[n] = std::polar(100.0f / (r + 1), 0.01f * r * n);
+    const float amplitude = gapped ? 100.0f - 70.0f * r / (tissue - 1) : 100.0f / (r + 1);
+    for (std::int64_t n = 0; n < o.frames; ++n)  // gapped: random (near-orthogonal) time courses
+      time[n] = gapped ? amplitude * std::complex<float>(normal(rng), normal(rng)) * 0.70710678f
+                       : std::polar(amplitude, 0.01f * r * n);
     for (std::int64_t n = 0; n < o.frames; ++n)
       for (std::int64_t p = 0; p < pixels; ++p) iq[n * pixels + p] += space[p] * time[n];
   }
@@ -87,7 +99,9 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
   const double covered = pixels * block_cover;  // pixels summed over the blocks
   const bool similarity = p.rank_choice == ClutterFilterParams::RankChoice::similarity;
   const double removed = double(p.tissue_rank + p.noise_rank);
-  const bool rank_update = !similarity && removed > 0 && frames >= 64 && 4 * removed <= frames;
+  // The rank-r update: cublasLt from 64 frames (r <= N / 4), one kernel up to 32 (r <= N / 2).
+  const bool rank_update = !similarity && removed > 0 &&
+                           ((frames >= 64 && 4 * removed <= frames) || (frames <= 32 && 2 * removed <= frames));
   Work w;
   const double projection = rank_update ? 16 * covered * frames * removed : 8 * covered * frames * frames;
   w.gflop = (8 * covered * frames * (frames + 1) / 2 + projection) * 1e-9;
@@ -138,6 +152,15 @@ double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input,
 }
 #endif
 
+const char* route_name(const ClutterFilterStage& stage) {
+  switch (stage.cuda_eigen_route().kind) {
+    case EigenRoute::Kind::full: return "full";
+    case EigenRoute::Kind::jacobi: return "jacobi";
+    case EigenRoute::Kind::subspace: return "subspace";
+  }
+  return "?";
+}
+
 // Tissue `tissue` components 100 .. 30, the rest 1 .. 0.3: tissue 40 dB over the largest blood
 // component (sigma_1 / sigma_k+1 = 100), a random unitary B (seed 3).
 DesignedCasorati designed(const char* name, std::int64_t pixels, std::int64_t frames, std::int64_t tissue) {
@@ -165,24 +188,33 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
   const double pixels = double(o.lateral * o.axial), frames = double(o.frames);
   std::printf("ensemble %s (%.0f MB); Casorati %.0f x %.0f\n", meta.payload.shape_string().c_str(),
               meta.payload.byte_size() * 1e-6, pixels, frames);
-  std::printf("%-34s %9s %8s %8s %9s %7s\n", "case", "GPU ms", "GFLOP", "MB", "floor ms", "gap x");
+  std::printf("%-34s %9s %8s %8s %9s %7s %9s %9s\n", "case", "GPU ms", "GFLOP", "MB", "floor ms", "gap x", "route",
+              "fallback");
   struct Case {
     std::string name;
     ClutterFilterParams params;
   };
   std::vector<Case> cases;
   ClutterFilterParams p;
+  const ClutterFilterParams::Eigensolver full = ClutterFilterParams::Eigensolver::full;
   p.tissue_rank = 20;
-  cases.push_back({"clutter_filter svd k=20", p});
+  p.eigensolver = full;
+  cases.push_back({"svd k=20 full (before)", p});
+  p.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+  cases.push_back({"svd k=20 subspace", p});
+  p.eigensolver = {};
   p.rank_choice = ClutterFilterParams::RankChoice::similarity;
   p.rank_max = 60;
-  cases.push_back({"clutter_filter svd similarity", p});
+  cases.push_back({"svd similarity", p});
   p = {};
   p.tissue_rank = 20;
   p.block_lateral = 64;
   p.block_axial = 64;
   p.block_overlap = 0.5;
-  cases.push_back({"clutter_filter svd 64x64 blocks 50%", p});
+  p.eigensolver = full;
+  cases.push_back({"svd 64x64 blocks 50% full", p});
+  p.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+  cases.push_back({"svd 64x64 blocks 50% subspace", p});
   p = {};
   p.method = ClutterFilterParams::Method::polynomial;
   p.polynomial_order = 4;
@@ -208,13 +240,50 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     const Work w = count(c.params, pixels, frames, cover);
     const double floor_ms = w.floor_ms(ceilings);
     double ms = -1;
+    const char* route = "-";
+    double fallback = 0;
 #ifdef SONOPIPE_WITH_CUDA
-    if (gpu) ms = time_stage(stage, meta, device_input, o.repeats);
+    if (gpu) {
+      ms = time_stage(stage, meta, device_input, o.repeats);
+      route = route_name(stage);
+      fallback = double(stage.subspace_fallbacks()) / (o.repeats + 3);
+    }
 #endif
-    if (svd_ms < 0) svd_ms = ms;
-    std::printf("%-34s %9.3f %8.2f %8.1f %9.3f %7.2f\n", c.name.c_str(), ms, w.gflop, w.megabytes, floor_ms,
-                ms > 0 ? ms / floor_ms : 0.0);
+    if (c.name == "svd k=20 full (before)") svd_ms = ms;
+    std::printf("%-34s %9.3f %8.2f %8.1f %9.3f %7.2f %9s %9.2f\n", c.name.c_str(), ms, w.gflop, w.megabytes, floor_ms,
+                ms > 0 ? ms / floor_ms : 0.0, c.params.method == ClutterFilterParams::Method::svd ? route : "-",
+                fallback);
   }
+#ifdef SONOPIPE_WITH_CUDA
+  // The gapped ensemble (20 tissue components far above the noise): the subspace route's block and
+  // iteration count against the full solver, with the fraction of runs that fell back.
+  if (gpu) {
+    std::vector<std::complex<float>> gapped_iq;
+    ensemble(o, gapped_iq, true);
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(device_input, gapped_iq.data(), meta.payload.byte_size(), cudaMemcpyHostToDevice));
+    std::printf("gapped ensemble (20 tissue components 100 .. 30 over unit noise), svd k = 20:\n");
+    ClutterFilterParams g;
+    g.tissue_rank = 20;
+    g.eigensolver = full;
+    {
+      ClutterFilterStage stage(g);
+      std::printf("  %-32s %9.3f ms\n", "full (before)", time_stage(stage, meta, device_input, o.repeats));
+    }
+    g.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+    for (int block : {24, 32})
+      for (int iterations : {1, 2, 3, 4}) {
+        g.subspace_block = block;
+        g.subspace_iterations = iterations;
+        ClutterFilterStage stage(g);
+        const double ms = time_stage(stage, meta, device_input, o.repeats);
+        char label[64];
+        std::snprintf(label, sizeof label, "subspace block %d, %d iterations", block, iterations);
+        std::printf("  %-32s %9.3f ms  route %-8s fallback %.2f\n", label, ms, route_name(stage),
+                    double(stage.subspace_fallbacks()) / (o.repeats + 3));
+      }
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(device_input, iq.data(), meta.payload.byte_size(), cudaMemcpyHostToDevice));
+  }
+#endif
   DopplerParams d;
   d.average_lateral = 3;
   d.average_axial = 3;
@@ -230,7 +299,7 @@ void run_stage_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
   std::printf("%-34s %9.3f %8.2f %8.1f %9.3f %7.2f\n", "doppler box 3x3", doppler_ms, doppler_gflop, doppler_mb,
               doppler_floor, doppler_ms > 0 ? doppler_ms / doppler_floor : 0.0);
   if (svd_ms > 0)
-    std::printf("clutter_filter (svd k=20) + doppler: %.3f ms (issue 24: SVD filter <= 2 ms, chain <= 5 ms with the "
+    std::printf("clutter_filter (svd k=20, full) + doppler: %.3f ms (issue 24: SVD filter <= 2 ms, chain <= 5 ms with the "
                 "beamformer)\n", svd_ms + doppler_ms);
   if (!gpu) std::printf("no CUDA device: counts and floors only\n");
 }
@@ -256,12 +325,13 @@ struct ChainStage {
 // previous stage's first output) and run through the stages' run_cuda on one stream; CUDA events
 // between the stages. Median of `repeats` per stage and end to end.
 void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t box, double goal_ms,
-               const DeviceCeilings& ceilings, int repeats) {
+               const DeviceCeilings& ceilings, int repeats, ClutterFilterParams::Eigensolver eigensolver) {
   const BenchFrame frame = ensemble_frame(w, false);
   const BeamformParams bp = ensemble_beamform_params(w);
   BeamformStage beamform(bp);
   ClutterFilterParams cp;
   cp.tissue_rank = tissue_rank;
+  cp.eigensolver = eigensolver;
   ClutterFilterStage clutter(cp);
   DopplerParams dp;
   dp.average_lateral = box;
@@ -337,28 +407,271 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
     return double(v[v.size() / 2]);
   };
   const double total = median(total_ms);
-  std::printf("%-10s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s\n", w.name,
-              median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total, gflop, staged_mb,
-              in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
-              total <= goal_ms ? "met" : "not met");
+  std::printf("%-10s %-8s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (fallback %.2f)\n",
+              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter),
+              median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total,
+              gflop, staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
+              total <= goal_ms ? "met" : "not met", double(clutter.subspace_fallbacks()) / (repeats + 3));
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   cudaStreamDestroy(stream);
   cudaFree(device_input);
+}
+
+// The chain as the daemon's DeviceLane runs it (runtime/device_lane.cpp): `slots` streams used
+// round-robin, each frame's channel data copied from pinned host memory first, the stages' run_cuda
+// enqueued back to back (a slot is reused once its previous frame is done), one shared instance of
+// each stage; per stage the GPU span between CUDA events (what the daemon reports as compute) and
+// the host's enqueue time, and the frame rate.
+void run_chain_slots(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t box, int repeats, int slots,
+                     ClutterFilterParams::Eigensolver eigensolver) {
+  const BenchFrame frame = ensemble_frame(w, false);
+  BeamformStage beamform(ensemble_beamform_params(w));
+  ClutterFilterParams cp;
+  cp.tissue_rank = tissue_rank;
+  cp.eigensolver = eigensolver;
+  ClutterFilterStage clutter(cp);
+  DopplerParams dp;
+  dp.average_lateral = box;
+  dp.average_axial = box;
+  DopplerStage doppler(dp);
+  Stage* stages[] = {&beamform, &clutter, &doppler};
+  constexpr int kStages = 3;
+  std::vector<TensorSpec> inputs;
+  std::vector<StagePlan> plans;
+  TensorSpec input = frame.meta.payload;
+  for (Stage* stage : stages) {
+    inputs.push_back(input);
+    plans.push_back(stage->configure(frame.meta, input, Backend::cuda));
+    input = plans.back().outputs[0].spec;
+  }
+  struct Slot {
+    cudaStream_t stream;
+    void* input = nullptr;
+    std::vector<std::vector<void*>> outputs;
+    std::vector<void*> workspace, staging;
+    cudaEvent_t start, after_h2d, after[kStages];
+    bool busy = false;
+    double enqueue_ms[kStages] = {};
+  };
+  const std::size_t in_bytes = frame.meta.payload.byte_size();
+  void* pinned = nullptr;
+  SONOPIPE_CUDA_CHECK(cudaMallocHost(&pinned, in_bytes));
+  std::memcpy(pinned, frame.data.data(), in_bytes);
+  std::vector<Slot> ring(static_cast<std::size_t>(slots));
+  for (Slot& slot : ring) {
+    SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&slot.stream, cudaStreamNonBlocking));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&slot.input, in_bytes));
+    for (int i = 0; i < kStages; ++i) {
+      std::vector<void*> outs;
+      for (const StageOutput& o : plans[i].outputs) {
+        void* q = nullptr;
+        SONOPIPE_CUDA_CHECK(cudaMalloc(&q, o.spec.byte_size()));
+        outs.push_back(q);
+      }
+      slot.outputs.push_back(outs);
+      void *work = nullptr, *stage_staging = nullptr;
+      if (plans[i].workspace_bytes) SONOPIPE_CUDA_CHECK(cudaMalloc(&work, plans[i].workspace_bytes));
+      if (plans[i].host_staging_bytes) SONOPIPE_CUDA_CHECK(cudaMallocHost(&stage_staging, plans[i].host_staging_bytes));
+      slot.workspace.push_back(work);
+      slot.staging.push_back(stage_staging);
+      SONOPIPE_CUDA_CHECK(cudaEventCreate(&slot.after[i]));
+    }
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&slot.start));
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&slot.after_h2d));
+  }
+  std::vector<std::vector<double>> span(kStages), enqueue(kStages);
+  const int frames = repeats * slots + 3 * slots;
+  auto collect = [&](Slot& slot, bool keep) {
+    SONOPIPE_CUDA_CHECK(cudaEventSynchronize(slot.after[kStages - 1]));
+    if (keep) {
+      cudaEvent_t previous = slot.after_h2d;
+      for (int i = 0; i < kStages; ++i) {
+        float ms = 0;
+        SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, previous, slot.after[i]));
+        span[i].push_back(ms);
+        enqueue[i].push_back(slot.enqueue_ms[i]);
+        previous = slot.after[i];
+      }
+    }
+    slot.busy = false;
+  };
+  const auto begin = std::chrono::steady_clock::now();
+  auto timed_from = begin;
+  for (int f = 0; f < frames; ++f) {
+    Slot& slot = ring[static_cast<std::size_t>(f % slots)];
+    if (slot.busy) collect(slot, f >= 4 * slots);
+    if (f == 3 * slots) timed_from = std::chrono::steady_clock::now();
+    SONOPIPE_CUDA_CHECK(cudaEventRecord(slot.start, slot.stream));
+    SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(slot.input, pinned, in_bytes, cudaMemcpyHostToDevice, slot.stream));
+    SONOPIPE_CUDA_CHECK(cudaEventRecord(slot.after_h2d, slot.stream));
+    const void* in = slot.input;
+    for (int i = 0; i < kStages; ++i) {
+      const StageIo io{.frame = frame.meta, .input_spec = inputs[i], .input = in, .outputs = slot.outputs[i],
+                       .workspace = slot.workspace[i], .host_staging = slot.staging[i], .stream = slot.stream};
+      const auto before = std::chrono::steady_clock::now();
+      if (!stages[i]->run_cuda(io)) throw std::runtime_error("doppler chain: a stage produced no output");
+      slot.enqueue_ms[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - before).count();
+      SONOPIPE_CUDA_CHECK(cudaEventRecord(slot.after[i], slot.stream));
+      in = slot.outputs[i][0];
+    }
+    slot.busy = true;
+  }
+  for (Slot& slot : ring)
+    if (slot.busy) collect(slot, true);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_from).count();
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? -1.0 : v[v.size() / 2];
+  };
+  std::printf("%-10s %-8s %d slots: GPU span beamform %.3f, clutter %.3f, doppler %.3f ms; host enqueue %.3f, %.3f, "
+              "%.3f ms; %.1f frames/s (H2D of %.1f MB each)\n",
+              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter), slots,
+              median(span[0]), median(span[1]), median(span[2]), median(enqueue[0]),
+              median(enqueue[1]), median(enqueue[2]), (frames - 3 * slots) / seconds, in_bytes * 1e-6);
+  for (Slot& slot : ring) {
+    cudaStreamDestroy(slot.stream);
+    cudaFree(slot.input);
+    for (auto& outs : slot.outputs)
+      for (void* q : outs) cudaFree(q);
+    for (void* q : slot.workspace) cudaFree(q);
+    for (void* q : slot.staging) cudaFreeHost(q);
+    for (cudaEvent_t e : slot.after) cudaEventDestroy(e);
+    cudaEventDestroy(slot.start);
+    cudaEventDestroy(slot.after_h2d);
+  }
+  cudaFreeHost(pinned);
+}
+
+// The subspace route's convergence on the flow phantom (tools/sim/flow_sim.h, 20 dB SNR): the
+// fraction of fresh phantoms (seeds) that fell back, and the time, per block and iteration count.
+void run_subspace_cases(int repeats) {
+  {
+    // The small kernels alone (small_eigen.cuh), median of 50 CUDA-event timings: Jacobi on random
+    // Hermitian matrices (n = 16, 32; batch 1 and 49), Cholesky QR of n x b blocks.
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> normal(0, 1);
+    const int batch_max = 49, n_max = 200, b_max = 32;
+    std::vector<double2> host(static_cast<std::size_t>(n_max) * n_max * batch_max);
+    for (auto& x : host) x = make_double2(normal(rng), normal(rng));
+    double2 *matrices = nullptr, *scratch = nullptr;
+    double* values = nullptr;
+    int* flags = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrices, host.size() * sizeof(double2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&scratch, host.size() * sizeof(double2)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, n_max * batch_max * sizeof(double)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&flags, batch_max * sizeof(int)));
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), host.size() * sizeof(double2), cudaMemcpyHostToDevice));
+    cudaEvent_t start, stop;
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&start));
+    SONOPIPE_CUDA_CHECK(cudaEventCreate(&stop));
+    auto time_it = [&](auto&& launch) {
+      std::vector<float> times;
+      for (int r = 0; r < 53; ++r) {
+        SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(scratch, matrices, host.size() * sizeof(double2), cudaMemcpyDeviceToDevice));
+        SONOPIPE_CUDA_CHECK(cudaEventRecord(start));
+        launch();
+        SONOPIPE_CUDA_CHECK(cudaEventRecord(stop));
+        SONOPIPE_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (r >= 3) times.push_back(ms);
+      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2] * 1e3;
+    };
+    std::printf("small kernels (us):");
+    for (const auto variant : {cuda::JacobiVariant::fused, cuda::JacobiVariant::two_phase})
+      for (int n : {16, 32})
+        for (int batch : {1, batch_max}) {
+          const double us = time_it([&] {
+            cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, batch, values, scratch, n,
+                                           std::int64_t(n) * n, nullptr, variant);
+          });
+          std::printf(" jacobi %s n %d batch %d: %.1f;", variant == cuda::JacobiVariant::fused ? "fused" : "two-phase",
+                      n, batch, us);
+        }
+    for (int n : {64, 128, 200})
+      for (int b : {16, 32}) {
+        const double us =
+            time_it([&] { cuda::orthonormalize_columns_batched(scratch, n, b, std::int64_t(n) * b, 1, flags, nullptr); });
+        std::printf(" cholesky_qr %d x %d: %.1f;", n, b, us);
+      }
+    (void)b_max;
+    std::printf("\n");
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaFree(matrices);
+    cudaFree(scratch);
+    cudaFree(values);
+    cudaFree(flags);
+  }
+  ThreadPool pool(std::max(2u, std::thread::hardware_concurrency()));
+  for (std::int64_t frames : {64, 128}) {
+    std::vector<sim::FlowIqResult> phantoms;
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      sim::FlowSimConfig config;
+      config.seed = seed;
+      config.snr_db = 20;
+      config.frames = frames;
+      phantoms.push_back(sim::simulate_flow_iq(config, &pool));
+    }
+    const FrameMeta& meta = phantoms[0].meta;
+    void* device_input = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&device_input, meta.payload.byte_size()));
+    std::printf("flow phantom %s, 3 seeds:\n", meta.payload.shape_string().c_str());
+    for (std::int64_t tissue : {2, 4, 8}) {
+      ClutterFilterParams p;
+      p.tissue_rank = tissue;
+      p.eigensolver = ClutterFilterParams::Eigensolver::full;
+      double full_ms = 0;
+      for (const auto& phantom : phantoms) {
+        SONOPIPE_CUDA_CHECK(cudaMemcpy(device_input, phantom.iq.data(), meta.payload.byte_size(), cudaMemcpyHostToDevice));
+        ClutterFilterStage stage(p);
+        full_ms = std::max(full_ms, time_stage(stage, meta, device_input, repeats));
+      }
+      std::printf("  k = %lld: full %.3f ms;", static_cast<long long>(tissue), full_ms);
+      p.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+      for (int extra : {4, 12})
+        for (int iterations : {1, 2, 4, 6}) {
+          p.subspace_block = std::min<std::int64_t>(32, tissue + extra);
+          p.subspace_iterations = iterations;
+          double ms = 0, fallbacks = 0;
+          for (const auto& phantom : phantoms) {
+            SONOPIPE_CUDA_CHECK(
+                cudaMemcpy(device_input, phantom.iq.data(), meta.payload.byte_size(), cudaMemcpyHostToDevice));
+            ClutterFilterStage stage(p);
+            ms = std::max(ms, time_stage(stage, meta, device_input, repeats));
+            fallbacks += stage.subspace_fallbacks() > 0 ? 1 : 0;
+          }
+          std::printf(" b%lld/q%d %.3f ms %g/3%s", static_cast<long long>(p.subspace_block), iterations, ms, fallbacks,
+                      iterations == 6 ? "\n           " : ";");
+        }
+      std::printf("\n");
+    }
+    cudaFree(device_input);
+  }
 }
 #endif
 
 void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings) {
   std::printf("\nchain beamform (ensemble) -> clutter_filter svd -> doppler, device-resident channel IQ, the stages' "
               "run_cuda on one stream (median of %d)\n", o.repeats);
-  std::printf("%-10s %10s %10s %10s %10s %8s %8s %8s %9s %9s %7s\n", "workload", "beamform", "clutter", "doppler",
-              "chain ms", "GFLOP", "MB stage", "MB one", "floor st", "floor one", "goal");
+  std::printf("%-10s %-8s %10s %10s %10s %10s %8s %8s %8s %9s %9s %7s\n", "workload", "route", "beamform", "clutter",
+              "doppler", "chain ms", "GFLOP", "MB stage", "MB one", "floor st", "floor one", "goal");
 #ifdef SONOPIPE_WITH_CUDA
   int devices = 0;
   if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
     // pwi_disk: config/doppler.yaml's filter (tissue rank 1, R1 over 5 x 5); goal: faster than mach's
     // beamforming alone (0.328 ms). fus: tissue rank 20, 3 x 3; goal 5 ms (issue 24).
-    run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats);
-    run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats);
+    const auto full = ClutterFilterParams::Eigensolver::full, automatic = ClutterFilterParams::Eigensolver::automatic;
+    const auto jacobi = ClutterFilterParams::Eigensolver::jacobi, subspace = ClutterFilterParams::Eigensolver::subspace;
+    for (int round = 0; round < 2; ++round) {  // before (full), auto and the Jacobi route alternating, twice
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, full);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi);
+    }
+    run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, full);
+    run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, subspace);
     return;
   }
 #endif
@@ -368,8 +681,8 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
 
 void run_doppler_bench(const DopplerBenchOptions& o) {
   for (const std::string& name : o.cases)
-    if (name != "stages" && name != "routes" && name != "chain")
-      throw std::runtime_error("doppler bench: no case '" + name + "' (stages, routes, chain)");
+    if (name != "stages" && name != "routes" && name != "chain" && name != "subspace" && name != "slots")
+      throw std::runtime_error("doppler bench: no case '" + name + "' (stages, routes, chain, subspace, slots)");
   const DeviceCeilings ceilings = device_ceilings(o.peak_tflops, o.peak_gb_per_s);
   std::printf("%s\n", ceilings.description.c_str());
   if (wanted(o, "routes")) {
@@ -385,6 +698,24 @@ void run_doppler_bench(const DopplerBenchOptions& o) {
   }
   if (wanted(o, "stages")) run_stage_cases(o, ceilings);
   if (wanted(o, "chain")) run_chain_cases(o, ceilings);
+#ifdef SONOPIPE_WITH_CUDA
+  int devices = 0;
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (gpu && wanted(o, "slots")) {
+    std::printf("\nthe chain as the daemon's lane runs it (slots round-robin, H2D first, median of %d per slot)\n",
+                o.repeats);
+    const auto full = ClutterFilterParams::Eigensolver::full, automatic = ClutterFilterParams::Eigensolver::automatic;
+    for (int slots : {1, 3}) {
+      run_chain_slots(kPwiDisk, 1, 5, o.repeats, slots, full);
+      run_chain_slots(kPwiDisk, 1, 5, o.repeats, slots, automatic);
+    }
+  }
+  if (gpu && wanted(o, "subspace")) {
+    std::printf("\nsubspace route on the flow phantom (block b = k + 4, 8, 12 up to 32; q iterations; max of 3 seeds' "
+                "medians; fallbacks = seeds that fell back)\n");
+    run_subspace_cases(std::max(5, o.repeats / 4));
+  }
+#endif
 }
 
 }  // namespace
@@ -394,7 +725,9 @@ void add_doppler_bench(CLI::App& app) {
   CLI::App* command = app.add_subcommand("doppler", "clutter_filter and doppler at fUS scale (65,536 x 200 Casorati)");
   command->add_option("--case", options->cases,
                       "cases (repeatable; default all): stages (the stages at fUS scale), routes (the SVD filter's "
-                      "library routes, fUS and pwi_disk shapes), chain (beamform + clutter_filter + doppler)");
+                      "library routes, fUS and pwi_disk shapes), chain (beamform + clutter_filter + doppler), "
+                      "slots (the pwi_disk chain as the daemon's lane runs it), subspace (the subspace route's "
+                      "block and iterations on the flow phantom)");
   command->add_option("--repeats", options->repeats, "GPU repetitions (median)")->capture_default_str();
   command->add_option("--frames", options->frames, "ensemble length")->capture_default_str();
   command->add_option("--lateral", options->lateral, "pixels")->capture_default_str();

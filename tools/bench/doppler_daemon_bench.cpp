@@ -74,8 +74,10 @@ struct DopplerDaemonOptions {
   int queue_depth = 8;
   int cpu_threads = 0;
   std::string clutter = "svd";  // or polynomial (order 4): the chain with a cheaper filter, for comparison
-  std::string shm_write = "every";
-  std::string non_finite = "reject";  // the daemon's default: every float payload scanned for NaN/Inf  // shm: the sender copies each ensemble into its slot, or "first" time only
+  std::string shm_write = "every";       // shm: the sender copies each ensemble into its slot, or the first time only
+  std::string non_finite = "reject";    // the daemon's default: every float payload scanned for NaN/Inf
+  // svd: clutter_filter's eigensolver (auto: the key is left out, so an older sonopiped takes the config)
+  std::string eigensolver = "auto";
   std::string work_dir;
   bool keep = false;
 };
@@ -146,7 +148,9 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const Doppler
        << ", f_number: " << w.f_number << ", apodisation: tukey, tukey_alpha: " << w.tukey_alpha << "}\n"
        << "      - {type: mean_bmode, publish: true}\n"
        << (options.clutter == "svd"
-               ? "      - {type: clutter_filter, params: {method: svd, tissue_rank: " + std::to_string(c.tissue_rank) + "}}\n"
+               ? "      - {type: clutter_filter, params: {method: svd, tissue_rank: " + std::to_string(c.tissue_rank) +
+                     (options.eigensolver == "auto" ? std::string() : ", eigensolver: " + options.eigensolver) +
+                     "}}\n"
                : std::string("      - {type: clutter_filter, params: {method: polynomial, polynomial_order: 4}}\n"))
        << "      - {type: doppler, params: {average_lateral: 5, average_axial: 5, power_threshold_db: -40}}\n";
   return yaml.str();
@@ -476,6 +480,8 @@ void add_doppler_daemon_bench(CLI::App& app) {
   command->add_option("--non-finite", options->non_finite,
                       "the daemon's non_finite policy: reject (its default: float payloads scanned) or pass")
       ->capture_default_str()->check(CLI::IsMember({"reject", "pass"}));
+  command->add_option("--eigensolver", options->eigensolver, "svd: clutter_filter eigensolver, auto or full")
+      ->capture_default_str();
   command->add_option("--work-dir", options->work_dir, "folder for the daemon's config, log and sockets");
   command->add_flag("--keep", options->keep, "keep the work folder");
   command->callback([options] { run_doppler_daemon_bench(*options); });

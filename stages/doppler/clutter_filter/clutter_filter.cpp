@@ -74,6 +74,21 @@ void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
               .doc = "similarity: largest tissue rank searched; 0 = frames - noise_rank - 1", .live = true});
   spec.param(&Params::polynomial_order, "polynomial_order",
              {.min = 0, .max = 64, .doc = "polynomial: Legendre degrees 0..order removed", .live = true});
+  spec.choice(&Params::eigensolver, "eigensolver",
+              {{"auto", Params::Eigensolver::automatic},
+               {"full", Params::Eigensolver::full},
+               {"jacobi", Params::Eigensolver::jacobi},
+               {"subspace", Params::Eigensolver::subspace}},
+              {.doc = "svd, CUDA: auto = the fastest route measured for the shape; full = cuSOLVER's solver with "
+                      "the library Gram and projection (the route before); jacobi (<= 32 frames) and subspace "
+                      "(fixed tissue rank, no noise rank, 33..320 frames) where they apply",
+               .live = true});
+  spec.param(&Params::subspace_block, "subspace_block",
+             {.min = 0, .max = 32, .unit = "components",
+              .doc = "svd subspace route: columns iterated (> tissue_rank); 0 = tissue_rank + 4, at most 32",
+              .live = true});
+  spec.param(&Params::subspace_iterations, "subspace_iterations",
+             {.min = 0, .max = 64, .doc = "svd subspace route: iterations before Rayleigh-Ritz; 0 = 2", .live = true});
   spec.param(&Params::block_lateral, "block_lateral",
              {.min = 0, .max = 1 << 20, .unit = "pixels", .doc = "svd: spatial block width; 0 = the whole image"});
   spec.param(&Params::block_axial, "block_axial",
@@ -151,7 +166,8 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
   if (backend == Backend::cuda) {
 #ifdef SONOPIPE_WITH_CUDA
     if (!gpu_) gpu_ = std::make_unique<cuda::ClutterFilterGpu>();
-    const auto sizes = gpu_->configure(s, params_, blocks_, inverse_cover_lateral_, inverse_cover_axial_);
+    const auto sizes =
+        gpu_->configure(s, params_, eigen_route(s, params_), blocks_, inverse_cover_lateral_, inverse_cover_axial_);
     plan.workspace_bytes = sizes.workspace_bytes;
     plan.host_staging_bytes = sizes.host_staging_bytes;
 #else
@@ -159,6 +175,37 @@ StagePlan ClutterFilterStage::configure(const FrameMeta& frame, const TensorSpec
 #endif
   }
   return plan;
+}
+
+EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, const ClutterFilterParams& params) {
+  using Eigensolver = ClutterFilterParams::Eigensolver;
+  EigenRoute route;
+  if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == Eigensolver::full) return route;
+  if (shape.frames <= kJacobiMaxFrames) {
+    // Every eigenvector (any rank choice, noise rank too), on request: the Jacobi kernel measured 0.35
+    // ms on a 32 x 32 matrix against cuSOLVER's 0.25 ms, and the small Gram and rank-update kernels
+    // 0.009 ms slower than cuBLAS in the pwi_disk chain (H100, docs/doppler.md): auto is full.
+    if (params.eigensolver == Eigensolver::jacobi) {
+      route.kind = EigenRoute::Kind::jacobi;
+      route.small_kernels = true;
+    }
+    return route;
+  }
+  // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest
+  // eigenvectors are not in a dominant block; the similarity choice needs every spatial vector).
+  // Asked for only: measured slower than the full solver at fUS scale (docs/doppler.md).
+  const std::int64_t k = shape.tissue_rank;
+  if (params.eigensolver != Eigensolver::subspace || params.rank_choice != ClutterFilterParams::RankChoice::fixed ||
+      shape.noise_rank != 0 || k < 1 || shape.frames > kSubspaceMaxFrames)
+    return route;
+  // Defaults: the fastest converged setting on the fUS shape (k = 20: block 24, 2 iterations, 1.42 ms
+  // against 2.84 ms for the full route on the H100; docs/doppler.md).
+  const std::int64_t block = params.subspace_block > 0 ? params.subspace_block : std::min<std::int64_t>(32, k + 4);
+  if (block <= k || block > kJacobiMaxFrames || block >= shape.frames) return route;
+  route.kind = EigenRoute::Kind::subspace;
+  route.block = static_cast<int>(block);
+  route.iterations = static_cast<int>(params.subspace_iterations > 0 ? params.subspace_iterations : 2);
+  return route;
 }
 
 std::vector<double> ClutterFilterStage::similarity_matrix(const std::complex<float>* in, std::int64_t pixels,
@@ -310,8 +357,13 @@ bool ClutterFilterStage::run_cuda(const StageIo& io) {
             projector, io.stream);
   return true;
 }
+
+std::int64_t ClutterFilterStage::subspace_fallbacks() const { return gpu_ ? gpu_->subspace_fallbacks() : 0; }
+EigenRoute ClutterFilterStage::cuda_eigen_route() const { return gpu_ ? gpu_->route() : EigenRoute{}; }
 #else
 bool ClutterFilterStage::run_cuda(const StageIo& io) { return Stage::run_cuda(io); }
+std::int64_t ClutterFilterStage::subspace_fallbacks() const { return 0; }
+EigenRoute ClutterFilterStage::cuda_eigen_route() const { return {}; }
 #endif
 
 }  // namespace sonopipe

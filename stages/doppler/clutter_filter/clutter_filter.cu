@@ -5,15 +5,22 @@
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
+#include <utility>
 
 #include "stages/common/cuda_check.h"
+#include "stages/doppler/clutter_filter/small_eigen.cuh"
 
 namespace sonopipe::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kConvertBlocks = 1024;  // grid-stride conversions: a few blocks per SM
+// The subspace route's convergence test (small_eigen.cuh): the removed subspace's error may change
+// the output by at most this fraction of its norm; the float projection alone rounds to ~1e-6
+// (the [cuda] tests' 2e-5 bound, clutter_filter_test.cpp).
+constexpr double kSubspaceTolerance = 1e-6;
 
 void check_blas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -165,6 +172,139 @@ __global__ void removed_columns_kernel(const double2* __restrict__ v, int n, int
   removed[row + b * n] = make_float2(static_cast<float>(x.x), static_cast<float>(x.y));
 }
 
+// G = S^H S in double for N <= 32 frames, from the float block directly (no double copy): cuBLAS's
+// Zgemm (32 x 32 output, 63,001 deep: starved of parallelism) and the conversion took 0.058 ms on the
+// H100 for ~0.005 ms of bytes and ~0.008 ms of FP64 (docs/benchmarks.md, --case routes). Each block
+// stages kGramPixels pixels x 32 frames in shared memory; its threads own 4 x 4 tiles of the upper
+// triangle of G (36 tiles of the 8 x 8 tile grid) in 7 groups over the staged pixels; partial sums
+// per block go to `partials` (n x n each, upper triangle), summed by small_gram_reduce_kernel.
+constexpr int kGramPixels = 64;
+constexpr int kGramTiles = 36, kGramGroups = 7;  // 252 of the 256 threads busy
+
+__global__ void __launch_bounds__(kThreads)
+small_gram_kernel(const float2* __restrict__ s, std::int64_t pixels, int n, double2* __restrict__ partials) {
+  __shared__ float2 staged[kSmallEigenMax][kGramPixels + 1];
+  __shared__ double2 sum[kSmallEigenMax * kSmallEigenMax];
+  const int t = threadIdx.x;
+  for (int e = t; e < kSmallEigenMax * kSmallEigenMax; e += blockDim.x) sum[e] = make_double2(0, 0);
+  const int group = t / kGramTiles;
+  const bool active = group < kGramGroups;
+  int ti = 0, tj = 0;
+  for (int c = t % kGramTiles, row = 8; ti < 8; ++ti, --row) {  // tile (ti, tj), ti <= tj
+    if (c < row) {
+      tj = ti + c;
+      break;
+    }
+    c -= row;
+  }
+  double re[4][4] = {}, im[4][4] = {};
+  for (std::int64_t base = blockIdx.x * std::int64_t(kGramPixels); base < pixels;
+       base += std::int64_t(gridDim.x) * kGramPixels) {
+    __syncthreads();
+    for (int e = t; e < kSmallEigenMax * kGramPixels; e += blockDim.x) {
+      const int f = e / kGramPixels, q = e % kGramPixels;
+      const std::int64_t p = base + q;
+      staged[f][q] = (f < n && p < pixels) ? s[f * pixels + p] : make_float2(0, 0);
+    }
+    __syncthreads();
+    if (!active) continue;
+    for (int q = group; q < kGramPixels; q += kGramGroups) {
+      double2 xi[4], xj[4];
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        const float2 u = staged[4 * ti + a][q], w = staged[4 * tj + a][q];
+        xi[a] = make_double2(u.x, u.y);
+        xj[a] = make_double2(w.x, w.y);
+      }
+#pragma unroll
+      for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {  // conj(x_i) x_j
+          re[a][b] = fma(xi[a].x, xj[b].x, fma(xi[a].y, xj[b].y, re[a][b]));
+          im[a][b] = fma(xi[a].x, xj[b].y, fma(-xi[a].y, xj[b].x, im[a][b]));
+        }
+    }
+  }
+  __syncthreads();
+  if (active)
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b) {
+        double2* entry = &sum[(4 * ti + a) + (4 * tj + b) * kSmallEigenMax];
+        atomicAdd(&entry->x, re[a][b]);
+        atomicAdd(&entry->y, im[a][b]);
+      }
+  __syncthreads();
+  double2* out = partials + blockIdx.x * std::int64_t(n) * n;
+  for (int e = t; e < n * n; e += blockDim.x) out[e] = sum[(e % n) + (e / n) * kSmallEigenMax];
+}
+
+// G (n x n, both triangles) from the blocks' partial sums: thread (entry, chunk) of 32 x 8 sums the
+// partials chunk, chunk + 8, ...; the chunks are added in shared memory.
+__global__ void __launch_bounds__(kThreads)
+small_gram_reduce_kernel(const double2* __restrict__ partials, int blocks, int n, double2* __restrict__ gram) {
+  __shared__ double2 chunk_sum[8][32];
+  const int lane = threadIdx.x % 32, chunk = threadIdx.x / 32;
+  const int e = blockIdx.x * 32 + lane;
+  const int nn = n * n;
+  double re = 0, im = 0;
+  if (e < nn)
+#pragma unroll 4
+    for (int b = chunk; b < blocks; b += 8) {
+      const double2 v = partials[std::int64_t(b) * nn + e];
+      re += v.x;
+      im += v.y;
+    }
+  chunk_sum[chunk][lane] = make_double2(re, im);
+  __syncthreads();
+  if (chunk != 0 || e >= nn) return;
+  for (int c = 1; c < 8; ++c) {
+    re += chunk_sum[c][lane].x;
+    im += chunk_sum[c][lane].y;
+  }
+  const int i = e % n, j = e / n;
+  if (i > j) return;
+  gram[i + j * n] = make_double2(re, im);
+  gram[j + i * n] = make_double2(re, -im);  // G_ji = conj(G_ij)
+}
+
+// S_f = S - (S V_r) V_r^H for N <= 32 frames and r <= N / 2 (float, V_r n x r from
+// removed_columns_kernel): one thread per pixel holds its N samples in registers, so S is read once
+// and S_f written once (the floor's bytes); cuBLAS's S Q (Cgemm) took 0.033 ms and Cgemm + cublasLt
+// 0.044 ms at 63,001 x 32 on the H100 for 0.016 ms of bytes (docs/benchmarks.md, --case routes).
+__global__ void __launch_bounds__(kThreads)
+small_rank_update_kernel(const float2* __restrict__ in, float2* __restrict__ out, std::int64_t pixels, int n,
+                         const float2* __restrict__ removed, int r) {
+  __shared__ float2 vr[kSmallEigenMax * kSmallEigenMax];
+  for (int t = threadIdx.x; t < n * r; t += blockDim.x) vr[t] = removed[t];
+  __syncthreads();
+  const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (p >= pixels) return;
+  float2 x[kSmallEigenMax], y[kSmallEigenMax];
+#pragma unroll
+  for (int i = 0; i < kSmallEigenMax; ++i)
+    if (i < n) y[i] = x[i] = in[i * pixels + p];
+  for (int j = 0; j < r; ++j) {
+    float wr = 0, wi = 0;  // w = sum_i x_i V[i, j]
+#pragma unroll
+    for (int i = 0; i < kSmallEigenMax; ++i)
+      if (i < n) {
+        const float2 v = vr[i + j * n];
+        wr += x[i].x * v.x - x[i].y * v.y;
+        wi += x[i].x * v.y + x[i].y * v.x;
+      }
+#pragma unroll
+    for (int i = 0; i < kSmallEigenMax; ++i)
+      if (i < n) {  // y_i -= w conj(V[i, j])
+        const float2 v = vr[i + j * n];
+        y[i].x -= wr * v.x + wi * v.y;
+        y[i].y -= wi * v.x - wr * v.y;
+      }
+  }
+#pragma unroll
+  for (int i = 0; i < kSmallEigenMax; ++i)
+    if (i < n) out[i * pixels + p] = y[i];
+}
+
 // Q = I - V_r V_r^H (column-major n x n), summed in double from the double eigenvectors, rounded to
 // float; removed: a < tissue rank (from the device with the similarity choice) or a >= n - noise_rank.
 __global__ void projector_kernel(const double2* __restrict__ v, int n, const int* __restrict__ device_rank,
@@ -197,6 +337,10 @@ struct ClutterFilterGpu::Impl {
   // The projection: S_f = S - (S V_r) V_r^H (rank_update: two rank-r products, the second out of
   // place through cublasLt) or S Q.
   bool rank_update = false;
+  bool small_update = false;  // N <= 32, fixed ranks, r <= N / 2: small_rank_update_kernel
+  bool small_gram = false;    // N <= 32 (route.small_kernels): small_gram_kernel, no double copy or Zgemm
+  int gram_blocks = 0;        // small_gram_kernel's grid: one block per SM
+  std::size_t gram_partials = 0;
   int removed = 0;  // r = tissue_rank + noise_rank (rank_update only)
   cublasLtMatmulDesc_t update = nullptr;
   cublasLtMatrixLayout_t layout_product = nullptr, layout_removed = nullptr, layout_block = nullptr;
@@ -209,8 +353,137 @@ struct ClutterFilterGpu::Impl {
   // Staging offsets (bytes): cover weights, polynomial Q.
   std::size_t staged_cover = 0, staged_projector = 0, staging_total = 0;
   std::vector<float> cover_host;  // 1 / cover of each lateral row, then of each axial column
+  // Eigenvector route (EigenRoute) and the subspace route's buffers (workspace offsets).
+  EigenRoute route;
+  std::size_t start = 0, iterate = 0, reduced = 0, ritz_values = 0, ritz = 0, gram_ritz = 0, breakdown = 0,
+              converged = 0;
+  unsigned long long* fallbacks = nullptr;  // device counter of frames that took the full solver
+  cudaStream_t capture = nullptr;           // stream on which the fallback graphs are captured
+  // The fallback (full solver where the subspace iteration did not converge) is a CUDA graph with
+  // a conditional node, made once per workspace (its pointers are the workspace's).
+  std::vector<std::pair<void*, cudaGraphExec_t>> fallback_graphs;
+
+  void clear_graphs() {
+    for (auto& [workspace, exec] : fallback_graphs) cudaGraphExecDestroy(exec);
+    fallback_graphs.clear();
+  }
+  // The graph: a kernel sets the condition from `converged` (and counts), then if set:
+  // XsyevBatched on the Gram matrices in place, their eigenvectors copied over the Ritz vectors.
+  cudaGraphExec_t make_fallback_graph(double2* grams, double* values, void* solver_work, int* info, double2* vectors,
+                                      const int* converged_flags) {
+    const int n = static_cast<int>(shape.frames);
+    const auto batch = static_cast<std::int64_t>(blocks.size());
+    cudaGraph_t graph = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaGraphCreate(&graph, 0));
+    cudaGraphExec_t exec = nullptr;
+    try {
+      cudaGraphConditionalHandle handle;
+      SONOPIPE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
+      SONOPIPE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(capture, graph, nullptr, nullptr, 0,
+                                                        cudaStreamCaptureModeRelaxed));
+      set_fallback_condition(handle, converged_flags, static_cast<int>(batch), fallbacks, capture);
+      SONOPIPE_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
+      std::size_t count = 0;
+      SONOPIPE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+      std::vector<cudaGraphNode_t> nodes(count);
+      SONOPIPE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+      cudaGraphNodeParams params{};
+      params.type = cudaGraphNodeTypeConditional;
+      params.conditional.handle = handle;
+      params.conditional.type = cudaGraphCondTypeIf;
+      params.conditional.size = 1;
+      cudaGraphNode_t node;
+      SONOPIPE_CUDA_CHECK(cudaGraphAddNode(&node, graph, nodes.data(), nullptr, count, &params));
+      cudaGraph_t body = params.conditional.phGraph_out[0];
+      SONOPIPE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(capture, body, nullptr, nullptr, 0,
+                                                        cudaStreamCaptureModeRelaxed));
+      check_solver(cusolverDnSetStream(solver, capture), "cusolverDnSetStream");
+      const cusolverStatus_t status = cusolverDnXsyevBatched(
+          solver, solver_params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, CUDA_C_64F, grams, n,
+          CUDA_R_64F, values, CUDA_C_64F, solver_work, solver_bytes, nullptr, 0, info, batch);
+      SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(vectors, grams, static_cast<std::size_t>(n) * n * batch * sizeof(double2),
+                                          cudaMemcpyDeviceToDevice, capture));
+      SONOPIPE_CUDA_CHECK(cudaStreamEndCapture(capture, &body));
+      check_solver(status, "cusolverDnXsyevBatched (captured)");
+      SONOPIPE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    } catch (...) {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(capture, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone) {
+        cudaGraph_t dropped = nullptr;
+        cudaStreamEndCapture(capture, &dropped);
+      }
+      cudaGetLastError();
+      cudaGraphDestroy(graph);
+      throw;
+    }
+    cudaGraphDestroy(graph);
+    return exec;
+  }
+
+  // Subspace iteration for the dominant k = tissue_rank eigenvectors of every block's Gram matrix
+  // G (n x n): X_0 a fixed pseudo-random n x b block; `iterations` times X <- orth(G X) (Zgemm,
+  // Cholesky QR); Rayleigh-Ritz: H = X^H G X (b x b), H = W diag(theta) W^H (Jacobi kernel), Ritz
+  // vectors X W written as the last b columns of an n x n matrix per block (ascending, as the full
+  // solver's: component a is column n - 1 - a); the convergence test, then the fallback graph.
+  // Returns the eigenvector matrices (the Ritz ones; the full solver's where it ran).
+  const double2* run_subspace(double2* grams, unsigned char* base, cudaStream_t stream) {
+    const int n = static_cast<int>(shape.frames), b = route.block, k = static_cast<int>(shape.tissue_rank);
+    const int batch = static_cast<int>(blocks.size());
+    const long long nn = static_cast<long long>(n) * n, nb = static_cast<long long>(n) * b;
+    const long long bb = static_cast<long long>(b) * b;
+    auto* x = reinterpret_cast<double2*>(base + start);
+    auto* y = reinterpret_cast<double2*>(base + iterate);
+    auto* h = reinterpret_cast<double2*>(base + reduced);
+    auto* theta = reinterpret_cast<double*>(base + ritz_values);
+    auto* vectors = reinterpret_cast<double2*>(base + ritz);
+    auto* gv = reinterpret_cast<double2*>(base + gram_ritz);
+    auto* broke = reinterpret_cast<int*>(base + breakdown);
+    auto* flags = reinterpret_cast<int*>(base + converged);
+    const cuDoubleComplex one = {1, 0}, zero = {0, 0};
+    auto z = [](const double2* p) { return reinterpret_cast<const cuDoubleComplex*>(p); };
+    auto zw = [](double2* p) { return reinterpret_cast<cuDoubleComplex*>(p); };
+    SONOPIPE_CUDA_CHECK(cudaMemsetAsync(broke, 0, batch * sizeof(int), stream));
+    start_block_batched(x, n, b, nb, batch, stream);
+    for (int i = 0; i < route.iterations; ++i) {
+      check_blas(cublasZgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, b, n, &one, z(grams), n, nn, z(x), n, nb,
+                                           &zero, zw(y), n, nb, batch),
+                 "cublasZgemmStridedBatched (G X)");
+      orthonormalize_columns_batched(y, n, b, nb, batch, broke, stream);
+      std::swap(x, y);
+    }
+    check_blas(cublasZgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, b, n, &one, z(grams), n, nn, z(x), n, nb,
+                                         &zero, zw(y), n, nb, batch),
+               "cublasZgemmStridedBatched (G X, Rayleigh-Ritz)");
+    check_blas(cublasZgemmStridedBatched(blas, CUBLAS_OP_C, CUBLAS_OP_N, b, b, n, &one, z(x), n, nb, z(y), n, nb,
+                                         &zero, zw(h), b, bb, batch),
+               "cublasZgemmStridedBatched (X^H G X)");
+    hermitian_jacobi_batched(h, b, b, bb, batch, theta, h, b, bb, stream);  // W in place of H
+    double2* last = vectors + (n - b) * static_cast<long long>(n);
+    check_blas(cublasZgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, b, b, &one, z(x), n, nb, z(h), b, bb,
+                                         &zero, zw(last), n, nn, batch),
+               "cublasZgemmStridedBatched (X W)");
+    check_blas(cublasZgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, b, b, &one, z(y), n, nb, z(h), b, bb,
+                                         &zero, zw(gv), n, nb, batch),
+               "cublasZgemmStridedBatched (G X W)");
+    subspace_converged_batched(grams, n, last, nn, gv, nb, theta, b, k, batch, kSubspaceTolerance, broke, flags,
+                               stream);
+    cudaGraphExec_t exec = nullptr;
+    for (auto& [workspace, graph] : fallback_graphs)
+      if (workspace == base) exec = graph;
+    if (!exec) {  // first frame on this workspace (one per slot): made once, off the steady state
+      exec = make_fallback_graph(grams, reinterpret_cast<double*>(base + eigenvalues), base + solver_work,
+                                 reinterpret_cast<int*>(base + info), vectors, flags);
+      fallback_graphs.emplace_back(base, exec);
+      check_solver(cusolverDnSetStream(solver, stream), "cusolverDnSetStream");
+    }
+    SONOPIPE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    return vectors;
+  }
 
   ~Impl() {
+    clear_graphs();
+    if (fallbacks) cudaFree(fallbacks);
+    if (capture) cudaStreamDestroy(capture);
     destroy_update();
     if (solver_params) cusolverDnDestroyParams(solver_params);
     if (solver) cusolverDnDestroy(solver);
@@ -254,10 +527,19 @@ struct ClutterFilterGpu::Impl {
 };
 
 ClutterFilterGpu::ClutterFilterGpu() : impl_(std::make_unique<Impl>()) {}
+
+std::int64_t ClutterFilterGpu::subspace_fallbacks() const {
+  if (!impl_->fallbacks) return 0;
+  unsigned long long count = 0;
+  SONOPIPE_CUDA_CHECK(cudaMemcpy(&count, impl_->fallbacks, sizeof(count), cudaMemcpyDeviceToHost));
+  return static_cast<std::int64_t>(count);
+}
+
+EigenRoute ClutterFilterGpu::route() const { return impl_->route; }
 ClutterFilterGpu::~ClutterFilterGpu() = default;
 
 ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& shape, const ClutterFilterParams& params,
-                                                    const std::vector<ClutterBlock>& blocks,
+                                                    const EigenRoute& route, const std::vector<ClutterBlock>& blocks,
                                                     const std::vector<double>& inverse_cover_lateral,
                                                     const std::vector<double>& inverse_cover_axial) {
   Impl& m = *impl_;
@@ -265,9 +547,16 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   if (!m.lt) check_blas(cublasLtCreate(&m.lt), "cublasLtCreate");
   if (!m.solver) check_solver(cusolverDnCreate(&m.solver), "cusolverDnCreate");
   if (!m.solver_params) check_solver(cusolverDnCreateParams(&m.solver_params), "cusolverDnCreateParams");
+  if (!m.capture) SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&m.capture, cudaStreamNonBlocking));
+  if (!m.fallbacks) {
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&m.fallbacks, sizeof(unsigned long long)));
+    SONOPIPE_CUDA_CHECK(cudaMemset(m.fallbacks, 0, sizeof(unsigned long long)));
+  }
+  m.clear_graphs();
   m.shape = shape;
   m.params = params;
   m.blocks = blocks;
+  m.route = route;
   const int n = static_cast<int>(shape.frames);
   const auto batch = static_cast<std::int64_t>(blocks.size());
   const std::size_t block_pixels = static_cast<std::size_t>(blocks.front().pixels());
@@ -279,6 +568,9 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   // measured (sonopipe-bench doppler --case routes) S Q 0.037 ms against 0.049 at N = 32, and 0.53
   // against 0.20 ms at N = 200, r = 20: the update from 64 frames, when r <= N / 4.
   m.rank_update = svd && !similarity && m.removed > 0 && n >= 64 && 4 * m.removed <= n;
+  // The small kernels at N <= 32 unless eigensolver is full (the route before, for comparison).
+  m.small_update = svd && !similarity && m.removed > 0 && n <= kSmallEigenMax && 2 * m.removed <= n &&
+                   route.small_kernels;
   if (m.rank_update) m.plan_update(static_cast<std::int64_t>(block_pixels), n);
   m.solver_bytes = 0;
   if (svd) {
@@ -307,14 +599,24 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   m.block_in = take(shape.blocked ? block_elements * sizeof(float2) : 0);
   m.block_out = take(shape.blocked ? block_elements * sizeof(float2) : 0);
-  m.block_double = take(svd ? block_elements * sizeof(double2) : 0);
+  m.small_gram = svd && route.small_kernels && n <= kSmallEigenMax;
+  if (m.small_gram) {
+    int device = 0;
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    SONOPIPE_CUDA_CHECK(cudaDeviceGetAttribute(&m.gram_blocks, cudaDevAttrMultiProcessorCount, device));
+  }
+  m.block_double = take(svd && !m.small_gram ? block_elements * sizeof(double2) : 0);
+  m.gram_partials = take(m.small_gram ? static_cast<std::size_t>(m.gram_blocks) * nn * sizeof(double2) : 0);
   m.grams = take(svd ? nn * batch * sizeof(double2) : 0);  // one per block, then its eigenvectors
   m.eigenvalues = take(svd ? n * batch * sizeof(double) : 0);
   m.vectors = take(nn * sizeof(float2));  // V in float: V_r (rank update) or all of V (similarity)
   m.projector = take(nn * sizeof(float2));
   m.product = take(m.rank_update ? block_pixels * m.removed * sizeof(float2) : 0);  // S V_r
   m.solver_work = take(m.solver_bytes);
-  m.lt_work = take(m.rank_update ? Impl::kLtWorkspaceBytes : 0);
+  // cuBLAS's and cublasLt's workspace (one stream uses it at a time, in order): cublasSetStream
+  // resets a handle to the library's default pool, and the stage's one handle moves between the
+  // lane's slot streams frame by frame; its own workspace keeps the library from allocating.
+  m.lt_work = take(Impl::kLtWorkspaceBytes);
   m.info = take(batch * sizeof(int));
   m.rank = take(sizeof(int));
   m.spatial = take(similarity ? block_elements * sizeof(float2) : 0);
@@ -322,7 +624,45 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   m.covariance = take(similarity ? nn * sizeof(float) : 0);
   m.prefix = take(similarity ? static_cast<std::size_t>(n) * (n + 1) * sizeof(float) : 0);
   m.cover = take((shape.lateral + shape.axial) * sizeof(float));
+  const bool subspace = svd && m.route.kind == EigenRoute::Kind::subspace;
+  const std::size_t b = subspace ? static_cast<std::size_t>(m.route.block) : 0;
+  const std::size_t block_columns = static_cast<std::size_t>(n) * b * batch;  // n x b per block
+  m.start = take(block_columns * sizeof(double2));
+  m.iterate = take(block_columns * sizeof(double2));
+  m.reduced = take(b * b * batch * sizeof(double2));
+  m.ritz_values = take(b * batch * sizeof(double));
+  m.ritz = take(subspace ? nn * batch * sizeof(double2) : 0);
+  m.gram_ritz = take(block_columns * sizeof(double2));
+  m.breakdown = take(subspace ? batch * sizeof(int) : 0);
+  m.converged = take(subspace ? batch * sizeof(int) : 0);
   m.total = at;
+  if (subspace) {
+    // The fallback graph once on scratch buffers: a CUDA without conditional nodes, or a solver
+    // that cannot be captured into one, is found here and the route is the full solver instead.
+    const std::size_t grams_bytes = nn * batch * sizeof(double2);
+    std::vector<void*> scratch;
+    auto scratch_buffer = [&](std::size_t bytes) {
+      void* p = nullptr;
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 256)));
+      scratch.push_back(p);
+      return p;
+    };
+    try {
+      auto* grams = static_cast<double2*>(scratch_buffer(grams_bytes));
+      auto* values = static_cast<double*>(scratch_buffer(n * batch * sizeof(double)));
+      void* work = scratch_buffer(m.solver_bytes);
+      auto* info = static_cast<int*>(scratch_buffer(batch * sizeof(int)));
+      auto* vectors = static_cast<double2*>(scratch_buffer(grams_bytes));
+      auto* flags = static_cast<int*>(scratch_buffer(batch * sizeof(int)));
+      cudaGraphExec_t exec = m.make_fallback_graph(grams, values, work, info, vectors, flags);
+      cudaGraphExecDestroy(exec);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "clutter_filter: the subspace route's fallback graph failed (%s); using the full "
+                           "eigensolver\n", e.what());
+      m.route = EigenRoute{};
+    }
+    for (void* p : scratch) cudaFree(p);
+  }
   m.cover_host.clear();
   for (double v : inverse_cover_lateral) m.cover_host.push_back(static_cast<float>(v));
   for (double v : inverse_cover_axial) m.cover_host.push_back(static_cast<float>(v));
@@ -344,6 +684,7 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   auto device = [&](std::size_t offset) { return base + offset; };
   auto* q = reinterpret_cast<float2*>(device(m.projector));
   check_blas(cublasSetStream(m.blas, stream), "cublasSetStream");
+  check_blas(cublasSetWorkspace(m.blas, device(m.lt_work), Impl::kLtWorkspaceBytes), "cublasSetWorkspace");
   const cuComplex one = make_cuComplex(1, 0), zero = make_cuComplex(0, 0), minus_one = make_cuComplex(-1, 0);
 
   if (m.params.method == ClutterFilterParams::Method::polynomial) {
@@ -389,6 +730,15 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   for (std::size_t index = 0; index < m.blocks.size(); ++index) {
     const ClutterBlock& b = m.blocks[index];
     const int pixels = static_cast<int>(b.pixels());
+    if (m.small_gram) {
+      auto* partials = reinterpret_cast<double2*>(device(m.gram_partials));
+      small_gram_kernel<<<m.gram_blocks, kThreads, 0, stream>>>(block_matrix(b), pixels, n, partials);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      small_gram_reduce_kernel<<<static_cast<unsigned>((nn + 31) / 32), kThreads, 0, stream>>>(partials, m.gram_blocks,
+                                                                                                 n, grams + index * nn);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      continue;
+    }
     to_double_kernel<<<kConvertBlocks, kThreads, 0, stream>>>(block_matrix(b), block_double, std::int64_t(pixels) * n);
     SONOPIPE_CUDA_CHECK_LAUNCH();
     const auto* sd = reinterpret_cast<const cuDoubleComplex*>(block_double);
@@ -396,19 +746,33 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                            reinterpret_cast<cuDoubleComplex*>(grams + index * nn), n),
                "cublasZgemm (Gram)");
   }
-  // 2. All blocks' eigenvectors in one call, in place, eigenvalues ascending (their `info` stays on
-  //    the device, unread: no host synchronisation).
-  check_solver(cusolverDnXsyevBatched(m.solver, m.solver_params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
-                                      CUDA_C_64F, grams, n, CUDA_R_64F, device(m.eigenvalues), CUDA_C_64F,
-                                      device(m.solver_work), m.solver_bytes, nullptr, 0,
-                                      reinterpret_cast<int*>(device(m.info)),
-                                      static_cast<std::int64_t>(m.blocks.size())),
-               "cusolverDnXsyevBatched");
+  // 2. Every block's eigenvectors (columns ascending in eigenvalue, n x n per block, `eigen`):
+  const int batch = static_cast<int>(m.blocks.size());
+  const double2* eigen = grams;
+  switch (m.route.kind) {
+    case EigenRoute::Kind::full:
+      // all blocks in one call, in place (their `info` stays on the device, unread: no host sync).
+      check_solver(cusolverDnXsyevBatched(m.solver, m.solver_params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+                                          n, CUDA_C_64F, grams, n, CUDA_R_64F, device(m.eigenvalues), CUDA_C_64F,
+                                          device(m.solver_work), m.solver_bytes, nullptr, 0,
+                                          reinterpret_cast<int*>(device(m.info)), batch),
+                   "cusolverDnXsyevBatched");
+      break;
+    case EigenRoute::Kind::jacobi:
+      // N <= 32 (eigensolver jacobi): one thread block per Gram matrix, in place.
+      hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
+                               reinterpret_cast<double*>(device(m.eigenvalues)), grams, n,
+                               static_cast<std::int64_t>(nn), stream);
+      break;
+    case EigenRoute::Kind::subspace:
+      eigen = m.run_subspace(grams, base, stream);
+      break;
+  }
   // 3. Per block: the similarity rank, the projection, the scatter.
   for (std::size_t index = 0; index < m.blocks.size(); ++index) {
     const ClutterBlock& b = m.blocks[index];
     const int pixels = static_cast<int>(b.pixels());
-    const double2* v = grams + index * nn;
+    const double2* v = eigen + index * nn;
     const float2* a = block_matrix(b);
     float2* y = s.blocked ? reinterpret_cast<float2*>(device(m.block_out)) : out;
     const auto* ac = reinterpret_cast<const cuComplex*>(a);
@@ -433,7 +797,14 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
                                                          reinterpret_cast<float*>(device(m.prefix)), rank);
       SONOPIPE_CUDA_CHECK_LAUNCH();
     }
-    if (m.rank_update) {
+    if (m.small_update) {
+      removed_columns_kernel<<<dim3(1, static_cast<unsigned>(m.removed)), 64, 0, stream>>>(
+          v, n, static_cast<int>(s.tissue_rank), static_cast<int>(s.noise_rank), vectors);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+      small_rank_update_kernel<<<static_cast<unsigned>((pixels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+          a, y, pixels, n, vectors, m.removed);
+      SONOPIPE_CUDA_CHECK_LAUNCH();
+    } else if (m.rank_update) {
       // S_f = S - (S V_r) V_r^H: W = S V_r (Cgemm), then D = S - W V_r^H out of place (cublasLt).
       auto* product = reinterpret_cast<cuComplex*>(device(m.product));
       const auto* removed = reinterpret_cast<const cuComplex*>(vectors);

@@ -4,14 +4,21 @@
 // (docs/doppler.md). Per block (pixels P_b x frames N, column-major):
 //   G = S^H S                      S converted to double, one cublasZgemm: a float Gram matrix
 //                                  turns the removed subspace by eps_float lambda_1 / gap
-//   G = V diag(w) V^H              every block's at once: cusolverDnXsyevBatched in double, in
-//                                  place, w ascending (no host workspace, info unread on the device)
+//   G = V diag(w) V^H              every block's at once (EigenRoute): cusolverDnXsyevBatched in
+//                                  double, in place, w ascending (no host workspace, info unread on
+//                                  the device); on request, N <= 32: a Jacobi kernel
+//                                  (small_eigen.cuh); a fixed tissue rank k: only the dominant k by
+//                                  block subspace iteration and Rayleigh-Ritz, the full solver in a
+//                                  conditional graph node where the device's convergence test fails
 //   [similarity] U = S V (V in float), |U| centred per column, C = |U|^T |U| normalised
 //                (cublasSsyrk), the tissue rank fitted on the device (one block of threads)
 //   S_f = S - (S V_r) V_r^H        fixed ranks, N >= 64, r <= N / 4 removed: W = S V_r (Cgemm), then
 //                                  D = S - W V_r^H out of place (cublasLt, C = S, D = S_f)
 //   S_f = S Q, Q = I - V_r V_r^H   otherwise (and with the similarity rank, known on the device only):
 //                                  Q summed in double from V, one Cgemm
+//   N <= 32 (route.small_kernels, not with eigensolver full): G by small_gram_kernel from the float
+//   block (no double copy, no Zgemm); fixed ranks with r <= N / 2: S_f by small_rank_update_kernel,
+//   one thread per pixel holding its N samples
 // Blocks: gathered into the workspace (twice: for the Gram, then for the projection), filtered,
 // added into the output with 1 / cover weights.
 // Polynomial: Q comes from the host (pinned staging) and the projection is the same Cgemm.
@@ -39,7 +46,9 @@ class ClutterFilterGpu {
     std::size_t host_staging_bytes = 0;
   };
   // Plans the workspace (device) and staging (pinned host) for one run; may allocate and synchronise.
-  Sizes configure(const ClutterFilterShape& shape, const ClutterFilterParams& params,
+  // `route`: ClutterFilterStage::eigen_route(); a subspace route whose fallback graph cannot be made
+  // here becomes the full one (route() says which runs).
+  Sizes configure(const ClutterFilterShape& shape, const ClutterFilterParams& params, const EigenRoute& route,
                   const std::vector<ClutterBlock>& blocks, const std::vector<double>& inverse_cover_lateral,
                   const std::vector<double>& inverse_cover_axial);
 
@@ -47,6 +56,10 @@ class ClutterFilterGpu {
   // (method polynomial only). No host synchronisation.
   void run(const float2* in, float2* out, void* workspace, void* host_staging, const double* polynomial_projector,
            cudaStream_t stream);
+
+  EigenRoute route() const;
+  // Frames whose subspace iteration did not converge (the full solver ran); synchronises.
+  std::int64_t subspace_fallbacks() const;
 
  private:
   struct Impl;

@@ -49,6 +49,18 @@ class ClutterFilterStage : public Stage {
   // last block flush with the far edge; one block (the image) when a block size is 0 or >= the image.
   static std::vector<ClutterBlock> plan_blocks(const ClutterFilterShape& shape, const ClutterFilterParams& params);
 
+  // The CUDA path's eigenvector route for this shape (EigenRoute in clutter_filter_params.h):
+  // eigensolver auto and full: cuSOLVER's batched solver (auto with the small Gram and rank-update
+  // kernels up to 32 frames); jacobi up to 32 frames; subspace for a fixed tissue rank without noise
+  // rank, 33..320 frames (block tissue_rank + 12, at most 32; 4 iterations); else full.
+  static EigenRoute eigen_route(const ClutterFilterShape& shape, const ClutterFilterParams& params);
+  // Frames whose subspace iteration did not converge and took the full eigensolver (CUDA; reads a
+  // device counter: synchronises, not for the frame path).
+  std::int64_t subspace_fallbacks() const;
+  // The route the CUDA plan runs (eigen_route(), or full where the subspace route's fallback graph
+  // could not be made); full before a CUDA configure.
+  EigenRoute cuda_eigen_route() const;
+
   // CPU reference of the SVD filter on one block: `in` and `out` column-major pixels x frames
   // (leading dimension `pixels`). Returns the tissue rank used.
   static std::int64_t filter_block_svd(const std::complex<float>* in, std::int64_t pixels, const ClutterFilterShape& shape,

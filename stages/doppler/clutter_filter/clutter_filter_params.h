@@ -11,6 +11,7 @@ namespace sonopipe {
 struct ClutterFilterParams {
   enum class Method { svd, polynomial };
   enum class RankChoice { fixed, similarity };
+  enum class Eigensolver { automatic, full, jacobi, subspace };
   Method method = Method::svd;
   // SVD: components removed from the top (tissue) and from the bottom (noise), largest first.
   std::int64_t tissue_rank = 4;
@@ -21,6 +22,14 @@ struct ClutterFilterParams {
   std::int64_t rank_min = 1, rank_max = 0;
   // polynomial: Legendre polynomials of degree 0..polynomial_order in slow time are removed.
   std::int64_t polynomial_order = 2;
+  // svd: how the Gram matrix's eigenvectors are found (EigenRoute below): automatic picks the
+  // fastest route measured for the shape; full: every eigenvector with cuSOLVER's batched solver and
+  // the library Gram and projection (the route before; the reference of the benchmarks); jacobi
+  // and subspace ask for those routes where they apply (else full).
+  Eigensolver eigensolver = Eigensolver::automatic;
+  // Subspace route: block size (columns iterated, > tissue_rank, <= 32) and iteration count;
+  // 0 = the measured defaults (EigenRoute).
+  std::int64_t subspace_block = 0, subspace_iterations = 0;
   // Spatial blocks (0: the whole image), with a fractional overlap in [0, 0.9].
   std::int64_t block_lateral = 0, block_axial = 0;
   double block_overlap = 0.5;
@@ -39,5 +48,27 @@ struct ClutterFilterShape {
   std::int64_t tissue_rank = 0, noise_rank = 0, rank_min = 1, rank_max = 0;  // resolved for `frames`
   bool blocked = false;  // more than one block: gather, filter, scatter-average
 };
+
+// How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route(); auto is
+// full, with the small kernels up to 32 frames: the other two measured slower, docs/doppler.md):
+//   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched (with
+//             the small kernels at N <= 32 unless eigensolver is full);
+//   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi in double,
+//             small_eigen.cuh): cuSOLVER's solvers spend 0.25-0.35 ms on a 32 x 32 matrix;
+//   subspace  fixed tissue rank k, no noise rank, 32 < N <= kSubspaceMaxFrames, k < block <= 32:
+//             block subspace iteration on G (Zgemm + Cholesky QR), Rayleigh-Ritz with the Jacobi
+//             kernel, a convergence test on the device and, where it fails, the full solver inside
+//             a CUDA graph's conditional node (counted).
+struct EigenRoute {
+  enum class Kind { full, jacobi, subspace };
+  Kind kind = Kind::full;
+  int block = 0, iterations = 0;  // subspace only
+  // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
+  // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.
+  bool small_kernels = false;
+};
+// The subspace route's orthonormalisation holds an N x block double-complex matrix in shared memory.
+inline constexpr std::int64_t kSubspaceMaxFrames = 320;
+inline constexpr std::int64_t kJacobiMaxFrames = 32;
 
 }  // namespace sonopipe

@@ -1,0 +1,437 @@
+#include "stages/doppler/clutter_filter/small_eigen.cuh"
+
+#include <cmath>
+
+#include "stages/common/cuda_check.h"
+
+namespace sonopipe::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kJacobiSweeps = 20;
+constexpr double kJacobiTolerance = 1e-14;  // off-diagonal norm / Frobenius norm
+
+__device__ inline double2 mul(double2 a, double2 b) {
+  return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+__device__ inline double2 conj(double2 a) { return make_double2(a.x, -a.y); }
+__device__ inline double2 add(double2 a, double2 b) { return make_double2(a.x + b.x, a.y + b.y); }
+__device__ inline double2 sub(double2 a, double2 b) { return make_double2(a.x - b.x, a.y - b.y); }
+__device__ inline double2 scale(double s, double2 a) { return make_double2(s * a.x, s * a.y); }
+__device__ inline double norm2(double2 a) { return a.x * a.x + a.y * a.y; }
+
+// Block-wide sum (all threads get it); `partial` holds kThreads / 32 doubles.
+__device__ double block_sum(double v, double* partial) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  __syncthreads();  // partial may still be read by a previous call
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) total += partial[w];
+  return total;
+}
+
+// One rotation J of the pair (p, q), p < q, in the (p, q) plane: J = [[c, s], [-s e, c e]], e a unit
+// complex number, such that J^H A J has a zero (p, q) entry. With e = conj(a_pq) / |a_pq| the
+// phase D = diag(1, e) makes the pair's off-diagonal real, then the real symmetric Schur rotation
+// (golub2013 alg. 8.5.1: tau = (a_qq - a_pp) / (2 |a_pq|), t = sign(tau) / (|tau| + sqrt(1 + tau^2)),
+// c = 1 / sqrt(1 + t^2), s = t c) zeroes it: J = D [[c, s], [-s, c]].
+struct Rotation {
+  double c, s;
+  double2 e;
+};
+
+__device__ Rotation schur_rotation(double app, double aqq, double2 apq) {
+  const double magnitude = sqrt(norm2(apq));
+  if (!(magnitude > 1e-300)) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  const double tau = (aqq - app) / (2 * magnitude);
+  double t;
+  if (fabs(tau) > 1e150)
+    t = 0.5 / tau;
+  else
+    t = (tau >= 0 ? 1.0 : -1.0) / (fabs(tau) + sqrt(1 + tau * tau));
+  const double c = 1 / sqrt(1 + t * t);
+  return {c, t * c, make_double2(apq.x / magnitude, -apq.y / magnitude)};
+}
+
+// Round r of the round-robin tournament of m (even) indices: pair i of m / 2.
+__device__ inline void tournament_pair(int m, int r, int i, int& p, int& q) {
+  int a = i == 0 ? 0 : (r + i - 1) % (m - 1) + 1;
+  int b = (r + m - 2 - i) % (m - 1) + 1;
+  p = min(a, b);
+  q = max(a, b);
+}
+
+__global__ void __launch_bounds__(kThreads)
+jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride, double* __restrict__ values,
+              double2* vectors, int ldv, std::int64_t vectors_stride) {
+  __shared__ double2 a[kSmallEigenMax * kSmallEigenMax];  // column-major m x m
+  __shared__ double2 v[kSmallEigenMax * kSmallEigenMax];
+  __shared__ Rotation rotation[kSmallEigenMax / 2];
+  __shared__ int pair_p[kSmallEigenMax / 2], pair_q[kSmallEigenMax / 2];
+  __shared__ double partial[kThreads / 32];
+  const int m = n + (n & 1);  // even: an odd n gets a zero row and column, never rotated
+  const int half = m / 2;
+  const double2* in = matrices + blockIdx.x * stride;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
+    const int i = t % m, j = t / m;
+    double2 x = make_double2(0, 0);
+    if (i < n && j < n) {
+      if (i > j)
+        x = in[i + j * lda];
+      else if (i < j)
+        x = conj(in[j + i * lda]);
+      else
+        x = make_double2(in[i + i * lda].x, 0);
+    }
+    a[t] = x;
+    v[t] = make_double2(i == j ? 1.0 : 0.0, 0.0);
+  }
+  __syncthreads();
+  double local = 0;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x) local += norm2(a[t]);
+  const double frobenius2 = block_sum(local, partial);
+  for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
+    local = 0;
+    for (int t = threadIdx.x; t < m * m; t += blockDim.x)
+      if (t % m != t / m) local += norm2(a[t]);
+    const double off2 = block_sum(local, partial);  // uniform: every thread decides alike
+    if (off2 <= kJacobiTolerance * kJacobiTolerance * frobenius2) break;
+    for (int round = 0; round < m - 1; ++round) {
+      if (threadIdx.x < half) {
+        int p, q;
+        tournament_pair(m, round, threadIdx.x, p, q);
+        pair_p[threadIdx.x] = p;
+        pair_q[threadIdx.x] = q;
+        rotation[threadIdx.x] = q < n ? schur_rotation(a[p + p * m].x, a[q + q * m].x, a[p + q * m])
+                                      : Rotation{1.0, 0.0, make_double2(1.0, 0.0)};
+      }
+      __syncthreads();
+      // The pairs of a round are disjoint, so A <- J^H A J splits into 2 x 2 blocks: rows of pair k,
+      // columns of pair l, B <- J_k^H B J_l, each read and written by one thread.
+      for (int t = threadIdx.x; t < half * half; t += blockDim.x) {
+        const int k = t % half, l = t / half;
+        const int pk = pair_p[k], qk = pair_q[k], pl = pair_p[l], ql = pair_q[l];
+        const Rotation rk = rotation[k], rl = rotation[l];
+        const double2 b_pp = a[pk + pl * m], b_qp = a[qk + pl * m], b_pq = a[pk + ql * m], b_qq = a[qk + ql * m];
+        // Columns: col p' = c col p - s e col q; col q' = s col p + c e col q.
+        const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
+        const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
+        const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
+        // Rows: row p' = c row p - s conj(e) row q; row q' = s row p + c conj(e) row q.
+        const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
+        a[pk + pl * m] = sub(scale(rk.c, t_pp), mul(sec, t_qp));
+        a[pk + ql * m] = sub(scale(rk.c, t_pq), mul(sec, t_qq));
+        a[qk + pl * m] = add(scale(rk.s, t_pp), mul(cec, t_qp));
+        a[qk + ql * m] = add(scale(rk.s, t_pq), mul(cec, t_qq));
+      }
+      for (int t = threadIdx.x; t < m * half; t += blockDim.x) {  // V <- V J
+        const int i = t % m, l = t / m;
+        const int pl = pair_p[l], ql = pair_q[l];
+        const Rotation rl = rotation[l];
+        const double2 vp = v[i + pl * m], vq = v[i + ql * m];
+        v[i + pl * m] = sub(scale(rl.c, vp), mul(scale(rl.s, rl.e), vq));
+        v[i + ql * m] = add(scale(rl.s, vp), mul(scale(rl.c, rl.e), vq));
+      }
+      __syncthreads();
+    }
+  }
+  // Ascending order: the rank of each eigenvalue (ties by index).
+  double* out_values = values + std::int64_t(blockIdx.x) * n;
+  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
+  for (int t = threadIdx.x; t < n * n; t += blockDim.x) {
+    const int row = t % n, i = t / n;
+    const double d = a[i + i * m].x;
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const double e = a[j + j * m].x;
+      rank += (e < d || (e == d && j < i)) ? 1 : 0;
+    }
+    out_vectors[row + rank * ldv] = v[row + i * m];
+    if (row == 0) out_values[rank] = d;
+  }
+}
+
+// The same rotation with fewer dependent double-precision operations (the latency of a round): with
+// d = a_qq - a_pp, t = sign(d) 2 |a_pq| / (|d| + hypot(d, 2 |a_pq|)) (tau's formula times 2 |a_pq| / 2 |a_pq|),
+// c = rsqrt(1 + t^2), e = conj(a_pq) rsqrt(|a_pq|^2).
+__device__ Rotation schur_rotation_fast(double app, double aqq, double2 apq) {
+  const double magnitude2 = norm2(apq);
+  if (!(magnitude2 > 1e-300)) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  const double inverse = rsqrt(magnitude2), magnitude = magnitude2 * inverse;
+  const double d = aqq - app;
+  const double t = copysign(2 * magnitude, d >= 0 ? 1.0 : -1.0) / (fabs(d) + hypot(d, 2 * magnitude));
+  const double c = rsqrt(1 + t * t);
+  return {c, t * c, make_double2(apq.x * inverse, -apq.y * inverse)};
+}
+
+// One barrier pair per round: thread (k, l) of a 16 x 16 grid computes the rotations of pairs k and
+// l itself (redundantly, from the entries the previous round left), reads its 2 x 2 block of A and
+// rows 2k, 2k + 1 of V's pair-l columns, and writes them after a barrier. The two-phase kernel above
+// spends a phase of 16 threads and a barrier on the rotations of every round.
+__global__ void __launch_bounds__(kThreads)
+jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
+                    double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride) {
+  __shared__ double2 a[kSmallEigenMax * kSmallEigenMax];  // column-major m x m
+  __shared__ double2 v[kSmallEigenMax * kSmallEigenMax];
+  __shared__ double partial[kThreads / 32];
+  const int m = n + (n & 1);
+  const int half = m / 2;
+  const double2* in = matrices + blockIdx.x * stride;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
+    const int i = t % m, j = t / m;
+    double2 x = make_double2(0, 0);
+    if (i < n && j < n) {
+      if (i > j)
+        x = in[i + j * lda];
+      else if (i < j)
+        x = conj(in[j + i * lda]);
+      else
+        x = make_double2(in[i + i * lda].x, 0);
+    }
+    a[t] = x;
+    v[t] = make_double2(i == j ? 1.0 : 0.0, 0.0);
+  }
+  __syncthreads();
+  double local = 0;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x) local += norm2(a[t]);
+  const double frobenius2 = block_sum(local, partial);
+  const int k = threadIdx.x & 15, l = threadIdx.x >> 4;
+  const bool active = k < half && l < half;
+  const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
+  for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
+    local = 0;
+    for (int t = threadIdx.x; t < m * m; t += blockDim.x)
+      if (t % m != t / m) local += norm2(a[t]);
+    const double off2 = block_sum(local, partial);
+    if (off2 <= kJacobiTolerance * kJacobiTolerance * frobenius2) break;
+    for (int round = 0; round < m - 1; ++round) {
+      int pk = 0, qk = 0, pl = 0, ql = 0;
+      double2 a_pp, a_qp, a_pq, a_qq, v0p, v0q, v1p, v1q;
+      if (active) {
+        tournament_pair(m, round, k, pk, qk);
+        tournament_pair(m, round, l, pl, ql);
+        const Rotation rk = qk < n ? schur_rotation_fast(a[pk + pk * m].x, a[qk + qk * m].x, a[pk + qk * m]) : identity;
+        const Rotation rl = ql < n ? schur_rotation_fast(a[pl + pl * m].x, a[ql + ql * m].x, a[pl + ql * m]) : identity;
+        const double2 b_pp = a[pk + pl * m], b_qp = a[qk + pl * m], b_pq = a[pk + ql * m], b_qq = a[qk + ql * m];
+        const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
+        const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
+        const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
+        const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
+        a_pp = sub(scale(rk.c, t_pp), mul(sec, t_qp));
+        a_pq = sub(scale(rk.c, t_pq), mul(sec, t_qq));
+        a_qp = add(scale(rk.s, t_pp), mul(cec, t_qp));
+        a_qq = add(scale(rk.s, t_pq), mul(cec, t_qq));
+        const int r0 = 2 * k, r1 = 2 * k + 1;  // V <- V J_l on rows r0, r1
+        const double2 x0p = v[r0 + pl * m], x0q = v[r0 + ql * m], x1p = v[r1 + pl * m], x1q = v[r1 + ql * m];
+        v0p = sub(scale(rl.c, x0p), mul(se, x0q));
+        v0q = add(scale(rl.s, x0p), mul(ce, x0q));
+        v1p = sub(scale(rl.c, x1p), mul(se, x1q));
+        v1q = add(scale(rl.s, x1p), mul(ce, x1q));
+      }
+      __syncthreads();
+      if (active) {
+        a[pk + pl * m] = a_pp;
+        a[pk + ql * m] = a_pq;
+        a[qk + pl * m] = a_qp;
+        a[qk + ql * m] = a_qq;
+        v[2 * k + pl * m] = v0p;
+        v[2 * k + ql * m] = v0q;
+        v[2 * k + 1 + pl * m] = v1p;
+        v[2 * k + 1 + ql * m] = v1q;
+      }
+      __syncthreads();
+    }
+  }
+  double* out_values = values + std::int64_t(blockIdx.x) * n;
+  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
+  for (int t = threadIdx.x; t < n * n; t += blockDim.x) {
+    const int row = t % n, i = t / n;
+    const double d = a[i + i * m].x;
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const double e = a[j + j * m].x;
+      rank += (e < d || (e == d && j < i)) ? 1 : 0;
+    }
+    out_vectors[row + rank * ldv] = v[row + i * m];
+    if (row == 0) out_values[rank] = d;
+  }
+}
+
+// Shifted Cholesky QR 3 (fukaya2020): pass 0 factors Y^H Y + s I, s = 11 (n b + b (b + 1)) u |Y|_F^2,
+// passes 1 and 2 factor Y^H Y; each replaces Y by Y L^-H (C = L L^H). The factorisation is LDL^H
+// right-looking (one barrier per column), scaled to L at the end.
+__global__ void __launch_bounds__(kThreads)
+cholesky_qr_kernel(double2* matrices, int n, int b, std::int64_t stride, int* breakdown) {
+  extern __shared__ double2 shared[];
+  double2* y = shared;      // n x b, leading dimension n
+  double2* c = shared + n * b;  // b x b, lower triangle
+  __shared__ double inverse_pivots[kSmallEigenMax];
+  __shared__ int broke;
+  double2* g = matrices + blockIdx.x * stride;
+  for (int t = threadIdx.x; t < n * b; t += blockDim.x) y[t] = g[t];
+  if (threadIdx.x == 0) broke = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < b * b; t += blockDim.x) {  // C = Y^H Y, lower triangle
+      const int i = t % b, j = t / b;
+      if (i < j) continue;
+      // Four partial sums: the inner product is a chain of dependent FP64 adds otherwise (latency).
+      double2 sum[4] = {make_double2(0, 0), make_double2(0, 0), make_double2(0, 0), make_double2(0, 0)};
+      int r = 0;
+      for (; r + 3 < n; r += 4)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) sum[u] = add(sum[u], mul(conj(y[r + u + i * n]), y[r + u + j * n]));
+      for (; r < n; ++r) sum[0] = add(sum[0], mul(conj(y[r + i * n]), y[r + j * n]));
+      c[t] = add(add(sum[0], sum[1]), add(sum[2], sum[3]));
+    }
+    __syncthreads();
+    if (pass == 0 && threadIdx.x == 0) {
+      double trace = 0;
+      for (int j = 0; j < b; ++j) trace += c[j + j * b].x;
+      const double shift = 11.0 * (double(n) * b + double(b) * (b + 1)) * 1.1102230246251565e-16 * trace;
+      for (int j = 0; j < b; ++j) c[j + j * b].x += shift;
+    }
+    __syncthreads();
+    for (int j = 0; j < b; ++j) {  // C_il -= C_ij conj(C_lj) / d_j for j < l <= i
+      double d = c[j + j * b].x;
+      if (!(d > 0)) d = 1e-300;
+      const double inverse_d = 1 / d;
+      for (int t = threadIdx.x; t < b * b; t += blockDim.x) {
+        const int i = t % b, l = t / b;
+        if (l <= j || i < l) continue;
+        c[t] = sub(c[t], scale(inverse_d, mul(c[i + j * b], conj(c[l + j * b]))));
+      }
+      if (threadIdx.x == 0) {
+        if (!(c[j + j * b].x > 0)) broke = 1;
+        inverse_pivots[j] = rsqrt(d);  // 1 / L_jj
+      }
+      __syncthreads();
+    }
+    for (int t = threadIdx.x; t < b * b; t += blockDim.x) {  // L = C D^-1/2 below the diagonal
+      const int i = t % b, j = t / b;
+      if (i > j) c[t] = scale(inverse_pivots[j], c[t]);
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {  // x L^H = y, row by row
+      for (int j = 0; j < b; ++j) {
+        double2 x = y[r + j * n];
+        for (int p = 0; p < j; ++p) x = sub(x, mul(y[r + p * n], conj(c[j + p * b])));
+        y[r + j * n] = scale(inverse_pivots[j], x);
+      }
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < n * b; t += blockDim.x) g[t] = y[t];
+  if (threadIdx.x == 0 && broke) breakdown[blockIdx.x] = 1;
+}
+
+__device__ inline double unit_hash(unsigned int x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return double(x) / 4294967296.0 * 2 - 1;
+}
+
+__global__ void start_block_kernel(double2* blocks, int n, int b, std::int64_t stride) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n * b) return;
+  const double2 x = make_double2(unit_hash(2u * unsigned(t) + 1u), unit_hash(2u * unsigned(t) + 2u));
+  blocks[blockIdx.y * stride + t] = x;
+}
+
+__global__ void __launch_bounds__(kThreads)
+converged_kernel(const double2* __restrict__ gram, int n, const double2* __restrict__ vectors,
+                 std::int64_t vectors_stride, const double2* __restrict__ gram_vectors,
+                 std::int64_t gram_vectors_stride, const double* __restrict__ theta, int b, int k, double tolerance,
+                 const int* __restrict__ breakdown, int* __restrict__ converged) {
+  __shared__ double partial[kThreads / 32];
+  const int entry = blockIdx.x;
+  const double2* v = vectors + entry * vectors_stride;
+  const double2* gv = gram_vectors + entry * gram_vectors_stride;
+  const double* w = theta + std::int64_t(entry) * b;
+  double kept = 0, next = 0, trace = 0;
+  for (int t = threadIdx.x; t < n * (k + 1); t += blockDim.x) {
+    const int row = t % n, column = b - 1 - t / n;  // the k largest, then the (k+1)-th
+    const double r = norm2(sub(gv[row + column * n], scale(w[column], v[row + column * n])));
+    if (t / n < k)
+      kept += r;
+    else
+      next += r;
+  }
+  for (int r = threadIdx.x; r < n; r += blockDim.x) trace += gram[entry * std::int64_t(n) * n + r + r * n].x;
+  const double residual2 = block_sum(kept, partial);
+  const double next2 = block_sum(next, partial);
+  const double trace_all = block_sum(trace, partial);
+  if (threadIdx.x != 0) return;
+  double removed = 0;
+  for (int i = 0; i < k; ++i) removed += w[b - 1 - i];
+  const double gap = w[b - k] - (w[b - k - 1] + sqrt(next2));
+  const double output = fmax(trace_all - removed, 0.0);
+  const bool ok = breakdown[entry] == 0 && gap > 0 &&
+                  sqrt(fmax(w[b - 1], 0.0)) * sqrt(residual2) <= tolerance * gap * sqrt(output);
+  converged[entry] = ok ? 1 : 0;
+}
+
+__global__ void fallback_condition_kernel(cudaGraphConditionalHandle handle, const int* converged, int batch,
+                                          unsigned long long* fallbacks) {
+  int all = 1;
+  for (int i = 0; i < batch; ++i) all &= converged[i];
+  cudaGraphSetConditional(handle, all ? 0u : 1u);
+  if (!all) atomicAdd(fallbacks, 1ull);
+}
+
+}  // namespace
+
+void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
+                              double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
+                              JacobiVariant variant) {
+  if (n < 1 || n > kSmallEigenMax) throw CudaError("hermitian_jacobi_batched: n must be in [1, 32]");
+  if (variant == JacobiVariant::fused)
+    jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+  else
+    jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
+
+std::size_t orthonormalize_shared_bytes(int n, int b) {
+  return (static_cast<std::size_t>(n) * b + static_cast<std::size_t>(b) * b) * sizeof(double2);
+}
+
+void orthonormalize_columns_batched(double2* matrices, int n, int b, std::int64_t stride, int batch, int* breakdown,
+                                    cudaStream_t stream) {
+  const std::size_t bytes = orthonormalize_shared_bytes(n, b);
+  if (b > kSmallEigenMax || bytes > 227u * 1024u)
+    throw CudaError("orthonormalize_columns_batched: n x b too large for shared memory");
+  // Per function and device, on every call (a host-side attribute, no sync): the kernel's static
+  // shared memory counts against the 48 KiB default too (n = 64, b = 32 is exactly 48 KiB dynamic).
+  SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(cholesky_qr_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(bytes)));
+  cholesky_qr_kernel<<<batch, kThreads, bytes, stream>>>(matrices, n, b, stride, breakdown);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
+
+void start_block_batched(double2* blocks, int n, int b, std::int64_t stride, int batch, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n * b + kThreads - 1) / kThreads), static_cast<unsigned>(batch));
+  start_block_kernel<<<grid, kThreads, 0, stream>>>(blocks, n, b, stride);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
+
+void subspace_converged_batched(const double2* gram, int n, const double2* vectors, std::int64_t vectors_stride,
+                                const double2* gram_vectors, std::int64_t gram_vectors_stride, const double* theta,
+                                int b, int k, int batch, double tolerance, const int* breakdown, int* converged,
+                                cudaStream_t stream) {
+  converged_kernel<<<batch, kThreads, 0, stream>>>(gram, n, vectors, vectors_stride, gram_vectors, gram_vectors_stride,
+                                                   theta, b, k, tolerance, breakdown, converged);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
+
+void set_fallback_condition(cudaGraphConditionalHandle handle, const int* converged, int batch,
+                            unsigned long long* fallbacks, cudaStream_t stream) {
+  fallback_condition_kernel<<<1, 1, 0, stream>>>(handle, converged, batch, fallbacks);
+  SONOPIPE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace sonopipe::cuda

@@ -1,0 +1,58 @@
+// Small dense kernels of the clutter filter's eigenvector routes (EigenRoute in
+// clutter_filter_params.h), for what cuSOLVER does slowly at these sizes: its batched solvers take
+// 0.25-0.35 ms on one 32 x 32 Hermitian matrix on the H100 (docs/benchmarks.md, --case routes),
+// mostly launch and synchronisation latency; these do it in one thread block per matrix.
+// Matrices are column-major double complex, one per batch entry at base + entry * stride.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sonopipe::cuda {
+
+inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batched
+
+// Eigenvalues (ascending, `values` + entry * n) and eigenvectors (columns in the same order,
+// `vectors` + entry * vectors_stride, leading dimension ldv) of `batch` Hermitian n x n matrices
+// (n <= 32; the lower triangle is read, the diagonal's real part). Cyclic Jacobi (parallel
+// round-robin ordering) in double until the off-diagonal norm is below 1e-14 of the Frobenius norm
+// or 20 sweeps. `vectors` may be `matrices` (in place: each block reads its matrix before writing).
+// Variants (the same rotations and order): two_phase computes a round's rotations in a phase of its
+// own (n / 2 threads, then a barrier); fused has every thread compute the two it needs, one
+// read-barrier-write-barrier per round. The stage runs fused.
+enum class JacobiVariant { fused, two_phase };
+void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
+                              double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
+                              JacobiVariant variant = JacobiVariant::fused);
+
+// Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
+// in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal
+// to ~eps for condition numbers up to ~1e15). breakdown[entry] is set to 1 where a pivot was not
+// positive (the columns are then not trusted), else left as it is.
+void orthonormalize_columns_batched(double2* matrices, int n, int b, std::int64_t stride, int batch, int* breakdown,
+                                    cudaStream_t stream);
+std::size_t orthonormalize_shared_bytes(int n, int b);  // over 227 KiB: not possible
+
+// The subspace route's start: the same pseudo-random n x b block (entries in the unit square) for
+// every batch entry, deterministic.
+void start_block_batched(double2* blocks, int n, int b, std::int64_t stride, int batch, cudaStream_t stream);
+
+// Convergence test of the Rayleigh-Ritz step for the dominant k of b Ritz pairs (theta ascending,
+// b per entry; vectors V and G V n x b, leading dimension n): with R the residual G V - V diag(theta)
+// of the k largest, and gap = theta_k - (theta_{k+1} + |r_{k+1}|) (an estimate of the distance from
+// the k-th eigenvalue to the rest of the spectrum), the removed subspace's angle is at most
+// |R|_F / gap (Davis-Kahan) and the filter's output error at most sqrt(theta_1) |R|_F / gap; the
+// entry converged when that is <= tolerance |S_f|, |S_f|^2 = trace(G) - sum of the k largest theta.
+// converged[entry] = 1 or 0 (0 also where breakdown[entry] is set).
+void subspace_converged_batched(const double2* gram, int n, const double2* vectors, std::int64_t vectors_stride,
+                                const double2* gram_vectors, std::int64_t gram_vectors_stride, const double* theta,
+                                int b, int k, int batch, double tolerance, const int* breakdown, int* converged,
+                                cudaStream_t stream);
+
+// Sets `handle` (a conditional node of the graph this kernel runs in) to 1 when an entry did not
+// converge, and then adds one to *fallbacks.
+void set_fallback_condition(cudaGraphConditionalHandle handle, const int* converged, int batch,
+                            unsigned long long* fallbacks, cudaStream_t stream);
+
+}  // namespace sonopipe::cuda
