@@ -419,7 +419,7 @@ def serve():
             name, fmt, path, seed = line.split()
             write(name, fmt, path, int(seed))
             print("ok", flush=True)
-        except Exception as error:  # the C++ side fails the case with this reason
+        except (Exception, SystemExit) as error:  # the C++ side fails the case with this reason
             print(f"error: {type(error).__name__}: {error}".replace("\n", " "), flush=True)
 
 
