@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev libhdf5-dev libcli11-dev libnifti2-dev libopenigtlink-dev libmatio-dev
   libsystemd-dev clang-14 libclang-rt-14-dev
   libeigen3-dev    # the Doppler clutter filter's CPU reference (Eigen's SelfAdjointEigenSolver)
+  liblapacke-dev   # clutter_filter_test's reference SVD (LAPACK's zgesdd)
   python3 python3-zmq python3-protobuf python3-numpy python3-scipy python3-matplotlib python3-h5py
   python3-aiohttp  # sonopipe-web
   chromium         # the browser of sonopipe-web's test

@@ -11,7 +11,9 @@
 #   tests/fuzz/run-fuzzers.sh --no-build 30 config   run on the tree built before (CTest's
 #                                           fuzz_harnesses_<name>_30s, one per harness)
 # SONOPIPE_FUZZ_BUILD_DIR: the build folder (default build-fuzz/ in the repository);
-# SONOPIPE_FUZZ_CXX: the compiler (default clang++-14, else clang++).
+# SONOPIPE_FUZZ_CXX: the compiler (default clang++-14, else clang++);
+# SONOPIPE_FUZZ_FLAGS: optimisation and debug flags of the tree (default "-O1 -gline-tables-only";
+# CTest's smoke run builds at "-O0 -g0", see tests/fuzz/tests.cmake).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build_step=yes
@@ -29,10 +31,11 @@ jobs="$(nproc)"
 
 if [ "$build_step" = yes ]; then
   mkdir -p "$build"
-  # -O1: what libFuzzer recommends, and the CI build is quicker than at -O2. Line tables are all
+  # -O1: what libFuzzer recommends (more executions per second than -O0). Line tables are all
   # the sanitizers' stack traces need (file:line), at a fraction of -g's compile and link time.
+  flags="${SONOPIPE_FUZZ_FLAGS:--O1 -gline-tables-only}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" \
     -DSONOPIPE_CUDA=OFF -DSONOPIPE_FUZZ=ON \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log"; exit 1; }

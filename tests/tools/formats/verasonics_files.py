@@ -5,6 +5,10 @@ no code with sonopipe: scipy.io.savemat for MAT v5 and h5py for MATLAB's v7.3 la
       SCENARIO  plane | focused | bad:<what> (a plane file with one defect)
                 | timed | timed:<variant> (11 plane waves, 4 frames, an Event/SeqControl sequence)
       FORMAT    v5 | v5z (compressed) | v73
+    verasonics_files.py --serve
+      the same, one request "SCENARIO FORMAT PATH SEED" per line of stdin, answered "ok" or
+      "error: <reason>" on one line of stdout (verasonics_test.cpp starts Python and imports numpy,
+      scipy and h5py once instead of once per file)
 
 Channel samples follow one formula that the C++ half repeats to know the truth:
     RcvData{b}(row, channel, frame) = int16(((row * 7 + channel * 131 + frame * 1009 + b * 17 + seed) % 65536) - 32768)
@@ -395,8 +399,7 @@ def write_v73(path, ws):
         f.write(header)
 
 
-def main():
-    name, fmt, path, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+def write(name, fmt, path, seed):
     defect = None
     if name.startswith("bad:"):
         defect = name[4:]
@@ -408,6 +411,23 @@ def main():
         write_v73(path, ws)
     else:
         write_v5(path, ws, compress=(fmt == "v5z"))
+
+
+def serve():
+    for line in sys.stdin:
+        try:
+            name, fmt, path, seed = line.split()
+            write(name, fmt, path, int(seed))
+            print("ok", flush=True)
+        except (Exception, SystemExit) as error:  # the C++ side fails the case with this reason
+            print(f"error: {type(error).__name__}: {error}".replace("\n", " "), flush=True)
+
+
+def main():
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        write(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
 
 
 if __name__ == "__main__":

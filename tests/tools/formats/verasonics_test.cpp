@@ -6,15 +6,23 @@
 // scenario's definition (wavelengths -> metres, fs = decimSampleRate / quadDecim, the clock of
 // channel_conventions.h), frame times as the saved Event/SeqControl sequence programs them (else
 // 1 ms apart, said to be assumed), and one-line errors for bad, truncated and damaged files.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stages/beamform/channel_conventions.h"
@@ -52,15 +60,69 @@ std::filesystem::path temporary_folder() {
   return folder;
 }
 
+// One `verasonics_files.py --serve` for the whole program: Python and its numpy, scipy and h5py
+// start once rather than once per file (about 0.4 s of CPU each, ~50 files). A request is one
+// line "scenario format path seed", the answer one line, "ok" or "error: <reason>".
+class FileWriter {
+ public:
+  FileWriter() {
+    int requests[2], answers[2];
+    if (::pipe2(requests, O_CLOEXEC) != 0 || ::pipe2(answers, O_CLOEXEC) != 0) return;
+    const std::string launcher = test::binary_path("tools/python/sonopipe-python");
+    const std::string script = test::source_path("tests/tools/formats/verasonics_files.py");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(requests[0], STDIN_FILENO);
+      ::dup2(answers[1], STDOUT_FILENO);
+      ::execl(launcher.c_str(), launcher.c_str(), script.c_str(), "--serve", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(requests[0]);
+    ::close(answers[1]);
+    to_ = ::fdopen(requests[1], "w");
+    from_ = ::fdopen(answers[0], "r");
+  }
+  ~FileWriter() {
+    if (to_ != nullptr) std::fclose(to_);  // end of input: the script returns
+    if (from_ != nullptr) std::fclose(from_);
+    if (pid_ <= 0) return;
+    // A forked reader child that still held the request pipe would keep the script waiting.
+    for (int i = 0; i < 50; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) != 0) return;  // reaped (or not ours to reap)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  // The answer line, or a reason when the writer process is gone.
+  std::string request(const std::string& line) {
+    if (to_ == nullptr || from_ == nullptr || pid_ < 0) return "error: verasonics_files.py --serve did not start";
+    if (std::fprintf(to_, "%s\n", line.c_str()) < 0 || std::fflush(to_) != 0)
+      return "error: verasonics_files.py --serve stopped reading";
+    char answer[4096];
+    if (std::fgets(answer, sizeof answer, from_) == nullptr) return "error: verasonics_files.py --serve ended";
+    std::string text = answer;
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::FILE* to_ = nullptr;
+  std::FILE* from_ = nullptr;
+};
+
 std::string write_file(const std::string& scenario, const std::string& format, std::uint64_t seed) {
+  static FileWriter writer;
   std::string name = scenario + "_" + format + ".mat";
   std::replace(name.begin(), name.end(), ':', '_');
   const std::string path = (temporary_folder() / name).string();
-  const std::string command = test::binary_path("tools/python/sonopipe-python") + " " +
-                              test::source_path("tests/tools/formats/verasonics_files.py") + " " + scenario + " " +
-                              format + " " + path + " " + std::to_string(seed);
-  INFO(command);
-  REQUIRE(std::system(command.c_str()) == 0);
+  const std::string line = scenario + " " + format + " " + path + " " + std::to_string(seed);
+  INFO("verasonics_files.py " << line);
+  REQUIRE(writer.request(line) == "ok");
   return path;
 }
 
