@@ -130,7 +130,10 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
   if (options_.slots < 1) throw std::invalid_argument("slots must be at least 1");
   if (options_.backend == Backend::cpu && !options_.pool)
     throw std::invalid_argument("the CPU backend needs a thread pool");
-  if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  if (options_.backend == Backend::cuda) {
+    use_gpu_device(options_.device_id);
+    memory_ = std::make_shared<MemoryPool>(options_.device_id, options_.keep_pinned_bytes);
+  }
   setup_ = std::make_shared<Setup>();
   for (PipelineStage& stage : stages_) {
     setup_->instances.push_back(std::move(stage.stage));
@@ -290,7 +293,7 @@ void DeviceLane::plan(Setup& next, const FrameMeta& frame, const Setup* reuse) {
   } else {
     next.states_reset = same_frames && old->states != nullptr;
     next.states = std::make_shared<StreamStates>(options_.max_streams);
-    next.states->configure(std::move(state_bytes), data_memory);
+    next.states->configure(std::move(state_bytes), data_memory, memory_);
     if (next.states_reset)
       for (std::size_t i = 0; i < stages_.size(); ++i)
         if (i < old->states->bytes().size() && next.states->bytes()[i] != old->states->bytes()[i])
@@ -316,17 +319,17 @@ void DeviceLane::size_buffers(SlotBuffers& buffers, const Setup& setup) const {
     buffers.outputs[i].resize(plan.outputs.size());
     buffers.output_pointers[i].resize(plan.outputs.size());
     for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
-      buffers.outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size());
+      buffers.outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size(), memory_);
       buffers.output_pointers[i][o] = buffers.outputs[i][o].data();
     }
-    buffers.workspace[i].reserve(data_memory, plan.workspace_bytes);
-    buffers.staging[i].reserve(staging_memory, plan.host_staging_bytes);
+    buffers.workspace[i].reserve(data_memory, plan.workspace_bytes, memory_);
+    buffers.staging[i].reserve(staging_memory, plan.host_staging_bytes, memory_);
   }
   // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
   buffers.results.clear();
   for (const std::size_t bytes : setup.result_bytes) {
     buffers.results.push_back(std::make_shared<Buffer>());
-    buffers.results.back()->reserve(staging_memory, bytes);
+    buffers.results.back()->reserve(staging_memory, bytes, memory_);
   }
   buffers.private_results.assign(setup.published_outputs.size(), nullptr);
   buffers.copy_results.assign(setup.published_outputs.size(), false);
@@ -350,8 +353,9 @@ void DeviceLane::configure(const FrameMeta& frame) {
   }
   for (auto& slot : slots_) {
     const MemoryKind staging_memory = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
-    slot->input_host.reserve(staging_memory, frame.payload.byte_size());
-    if (options_.backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
+    slot->input_host.reserve(staging_memory, frame.payload.byte_size(), memory_);
+    if (options_.backend == Backend::cuda)
+      slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size(), memory_);
   }
   if (next->states_reset && setup_->states && setup_->states->live() > 0)
     state_resets_.fetch_add(1, std::memory_order_relaxed);
@@ -504,7 +508,8 @@ void DeviceLane::install(std::shared_ptr<Setup> next) {
 }
 
 // Frees setups no longer switched to once no slot runs them: stage instances and buffers are
-// destroyed here (device frees synchronise), not on a frame's way.
+// destroyed here, not on a frame's way. The lane's buffers go back to its MemoryPool without waiting
+// for the device; what a stage holds itself is freed by its destructor.
 void DeviceLane::retire_loop() {
   if (options_.backend == Backend::cuda) {
     try {

@@ -10,7 +10,9 @@
 // N's kernels and frame N-1's D2H; results always leave in frame order.
 //
 // Buffers are sized by Stage::configure() and grow only when the input description changes, so
-// same-shaped frames never allocate. Stages that keep state run in frame order across slots (the
+// same-shaped frames never allocate. On CUDA the lane's device and pinned buffers come from its own
+// MemoryPool (runtime/gpu_resources.h): allocating and letting go of them while frames run (a live
+// change, a new description, a retired setup) never waits for the device. Stages that keep state run in frame order across slots (the
 // stream waits on the previous frame's event for that stage) and keep one state per stream id
 // (runtime/stream_states.h, at most `max_streams` live, least recently used evicted).
 //
@@ -56,6 +58,10 @@ struct ExecutorOptions {
   std::size_t trace_capacity = 0;  // keep the timelines of the last N frames (tests, benchmarks)
   std::size_t max_streams = 64;        // live per-stream states of stateful stages
   std::size_t max_spare_results = 8;   // parked result buffers per published output
+  // CUDA: pinned memory the lane lets go of while it runs (buffers replaced by a live change or a new
+  // description) is kept for reuse up to this many bytes, not freed (cudaFreeHost waits for the
+  // whole device); see MemoryPool.
+  std::size_t keep_pinned_bytes = std::size_t(64) << 20;
 };
 
 // Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
@@ -254,6 +260,7 @@ class DeviceLane {
   const ExecutorOptions options_;
   const ExecutorCallbacks callbacks_;
   FrameQueue queue_;
+  std::shared_ptr<MemoryPool> memory_;  // CUDA: where the slots' and setups' buffers come from
 
   // What the frames the submit thread starts run: stage instances, their plans for one frame
   // description, every slot's buffers, the stream states (runtime/device_lane.cpp). Replaced, never

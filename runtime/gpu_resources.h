@@ -4,15 +4,76 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "sdk/backend.h"
 
 struct CUevent_st;
+struct CUmemPoolHandle_st;
 
 namespace sonopipe {
 
 enum class MemoryKind { host, pinned, device };
+
+// Pinned blocks kept for reuse (MemoryPool), by capacity: a block is handed out for a request it
+// holds without wasting more than the request again (capacity <= 2 x bytes); blocks are kept while
+// their total stays within `keep_bytes`. Plain bookkeeping, no CUDA (tests/runtime/memory_pool_test.cpp).
+class KeptBlocks {
+ public:
+  explicit KeptBlocks(std::size_t keep_bytes) : keep_bytes_(keep_bytes) {}
+  struct Block {
+    void* data = nullptr;
+    std::size_t capacity = 0;
+  };
+  // The smallest kept block that holds `bytes` within the waste bound (removed), or none.
+  Block take(std::size_t bytes);
+  // Keeps `block` (true) unless that would pass keep_bytes (false: the caller frees it).
+  bool keep(Block block);
+  // Hands every kept block over (to be freed) and keeps none.
+  std::multimap<std::size_t, void*> take_all();
+  std::size_t kept_bytes() const { return kept_bytes_; }
+
+ private:
+  const std::size_t keep_bytes_;
+  std::size_t kept_bytes_ = 0;
+  std::multimap<std::size_t, void*> blocks_;  // capacity -> data
+};
+
+// Memory a device lane allocates and lets go of while frames run, without the device-wide waits of
+// cudaMalloc/cudaFree and cudaFreeHost, which would stall every stream's launches and copies on the
+// device (the frames of this pipeline and of every other):
+// - device memory comes from a stream-ordered pool of its own (cudaMallocFromPoolAsync on a side
+//   stream, which the caller's thread waits for: the memory is ready for any stream on return) and
+//   goes back with cudaFreeAsync on that stream: no device synchronisation. The pool keeps what it
+//   has reserved (release threshold: never), so memory let go of is reused by the next allocation
+//   without the driver; it is returned when the pool goes (the last buffer from it is gone).
+// - pinned host memory let go of is kept (KeptBlocks, up to `keep_pinned_bytes`) and handed out
+//   again to a later pinned buffer it fits; past the bound it is freed (cudaFreeHost, which waits
+//   for the device). Kept blocks are freed when the pool goes.
+// Callers free memory only once no work on the device reads it (a lane: once its frames finished).
+// Thread-safe. A build without CUDA throws std::logic_error on construction.
+class MemoryPool {
+ public:
+  MemoryPool(int device_id, std::size_t keep_pinned_bytes);
+  ~MemoryPool();
+  MemoryPool(const MemoryPool&) = delete;
+  MemoryPool& operator=(const MemoryPool&) = delete;
+
+  // `kind` device or pinned; `capacity` is set to the bytes the block holds (>= bytes).
+  void* allocate(MemoryKind kind, std::size_t bytes, std::size_t& capacity);
+  void release(MemoryKind kind, void* data, std::size_t capacity);
+  std::size_t pinned_kept_bytes() const;
+  int device_id() const { return device_id_; }
+
+ private:
+  const int device_id_;
+  CUmemPoolHandle_st* pool_ = nullptr;
+  GpuStream stream_ = nullptr;  // where device blocks are allocated and freed
+  mutable std::mutex pinned_mutex_;
+  KeptBlocks pinned_;
+};
 
 // A buffer that grows on demand: reserve() reallocates only when more bytes are needed, so a
 // steady stream of same-shaped frames never allocates.
@@ -26,6 +87,8 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
   void reserve(MemoryKind kind, std::size_t bytes);  // contents are lost when it reallocates
+  // The same, device and pinned memory from `pool` (and given back to it); host memory as above.
+  void reserve(MemoryKind kind, std::size_t bytes, const std::shared_ptr<MemoryPool>& pool);
   void* data() const { return data_; }
   std::size_t capacity() const { return capacity_; }
   MemoryKind kind() const { return kind_; }
@@ -35,6 +98,7 @@ class Buffer {
   void* data_ = nullptr;
   std::size_t capacity_ = 0;
   MemoryKind kind_ = MemoryKind::host;
+  std::shared_ptr<MemoryPool> pool_;  // where data_ came from (null: cudaMalloc / cudaHostAlloc)
 };
 
 // Fills `bytes` of `buffer` with zeros (device memory through cudaMemset, synchronously).
