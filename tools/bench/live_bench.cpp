@@ -1,7 +1,7 @@
 // `sonopipe-bench live`: how soon a live parameter change reaches the frames, and what it costs them
 // (issue 22's speed goals; docs/live-parameters.md). One pipeline `live` (convert -> upsample) on one
-// device, IQ frames paced at --rate (default 1 kHz); every --every frames a `set` goes in from another
-// point of the frame clock (a third of an interval after a frame) through the daemon's own
+// device, IQ frames paced at --rate (default 1 kHz) on one thread; every --every frames a `set` goes in
+// from another thread (a third of an interval after a frame) through the daemon's own
 // LiveParameters (parse, validate, build, try on the frames, prepare the lane: everything
 // `sonopipe-ctl set` does but the control socket's round trip). The changes alternate, in one run:
 //   scale    live.convert.scale (same shapes)
@@ -185,25 +185,29 @@ void run(const LiveOptions& options) {
   std::vector<int> grow_at{0};  // factor-change indices that grow
   for (int g = 1; g <= options.grow; ++g) grow_at.push_back(factor_changes * g / (options.grow + 1));
 
+  // Frames on their own thread, as the daemon's ingest; the changes on this one, as its control
+  // thread, a third of an interval after frame warm-up + k x every (the same clock, no hand-over):
+  // a long `set` delays no frame.
+  const auto interval = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / options.rate_hz));
+  const auto start = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+  std::thread frame_clock([&] {
+    for (int n = 0; n < options.frames; ++n) {
+      std::this_thread::sleep_until(start + n * interval);
+      InputFrame frame = input;
+      frame.meta.sequence = static_cast<std::uint64_t>(n);
+      frame.received_ns = now_ns();
+      other.submit(frame);
+      executor.submit(std::move(frame));
+    }
+  });
   std::vector<Change> changes;
   int largest_factor = 4, current_factor = 4, scale = 1, factor_index = 0;
-  const auto interval = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / options.rate_hz));
-  auto next = std::chrono::steady_clock::now();
-  for (int n = 0; n < options.frames; ++n) {
-    std::this_thread::sleep_until(next);
-    next += interval;
-    InputFrame frame = input;
-    frame.meta.sequence = static_cast<std::uint64_t>(n);
-    frame.received_ns = now_ns();
-    other.submit(frame);
-    executor.submit(std::move(frame));
-    if (n < kWarmUpFrames || (n - kWarmUpFrames) % options.every != 0 ||
-        static_cast<int>(changes.size()) >= planned)
-      continue;
-    std::this_thread::sleep_for(interval / 3);  // between two frames, off the frame clock
-    Change change{.sequence_after = n};
+  for (int k = 0; k < planned; ++k) {
+    const int after = kWarmUpFrames + k * options.every;
+    std::this_thread::sleep_until(start + after * interval + interval / 3);
+    Change change{.sequence_after = after};
     std::string name;
-    if (changes.size() % 2 == 0) {
+    if (k % 2 == 0) {
       scale = scale % 7 + 1;
       change.kind = "scale";
       change.value = std::to_string(scale);
@@ -227,6 +231,7 @@ void run(const LiveOptions& options) {
     change.generation = outcome.generation;
     changes.push_back(change);
   }
+  frame_clock.join();
   executor.drain();
   other.drain();
 
