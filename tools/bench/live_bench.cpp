@@ -302,7 +302,7 @@ void add_live_bench(CLI::App& app) {
   command->add_option("--every", options->every, "frames between two changes (>= 4)")
       ->check(CLI::Range(4, 1000000))->capture_default_str();
   command->add_option("--grow", options->grow, "changes that grow the buffers, after the first")
-      ->check(CLI::Range(0, 8))->capture_default_str();
+      ->check(CLI::Range(0, 32))->capture_default_str();
   command->add_option("--neighbours", options->neighbours, "frames after a change's first frame to compare with")
       ->check(CLI::Range(2, 1000))->capture_default_str();
   command->add_option("--lines", options->lines, "IQ lines per frame")->capture_default_str();
