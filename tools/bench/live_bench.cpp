@@ -49,6 +49,7 @@ struct LiveOptions {
   int grow = 3;         // growth changes after the first one
   int neighbours = 8;   // frames after a change's first frame its cost is measured against
   std::int64_t lines = 64, samples = 256;
+  std::string chain = "upsample";
   std::string csv;
 };
 
@@ -66,15 +67,30 @@ double maximum(const std::vector<double>& values) {
   return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
 }
 
-PipelineConfig live_pipeline(const StageRegistry& registry, const std::string& name) {
-  auto stage = [&](const std::string& type, const std::string& key, const std::string& value, bool publish) {
+// convert -> upsample (IQ), or with --chain ncc convert -> ncc_track (RF, lewis: cuFFT plans and the
+// stage's own device tables, made when it is configured and freed with the instance).
+PipelineConfig live_pipeline(const StageRegistry& registry, const std::string& name, const std::string& chain) {
+  auto stage = [&](const std::string& type, const std::map<std::string, std::string>& values, bool publish) {
     StageConfig config{.type = type, .publish = publish};
-    config.params = registry.find(type)->validate({{key, RawParam{{value}}}});
+    std::map<std::string, RawParam> raw;
+    for (const auto& [key, value] : values) {
+      RawParam item;
+      std::string error;
+      if (!raw_param_from_yaml(value, item, error)) throw std::invalid_argument(key + ": " + error);
+      raw[key] = item;
+    }
+    config.params = registry.find(type)->validate(raw);
     return config;
   };
   PipelineConfig pipeline{.name = name};
-  pipeline.stages.push_back(stage("convert", "scale", "1", false));
-  pipeline.stages.push_back(stage("upsample", "factor", "4", true));
+  pipeline.stages.push_back(stage("convert", {{"scale", "1"}}, false));
+  if (chain == "ncc")
+    pipeline.stages.push_back(stage("ncc_track",
+                                    {{"method", "lewis"}, {"kernel", "[31, 5]"}, {"search_min", "[-4, -2]"},
+                                     {"search_max", "[4, 2]"}, {"step", "[4, 1]"}},
+                                    true));
+  else
+    pipeline.stages.push_back(stage("upsample", {{"factor", "4"}}, true));
   return pipeline;
 }
 
@@ -153,12 +169,12 @@ void run(const LiveOptions& options) {
   ThreadPool pool(2), bystander_pool(2);
   FrameLog live(frames), bystander(frames);
   const ExecutorOptions executor_options{.backend = backend, .slots = 3, .queue_depth = 64, .pool = &pool};
-  const PipelineConfig config = live_pipeline(registry, "live");
+  const PipelineConfig config = live_pipeline(registry, "live", options.chain);
   PipelineExecutor executor("live", {0}, [&] { return build_stages(config, registry); }, executor_options,
                             live.callbacks());
   ExecutorOptions bystander_options = executor_options;
   bystander_options.pool = &bystander_pool;
-  const PipelineConfig bystander_config = live_pipeline(registry, "bystander");
+  const PipelineConfig bystander_config = live_pipeline(registry, "bystander", options.chain);
   PipelineExecutor other("bystander", {0}, [&] { return build_stages(bystander_config, registry); },
                          bystander_options, bystander.callbacks());
   LiveParameters parameters(
@@ -168,10 +184,12 @@ void run(const LiveOptions& options) {
       [&](std::size_t, std::size_t stage, Stage& candidate) { executor.check_stage(stage, candidate); });
 
   InputFrame input;
-  input.meta.kind = FrameKind::iq;
+  const bool ncc = options.chain == "ncc";
+  input.meta.kind = ncc ? FrameKind::rf : FrameKind::iq;
   input.meta.payload.dtype = DType::int16;
-  input.meta.payload.axes = {{"line", options.lines}, {"sample", options.samples}, {"iq", 2}};
-  auto payload = std::make_shared<std::vector<std::int16_t>>(options.lines * options.samples * 2);
+  input.meta.payload.axes = {{"line", options.lines}, {"sample", options.samples}};
+  if (!ncc) input.meta.payload.axes.push_back({"iq", 2});
+  auto payload = std::make_shared<std::vector<std::int16_t>>(input.meta.payload.element_count());
   std::mt19937 rng(7);
   for (auto& v : *payload) v = static_cast<std::int16_t>(rng() % 2000) - 1000;
   input.payload = std::shared_ptr<const std::byte>(payload, reinterpret_cast<const std::byte*>(payload->data()));
@@ -212,6 +230,10 @@ void run(const LiveOptions& options) {
       change.kind = "scale";
       change.value = std::to_string(scale);
       name = "live.convert.scale";
+    } else if (ncc) {
+      change.kind = "replan";
+      change.value = factor_index++ % 2 == 0 ? "[41, 5]" : "[31, 5]";
+      name = "live.ncc_track.kernel";
     } else {
       const bool grow = std::find(grow_at.begin(), grow_at.end(), factor_index) != grow_at.end();
       ++factor_index;
@@ -307,13 +329,18 @@ void add_live_bench(CLI::App& app) {
       ->check(CLI::Range(2, 1000))->capture_default_str();
   command->add_option("--lines", options->lines, "IQ lines per frame")->capture_default_str();
   command->add_option("--samples", options->samples, "IQ samples per line")->capture_default_str();
+  command->add_option("--chain", options->chain,
+                      "upsample: convert -> upsample (IQ); ncc: convert -> ncc_track (RF, lewis), its kernel "
+                      "changed between [31, 5] and [41, 5] (replan)")
+      ->check(CLI::IsMember({"upsample", "ncc"}))->capture_default_str();
   command->add_option("--csv", options->csv, "write one line per change here");
   command->callback([options] {
     spdlog::set_level(spdlog::level::warn);  // not a line per change
-    std::printf("live parameters, %s backend, %.0f frames/s, %lld x %lld IQ, convert -> upsample, a change every %d "
+    std::printf("live parameters, %s backend, %.0f frames/s, %lld x %lld %s, convert -> %s, a change every %d "
                 "frames; times in ms\n",
                 options->backend.c_str(), options->rate_hz, static_cast<long long>(options->lines),
-                static_cast<long long>(options->samples), options->every);
+                static_cast<long long>(options->samples), options->chain == "ncc" ? "RF" : "IQ",
+                options->chain == "ncc" ? "ncc_track" : "upsample", options->every);
     run(*options);
   });
 }
