@@ -12,9 +12,10 @@
 // Buffers are sized by Stage::configure() and grow only when the input description changes, so
 // same-shaped frames never allocate. On CUDA the lane's device and pinned buffers come from its own
 // MemoryPool (runtime/gpu_resources.h): allocating and letting go of them while frames run (a live
-// change, a new description, a retired setup) never waits for the device. Stages that keep state run in frame order across slots (the
-// stream waits on the previous frame's event for that stage) and keep one state per stream id
-// (runtime/stream_states.h, at most `max_streams` live, least recently used evicted).
+// change, a new description, a retired setup) never waits for the device. Stages that keep state
+// run in frame order across slots (the stream waits on the previous frame's event for that stage)
+// and keep one state per stream id (runtime/stream_states.h, at most `max_streams` live, least
+// recently used evicted).
 //
 // Result buffers a receiver still holds are parked as spares, at most `max_spare_results` per
 // published output; past that the result is written to a slot-private buffer and published as
