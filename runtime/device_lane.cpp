@@ -1,5 +1,6 @@
 #include "runtime/device_lane.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -363,6 +364,19 @@ void DeviceLane::configure(const FrameMeta& frame) {
   configured_frame_ = frame;
   ever_configured_ = true;
   install(std::move(next));
+  reserve_headroom();
+}
+
+void DeviceLane::reserve_headroom() {
+  if (!memory_) return;
+  constexpr std::size_t kLeast = std::size_t(16) << 20;
+  try {
+    for (const MemoryKind kind : {MemoryKind::device, MemoryKind::pinned})
+      memory_->reserve(kind, std::min(std::max(2 * memory_->in_use(kind), kLeast), options_.reserve_bytes));
+  } catch (const std::exception& e) {
+    // Not this frame's problem: a later growth allocates from the driver, as without the room.
+    spdlog::warn("pipeline {}: reserving memory for live changes failed: {}", name_, e.what());
+  }
 }
 
 void DeviceLane::submit_loop() {

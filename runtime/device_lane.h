@@ -63,6 +63,10 @@ struct ExecutorOptions {
   // description) is kept for reuse up to this many bytes, not freed (cudaFreeHost waits for the
   // whole device); see MemoryPool.
   std::size_t keep_pinned_bytes = std::size_t(64) << 20;
+  // CUDA: after configuring for a description the lane's pools hold, beyond what its buffers use,
+  // twice that again (at least 16 MiB, at most this, per device and pinned memory), so that a live
+  // change to a larger shape allocates without the driver (see MemoryPool).
+  std::size_t reserve_bytes = std::size_t(256) << 20;
 };
 
 // Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
@@ -237,6 +241,7 @@ class DeviceLane {
   void process(InputFrame& frame);
   void acquire_stream_state(Slot& slot);
   void configure(const FrameMeta& frame);          // submit thread, nothing in flight
+  void reserve_headroom();                         // CUDA: the pools' room for growth
   void plan(Setup& next, const FrameMeta& frame, const Setup* reuse);
   void size_buffers(SlotBuffers& buffers, const Setup& setup) const;
   void switch_setup(std::uint64_t stated_generation);  // submit thread, before a frame starts

@@ -139,44 +139,76 @@ void zero_buffer(Buffer& buffer, std::size_t bytes) {
 
 #ifdef SONOPIPE_WITH_CUDA
 
-MemoryPool::MemoryPool(int device_id, std::size_t keep_pinned_bytes)
-    : device_id_(device_id), pinned_(keep_pinned_bytes) {
-  SONOPIPE_CUDA_CHECK(cudaSetDevice(device_id));
+namespace {
+
+cudaMemPool_t make_pool(cudaMemLocationType where, int device_id) {
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
   props.handleTypes = cudaMemHandleTypeNone;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device_id;
+  props.location.type = where;
+  props.location.id = device_id;  // ignored for host memory
   cudaMemPool_t pool = nullptr;
   SONOPIPE_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
-  pool_ = pool;
   try {
     // Keep every byte reserved: a synchronisation elsewhere never hands memory back to the driver.
     std::uint64_t keep_all = ~std::uint64_t{0};
     SONOPIPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
-    SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (where == cudaMemLocationTypeHost) {
+      // Host pools are the CPU's only by default: the device copies to and from it.
+      cudaMemAccessDesc access{};
+      access.location.type = cudaMemLocationTypeDevice;
+      access.location.id = device_id;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
+      SONOPIPE_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1));
+    }
   } catch (...) {
     cudaMemPoolDestroy(pool);
     throw;
   }
+  return pool;
+}
+
+}  // namespace
+
+MemoryPool::MemoryPool(int device_id, std::size_t keep_pinned_bytes)
+    : device_id_(device_id), pinned_(keep_pinned_bytes) {
+  SONOPIPE_CUDA_CHECK(cudaSetDevice(device_id));
+  pool_ = make_pool(cudaMemLocationTypeDevice, device_id);
+  try {
+    SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  } catch (...) {
+    cudaMemPoolDestroy(pool_);
+    throw;
+  }
+  int host_pools = 0;
+  if (cudaDeviceGetAttribute(&host_pools, cudaDevAttrHostMemoryPoolsSupported, device_id) == cudaSuccess &&
+      host_pools) {
+    try {
+      host_pool_ = make_pool(cudaMemLocationTypeHost, device_id);
+    } catch (const std::exception&) {
+      host_pool_ = nullptr;  // cudaHostAlloc and kept blocks instead
+    }
+  }
+  cudaGetLastError();  // a refused host pool is not the next call's error
 }
 
 MemoryPool::~MemoryPool() {
   for (const auto& [capacity, data] : pinned_.take_all()) cudaFreeHost(data);
-  if (stream_) {
-    cudaStreamSynchronize(stream_);  // the frees queued on it
-    cudaStreamDestroy(stream_);
-  }
-  if (pool_) cudaMemPoolDestroy(pool_);
+  cudaStreamSynchronize(stream_);  // the frees queued on it
+  cudaStreamDestroy(stream_);
+  if (host_pool_) cudaMemPoolDestroy(host_pool_);
+  cudaMemPoolDestroy(pool_);
 }
 
 void* MemoryPool::allocate(MemoryKind kind, std::size_t bytes, std::size_t& capacity) {
   void* data = nullptr;
-  if (kind == MemoryKind::device) {
-    SONOPIPE_CUDA_CHECK(cudaMallocFromPoolAsync(&data, bytes, pool_, stream_));
-    // Ready for every stream once the side stream has reached it; waits for nothing else.
+  if (kind == MemoryKind::device || (kind == MemoryKind::pinned && host_pool_)) {
+    SONOPIPE_CUDA_CHECK(
+        cudaMallocFromPoolAsync(&data, bytes, kind == MemoryKind::device ? pool_ : host_pool_, stream_));
+    // Ready for every stream (and the CPU) once the side stream has reached it; waits for nothing else.
     SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     capacity = bytes;
+    (kind == MemoryKind::device ? device_in_use_ : pinned_in_use_) += capacity;
     return data;
   }
   if (kind != MemoryKind::pinned) throw std::logic_error("MemoryPool: host memory is not pooled");
@@ -185,18 +217,21 @@ void* MemoryPool::allocate(MemoryKind kind, std::size_t bytes, std::size_t& capa
     const KeptBlocks::Block kept = pinned_.take(bytes);
     if (kept.data) {
       capacity = kept.capacity;
+      pinned_in_use_ += capacity;
       return kept.data;
     }
   }
   // Portable: a result buffer may be released last by another thread (a ZeroMQ I/O thread).
   SONOPIPE_CUDA_CHECK(cudaHostAlloc(&data, bytes, cudaHostAllocPortable));
   capacity = bytes;
+  pinned_in_use_ += capacity;
   return data;
 }
 
 void MemoryPool::release(MemoryKind kind, void* data, std::size_t capacity) {
   if (!data) return;
-  if (kind == MemoryKind::device) {
+  (kind == MemoryKind::device ? device_in_use_ : pinned_in_use_) -= capacity;
+  if (kind == MemoryKind::device || host_pool_) {
     SONOPIPE_CUDA_CHECK(cudaFreeAsync(data, stream_));
     return;
   }
@@ -205,6 +240,18 @@ void MemoryPool::release(MemoryKind kind, void* data, std::size_t capacity) {
     if (pinned_.keep({data, capacity})) return;
   }
   cudaFreeHost(data);  // past the bound: waits for the device, as before
+}
+
+void MemoryPool::reserve(MemoryKind kind, std::size_t bytes) {
+  if (bytes == 0 || (kind == MemoryKind::pinned && !host_pool_)) return;
+  std::size_t capacity = 0;
+  void* data = allocate(kind, bytes, capacity);
+  release(kind, data, capacity);
+  SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::size_t MemoryPool::in_use(MemoryKind kind) const {
+  return kind == MemoryKind::device ? device_in_use_.load() : kind == MemoryKind::pinned ? pinned_in_use_.load() : 0;
 }
 
 std::size_t MemoryPool::pinned_kept_bytes() const {
@@ -254,6 +301,8 @@ MemoryPool::MemoryPool(int device_id, std::size_t keep_pinned_bytes) : device_id
 MemoryPool::~MemoryPool() = default;
 void* MemoryPool::allocate(MemoryKind, std::size_t, std::size_t&) { no_cuda(); }
 void MemoryPool::release(MemoryKind, void*, std::size_t) { no_cuda(); }
+void MemoryPool::reserve(MemoryKind, std::size_t) { no_cuda(); }
+std::size_t MemoryPool::in_use(MemoryKind) const { return 0; }
 std::size_t MemoryPool::pinned_kept_bytes() const { return 0; }
 
 GpuStreamHandle::GpuStreamHandle() { no_cuda(); }

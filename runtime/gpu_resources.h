@@ -3,6 +3,7 @@
 // such a build throws std::logic_error (the executor never does on the CPU backend).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -41,17 +42,22 @@ class KeptBlocks {
   std::multimap<std::size_t, void*> blocks_;  // capacity -> data
 };
 
-// Memory a device lane allocates and lets go of while frames run, without the device-wide waits of
-// cudaMalloc/cudaFree and cudaFreeHost, which would stall every stream's launches and copies on the
-// device (the frames of this pipeline and of every other):
-// - device memory comes from a stream-ordered pool of its own (cudaMallocFromPoolAsync on a side
-//   stream, which the caller's thread waits for: the memory is ready for any stream on return) and
-//   goes back with cudaFreeAsync on that stream: no device synchronisation. The pool keeps what it
-//   has reserved (release threshold: never), so memory let go of is reused by the next allocation
-//   without the driver; it is returned when the pool goes (the last buffer from it is gone).
-// - pinned host memory let go of is kept (KeptBlocks, up to `keep_pinned_bytes`) and handed out
-//   again to a later pinned buffer it fits; past the bound it is freed (cudaFreeHost, which waits
-//   for the device). Kept blocks are freed when the pool goes.
+// Memory a device lane allocates and lets go of while frames run. cudaMalloc, cudaHostAlloc, cudaFree
+// and cudaFreeHost take the driver's locks (and the frees wait for the whole device): every stream's
+// launches and copies on the device wait meanwhile, the frames of this pipeline and of every other
+// (measured on the H200: a `set` that allocated 3 x 2 MB held every pipeline's next frame for the
+// 3-4 ms it took). Here:
+// - device memory comes from a stream-ordered pool of the lane's own (cudaMallocFromPoolAsync on a
+//   side stream, which the calling thread waits for: the memory is ready for any stream on return)
+//   and goes back with cudaFreeAsync on that stream: no device synchronisation. The pool keeps what
+//   it has reserved (release threshold: never), so memory let go of is reused without the driver.
+// - pinned host memory likewise from a host-located pool, where the device supports one
+//   (cudaDevAttrHostMemoryPoolsSupported); elsewhere from cudaHostAlloc, and memory let go of is
+//   kept (KeptBlocks, up to `keep_pinned_bytes`) and handed out again to a later pinned buffer it
+//   fits; past the bound it is freed (cudaFreeHost, which waits for the device).
+// - reserve() makes a pool hold more than is in use, so that later allocations up to that much
+//   (a live change to a larger shape) are served without the driver.
+// Everything returns to the driver when the pool goes (the last buffer from it is gone).
 // Callers free memory only once no work on the device reads it (a lane: once its frames finished).
 // Thread-safe. A build without CUDA throws std::logic_error on construction.
 class MemoryPool {
@@ -64,13 +70,20 @@ class MemoryPool {
   // `kind` device or pinned; `capacity` is set to the bytes the block holds (>= bytes).
   void* allocate(MemoryKind kind, std::size_t bytes, std::size_t& capacity);
   void release(MemoryKind kind, void* data, std::size_t capacity);
-  std::size_t pinned_kept_bytes() const;
+  // Makes the pool hold at least `bytes` of `kind` beyond what is in use (allocated and let go of at
+  // once). Pinned memory without a host pool: nothing.
+  void reserve(MemoryKind kind, std::size_t bytes);
+  std::size_t in_use(MemoryKind kind) const;  // bytes allocated and not let go of
+  bool pinned_pool() const { return host_pool_ != nullptr; }  // pinned memory from a host pool
+  std::size_t pinned_kept_bytes() const;                      // without one: kept blocks
   int device_id() const { return device_id_; }
 
  private:
   const int device_id_;
-  CUmemPoolHandle_st* pool_ = nullptr;
-  GpuStream stream_ = nullptr;  // where device blocks are allocated and freed
+  CUmemPoolHandle_st* pool_ = nullptr;       // device
+  CUmemPoolHandle_st* host_pool_ = nullptr;  // pinned host (null: cudaHostAlloc + kept blocks)
+  GpuStream stream_ = nullptr;  // where pool blocks are allocated and freed
+  std::atomic<std::size_t> device_in_use_{0}, pinned_in_use_{0};
   mutable std::mutex pinned_mutex_;
   KeptBlocks pinned_;
 };

@@ -128,17 +128,22 @@ TEST_CASE("memory pool: device and pinned memory is allocated and let go of whil
     SONOPIPE_CUDA_CHECK(cudaMemcpyAsync(back.data(), device.data(), bytes, cudaMemcpyDeviceToHost, other));
     SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(other));
     const bool same = std::memcmp(back.data(), pattern.data(), bytes) == 0;
+    const bool counted = pool->in_use(MemoryKind::device) == bytes && pool->in_use(MemoryKind::pinned) == bytes;
     void* pinned_address = pinned.data();
     device.release();  // back to the pool: no device synchronisation
-    pinned.release();  // kept
+    pinned.release();  // back to the host pool, or kept
     const std::size_t kept = pool->pinned_kept_bytes();
     Buffer again;
-    again.reserve(MemoryKind::pinned, bytes, pool);  // the kept block, handed out again
+    again.reserve(MemoryKind::pinned, bytes, pool);  // without a host pool: the kept block, handed out again
     const bool reused = again.data() == pinned_address;
     const std::size_t kept_while_used = pool->pinned_kept_bytes();
+    // Room for growth, then a buffer of that size from it; what is in use does not change.
+    pool->reserve(MemoryKind::device, 4 * bytes);
+    pool->reserve(MemoryKind::pinned, 4 * bytes);
+    const bool reserve_uncounted = pool->in_use(MemoryKind::device) == 0 && pool->in_use(MemoryKind::pinned) == bytes;
     Buffer device_again;
-    device_again.reserve(MemoryKind::device, 2 * bytes, pool);
-    return std::tuple{same, kept, reused, kept_while_used};
+    device_again.reserve(MemoryKind::device, 4 * bytes, pool);
+    return std::tuple{same && counted && reserve_uncounted, kept, reused, kept_while_used};
   });
   const bool finished = work.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
   hold.released = true;
@@ -148,9 +153,39 @@ TEST_CASE("memory pool: device and pinned memory is allocated and let go of whil
   REQUIRE(finished);  // false: a pooled allocation or free waited for the held stream
   const auto [same, kept, reused, kept_while_used] = work.get();
   CHECK(same);
-  CHECK(kept == bytes);
-  CHECK(reused);
   CHECK(kept_while_used == 0);
-  CHECK(pool->pinned_kept_bytes() == bytes);  // `again` let go of it at the end of the work
+  CHECK(pool->in_use(MemoryKind::device) == 0);
+  CHECK(pool->in_use(MemoryKind::pinned) == 0);
+  INFO("pinned memory from a host pool: " << pool->pinned_pool());
+  if (pool->pinned_pool()) {
+    CHECK(kept == 0);  // a host pool keeps what is let go of itself
+    CHECK(pool->pinned_kept_bytes() == 0);
+  } else {
+    CHECK(kept == bytes);
+    CHECK(reused);
+    CHECK(pool->pinned_kept_bytes() == bytes);  // `again` let go of it at the end of the work
+  }
+}
+
+TEST_CASE("memory pool: pinned memory from it is read and written by the device and the CPU", "[memory][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  std::mt19937_64 rng(test::fresh_seed());
+  auto pool = std::make_shared<MemoryPool>(0, std::size_t(16) << 20);
+  WARN("pinned memory from a host pool: " << pool->pinned_pool());
+  const std::size_t count = 1000 + rng() % 100000;
+  Buffer up, down, device;
+  up.reserve(MemoryKind::pinned, count * sizeof(float), pool);
+  down.reserve(MemoryKind::pinned, count * sizeof(float), pool);
+  device.reserve(MemoryKind::device, count * sizeof(float), pool);
+  std::uniform_real_distribution<float> value(-1e3f, 1e3f);
+  auto* in = static_cast<float*>(up.data());
+  for (std::size_t i = 0; i < count; ++i) in[i] = value(rng);
+  cudaStream_t stream = nullptr;
+  SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  copy_to_device_async(device.data(), up.data(), count * sizeof(float), stream);
+  copy_to_host_async(down.data(), device.data(), count * sizeof(float), stream);
+  SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaStreamDestroy(stream);
+  CHECK(std::memcmp(down.data(), up.data(), count * sizeof(float)) == 0);  // copies: bit-exact
 }
 #endif
