@@ -121,11 +121,18 @@ struct FrameLog {
               std::fprintf(stderr, "stage error: %s\n", why.c_str());
             }};
   }
-  std::vector<double> latencies() const {
+  // From frame `from` on (the first frames configure the lane and fill its pools).
+  std::vector<double> latencies(std::size_t from) const {
     std::vector<double> all;
-    for (const Frame& f : frames)
-      if (f.published) all.push_back(f.latency_ms);
+    for (std::size_t n = from; n < frames.size(); ++n)
+      if (frames[n].published) all.push_back(frames[n].latency_ms);
     return all;
+  }
+  std::size_t slowest(std::size_t from) const {
+    std::size_t worst = from;
+    for (std::size_t n = from; n < frames.size(); ++n)
+      if (frames[n].published && frames[n].latency_ms > frames[worst].latency_ms) worst = n;
+    return worst;
   }
   // Frame `first`'s latency minus the median of the next `neighbours` published frames of its
   // generation; nullopt when fewer than half of them exist.
@@ -289,7 +296,8 @@ void run(const LiveOptions& options) {
   }
   if (csv) std::fclose(csv);
 
-  const std::vector<double> latencies = live.latencies(), bystander_latencies = bystander.latencies();
+  const auto settled = static_cast<std::size_t>(kWarmUpFrames);
+  const std::vector<double> latencies = live.latencies(settled), bystander_latencies = bystander.latencies(settled);
   const double frame_latency_ms = percentile(latencies, 0.5);
   std::printf("%-7s %4s | %13s | %20s | %13s | %23s\n", "change", "n", "set call", "to frame (A)", "to result",
               "cost (B)");
@@ -298,11 +306,23 @@ void run(const LiveOptions& options) {
   for (const char* kind : {"scale", "replan", "grow"}) print_row(kind, figures[kind]);
   std::printf("%-7s %4zu | %13s | %20s | %13s | %7.3f %7.3f %7.3f\n", "control", control.cost_ms.size(), "-", "-",
               "-", percentile(control.cost_ms, 0.5), percentile(control.cost_ms, 0.99), maximum(control.cost_ms));
-  std::printf("frames %zu of %d published; latency p50 %.3f p99 %.3f max %.3f ms; bystander p50 %.3f p99 %.3f max "
-              "%.3f ms\n",
-              latencies.size(), options.frames, frame_latency_ms, percentile(latencies, 0.99), maximum(latencies),
-              percentile(bystander_latencies, 0.5), percentile(bystander_latencies, 0.99),
-              maximum(bystander_latencies));
+  std::printf("frames %zu of %d published after the first %d; latency p50 %.3f p99 %.3f max %.3f ms; bystander "
+              "p50 %.3f p99 %.3f max %.3f ms\n",
+              latencies.size(), options.frames - kWarmUpFrames, kWarmUpFrames, frame_latency_ms,
+              percentile(latencies, 0.99), maximum(latencies), percentile(bystander_latencies, 0.5),
+              percentile(bystander_latencies, 0.99), maximum(bystander_latencies));
+  // Where the slowest frames were: after which change (the last one called before the frame arrived).
+  for (const auto& [who, log] : {std::pair<const char*, const FrameLog*>{"live", &live}, {"bystander", &bystander}}) {
+    const std::size_t worst = log->slowest(settled);
+    const Change* before = nullptr;
+    for (const Change& change : changes)
+      if (change.sequence_after < static_cast<int>(worst)) before = &change;
+    std::printf("slowest %s frame %zu (%.3f ms): %s\n", who, worst, log->frames[worst].latency_ms,
+                before ? (std::to_string(worst - before->sequence_after) + " frames after a " + before->kind + " to " +
+                          before->value)
+                             .c_str()
+                       : "before the first change");
+  }
   const double goal_a_ms = 1e3 / options.rate_hz + 1.0;
   for (const char* kind : {"scale", "replan", "grow"}) {
     const KindFigures& f = figures[kind];
