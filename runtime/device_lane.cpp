@@ -47,10 +47,6 @@ bool worth_a_line(std::uint64_t count) { return count > 0 && (count & (count - 1
 // (on CUDA freeing pinned memory waits for the device: not for every frame).
 constexpr std::chrono::nanoseconds kSpareIdle = std::chrono::seconds(1);
 
-// How long the retire thread waits for a moment without frames in flight before it frees a replaced
-// setup anyway (a lane that is never idle).
-constexpr std::chrono::milliseconds kRetireIdleWait{100};
-
 }  // namespace
 
 // Memory a slot's frame runs in that depends on the stages' plans. Used by one frame at a time (the
@@ -454,6 +450,14 @@ bool DeviceLane::ready_for(const FrameMeta& frame) const {
          same_description(frame, setup_->frame);
 }
 
+void DeviceLane::set_switching(bool switching) {
+  {
+    std::lock_guard lock(slot_mutex_);
+    switching_ = switching;
+  }
+  if (!switching) slot_changed_.notify_all();
+}
+
 void DeviceLane::wait_until_idle() {
   std::unique_lock lock(slot_mutex_);
   slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
@@ -554,12 +558,17 @@ void DeviceLane::retire_loop() {
     if (!unused.empty()) {
       lock.unlock();
       // What a stage holds itself is freed by its destructor, on CUDA often with cudaFree or
-      // cufftDestroy, which wait for the whole device: between two of the lane's frames rather than
-      // while one is in flight, when such a moment comes soon (H100: ncc_track's first frame after a
-      // change 0.7 ms slower when its old instance was freed meanwhile).
-      if (options_.backend == Backend::cuda) {
+      // cufftDestroy, which wait for the whole device: between two of the lane's frames (no slot
+      // busy) rather than while one is in flight, when such a moment comes within retire_idle_wait
+      // (H100: ncc_track's first frame after a change 0.7 ms slower when its old instance was freed
+      // meanwhile).
+      {
         std::unique_lock slots(slot_mutex_);
-        slot_changed_.wait_for(slots, kRetireIdleWait, [&] { return in_flight_.empty() || submit_finished_; });
+        const auto idle = [&] {
+          return !switching_ && std::none_of(slots_.begin(), slots_.end(),
+                                             [](const std::unique_ptr<Slot>& slot) { return slot->busy; });
+        };
+        slot_changed_.wait_for(slots, options_.retire_idle_wait, [&] { return submit_finished_ || idle(); });
       }
       unused.clear();
       lock.lock();
@@ -572,10 +581,16 @@ void DeviceLane::retire_loop() {
 }
 
 void DeviceLane::process(InputFrame& frame) {
-  if (update_pending_.load(std::memory_order_acquire)) switch_setup(frame.param_generation);
+  if (update_pending_.load(std::memory_order_acquire)) {
+    // The frame that switches counts as in flight from here: the retire thread frees the setup it
+    // replaces once that frame has finished, not while it starts.
+    set_switching(true);
+    switch_setup(frame.param_generation);
+  }
   if (!ready_for(frame.meta)) {
     // A description that failed is refused as it was, without configuring (and planning) again.
     if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
+      set_switching(false);
       refuse(frame.meta, failed_why_);
       return;
     }
@@ -587,6 +602,7 @@ void DeviceLane::process(InputFrame& frame) {
     } catch (const std::exception& e) {
       failed_frame_ = frame.meta;
       failed_why_ = e.what();
+      set_switching(false);
       refuse(frame.meta, failed_why_);
       return;
     }
@@ -596,6 +612,7 @@ void DeviceLane::process(InputFrame& frame) {
     std::unique_lock lock(slot_mutex_);
     slot_changed_.wait(lock, [&] { return !slot.busy; });
     slot.busy = true;
+    switching_ = false;
   }
   slot.frame = std::move(frame);
   slot.setup = setup_;

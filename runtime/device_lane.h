@@ -27,6 +27,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -67,6 +68,10 @@ struct ExecutorOptions {
   // twice that again (at least 16 MiB, at most this, per device and pinned memory), so that a live
   // change to a larger shape allocates without the driver (see MemoryPool).
   std::size_t reserve_bytes = std::size_t(256) << 20;
+  // A setup a live change replaced is freed (its stage instances destroyed: on CUDA often cudaFree or
+  // cufftDestroy, which wait for the whole device) between two of the lane's frames, when no frame is
+  // in flight; after waiting this long for such a moment, anyway.
+  std::chrono::milliseconds retire_idle_wait{100};
 };
 
 // Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
@@ -248,6 +253,7 @@ class DeviceLane {
   void install(std::shared_ptr<Setup> next);       // submit thread: setup_ = next, the old one retired
   bool ready_for(const FrameMeta& frame) const;    // setup_ is configured for `frame`
   void wait_until_idle();                          // no slot in flight
+  void set_switching(bool switching);              // submit thread: a frame is switching setups
   void run_on_cpu(Slot& slot);
   void enqueue_on_cuda(Slot& slot);
   void finish(Slot& slot);
@@ -306,6 +312,7 @@ class DeviceLane {
   std::condition_variable slot_changed_;
   std::deque<std::size_t> in_flight_;  // slot indices in submission order
   bool submit_finished_ = false;
+  bool switching_ = false;  // the submit thread switched setups for a frame not yet on a slot (slot_mutex_)
 
   std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
   std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0};
