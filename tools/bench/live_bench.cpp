@@ -290,7 +290,7 @@ void run(const LiveOptions& options) {
       control_cost = live.cost(halfway, options.neighbours);
     if (control_cost) control.cost_ms.push_back(*control_cost);
     if (csv)
-      std::fprintf(csv, "%s,%s,%llu,%.4f,%.4f,%.4f,%.4f,%.4f\n", change.kind.c_str(), change.value.c_str(),
+      std::fprintf(csv, "%s,\"%s\",%llu,%.4f,%.4f,%.4f,%.4f,%.4f\n", change.kind.c_str(), change.value.c_str(),
                    static_cast<unsigned long long>(change.generation), change.set_ms, f.to_frame_ms.back(),
                    f.to_result_ms.back(), cost.value_or(-1.0), control_cost.value_or(-1.0));
   }
