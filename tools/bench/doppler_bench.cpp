@@ -320,6 +320,21 @@ struct ChainStage {
   }
 };
 
+// The chain cases' clutter filter (the SVD at a fixed tissue rank) and Doppler (a box of R(1)).
+ClutterFilterParams chain_clutter_params(std::int64_t tissue_rank, ClutterFilterParams::Eigensolver eigensolver) {
+  ClutterFilterParams params;
+  params.tissue_rank = tissue_rank;
+  params.eigensolver = eigensolver;
+  return params;
+}
+
+DopplerParams chain_doppler_params(std::int64_t box) {
+  DopplerParams params;
+  params.average_lateral = box;
+  params.average_axial = box;
+  return params;
+}
+
 // beamform (ensemble kernel) -> clutter_filter -> doppler on one device-resident channel ensemble,
 // configured as DeviceLane::configure() does (the frame's meta for every stage, each input the
 // previous stage's first output) and run through the stages' run_cuda on one stream; CUDA events
@@ -329,14 +344,9 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   const BenchFrame frame = ensemble_frame(w, false);
   const BeamformParams bp = ensemble_beamform_params(w);
   BeamformStage beamform(bp);
-  ClutterFilterParams cp;
-  cp.tissue_rank = tissue_rank;
-  cp.eigensolver = eigensolver;
+  const ClutterFilterParams cp = chain_clutter_params(tissue_rank, eigensolver);
   ClutterFilterStage clutter(cp);
-  DopplerParams dp;
-  dp.average_lateral = box;
-  dp.average_axial = box;
-  DopplerStage doppler(dp);
+  DopplerStage doppler(chain_doppler_params(box));
   std::vector<std::unique_ptr<ChainStage>> chain;
   TensorSpec input = frame.meta.payload;
   for (Stage* stage : std::initializer_list<Stage*>{&beamform, &clutter, &doppler}) {
@@ -426,14 +436,9 @@ void run_chain_slots(const EnsembleWorkload& w, std::int64_t tissue_rank, std::i
                      ClutterFilterParams::Eigensolver eigensolver) {
   const BenchFrame frame = ensemble_frame(w, false);
   BeamformStage beamform(ensemble_beamform_params(w));
-  ClutterFilterParams cp;
-  cp.tissue_rank = tissue_rank;
-  cp.eigensolver = eigensolver;
+  const ClutterFilterParams cp = chain_clutter_params(tissue_rank, eigensolver);
   ClutterFilterStage clutter(cp);
-  DopplerParams dp;
-  dp.average_lateral = box;
-  dp.average_axial = box;
-  DopplerStage doppler(dp);
+  DopplerStage doppler(chain_doppler_params(box));
   Stage* stages[] = {&beamform, &clutter, &doppler};
   constexpr int kStages = 3;
   std::vector<TensorSpec> inputs;
