@@ -62,17 +62,10 @@ __device__ inline void tournament_pair(int m, int r, int i, int& p, int& q) {
   q = max(a, b);
 }
 
-__global__ void __launch_bounds__(kThreads)
-jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride, double* __restrict__ values,
-              double2* vectors, int ldv, std::int64_t vectors_stride) {
-  __shared__ double2 a[kSmallEigenMax * kSmallEigenMax];  // column-major m x m
-  __shared__ double2 v[kSmallEigenMax * kSmallEigenMax];
-  __shared__ Rotation rotation[kSmallEigenMax / 2];
-  __shared__ int pair_p[kSmallEigenMax / 2], pair_q[kSmallEigenMax / 2];
-  __shared__ double partial[kThreads / 32];
-  const int m = n + (n & 1);  // even: an odd n gets a zero row and column, never rotated
-  const int half = m / 2;
-  const double2* in = matrices + blockIdx.x * stride;
+// Both Jacobi kernels start alike: the Hermitian matrix from its lower triangle (the upper one is
+// never read) into the m x m shared block, zero-padded to even m; V the identity. Returns
+// ||A||_F^2, the scale of the convergence test.
+__device__ double load_hermitian(const double2* in, int n, int lda, int m, double2* a, double2* v, double* partial) {
   for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
     const int i = t % m, j = t / m;
     double2 x = make_double2(0, 0);
@@ -90,12 +83,31 @@ jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t
   __syncthreads();
   double local = 0;
   for (int t = threadIdx.x; t < m * m; t += blockDim.x) local += norm2(a[t]);
-  const double frobenius2 = block_sum(local, partial);
+  return block_sum(local, partial);
+}
+
+// ||off(A)||_F^2 of the m x m shared block, for every thread of the block.
+__device__ double off_diagonal2(const double2* a, int m, double* partial) {
+  double local = 0;
+  for (int t = threadIdx.x; t < m * m; t += blockDim.x)
+    if (t % m != t / m) local += norm2(a[t]);
+  return block_sum(local, partial);
+}
+
+__global__ void __launch_bounds__(kThreads)
+jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride, double* __restrict__ values,
+              double2* vectors, int ldv, std::int64_t vectors_stride) {
+  __shared__ double2 a[kSmallEigenMax * kSmallEigenMax];  // column-major m x m
+  __shared__ double2 v[kSmallEigenMax * kSmallEigenMax];
+  __shared__ Rotation rotation[kSmallEigenMax / 2];
+  __shared__ int pair_p[kSmallEigenMax / 2], pair_q[kSmallEigenMax / 2];
+  __shared__ double partial[kThreads / 32];
+  const int m = n + (n & 1);  // even: an odd n gets a zero row and column, never rotated
+  const int half = m / 2;
+  const double2* in = matrices + blockIdx.x * stride;
+  const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);
   for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
-    local = 0;
-    for (int t = threadIdx.x; t < m * m; t += blockDim.x)
-      if (t % m != t / m) local += norm2(a[t]);
-    const double off2 = block_sum(local, partial);  // uniform: every thread decides alike
+    const double off2 = off_diagonal2(a, m, partial);  // uniform: every thread decides alike
     if (off2 <= kJacobiTolerance * kJacobiTolerance * frobenius2) break;
     for (int round = 0; round < m - 1; ++round) {
       if (threadIdx.x < half) {
@@ -178,32 +190,12 @@ jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   const int m = n + (n & 1);
   const int half = m / 2;
   const double2* in = matrices + blockIdx.x * stride;
-  for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
-    const int i = t % m, j = t / m;
-    double2 x = make_double2(0, 0);
-    if (i < n && j < n) {
-      if (i > j)
-        x = in[i + j * lda];
-      else if (i < j)
-        x = conj(in[j + i * lda]);
-      else
-        x = make_double2(in[i + i * lda].x, 0);
-    }
-    a[t] = x;
-    v[t] = make_double2(i == j ? 1.0 : 0.0, 0.0);
-  }
-  __syncthreads();
-  double local = 0;
-  for (int t = threadIdx.x; t < m * m; t += blockDim.x) local += norm2(a[t]);
-  const double frobenius2 = block_sum(local, partial);
+  const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);
   const int k = threadIdx.x & 15, l = threadIdx.x >> 4;
   const bool active = k < half && l < half;
   const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
   for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
-    local = 0;
-    for (int t = threadIdx.x; t < m * m; t += blockDim.x)
-      if (t % m != t / m) local += norm2(a[t]);
-    const double off2 = block_sum(local, partial);
+    const double off2 = off_diagonal2(a, m, partial);
     if (off2 <= kJacobiTolerance * kJacobiTolerance * frobenius2) break;
     for (int round = 0; round < m - 1; ++round) {
       int pk = 0, qk = 0, pl = 0, ql = 0;
