@@ -11,6 +11,7 @@
 
 #include "wire/wire.h"
 #include "tests/tools/tool_test_support.h"
+#include "tools/common/published_message.h"
 #include "tools/common/recording.h"
 #include "tools/common/zmq_io.h"
 #include "tools/sim/speckle_sim.h"
@@ -246,4 +247,37 @@ TEST_CASE("record --duration stops on time even when nothing arrives", "[record]
   CHECK(steady_clock::now() - started < seconds(10));
   recording::Reader reader(out.path);  // an empty recording is still a valid file
   CHECK(reader.result_outputs().empty());
+}
+
+// A result read in place from publish.shm: the slot header is [topic '\0' ResultHeader] as the
+// daemon writes it; here protobuf's own serializer writes it, then truncated and hostile variants.
+TEST_CASE("a publish.shm slot header decodes to its ResultHeader, and damaged ones are refused with their reason",
+          "[record][shm]") {
+  const v1::ResultHeader written = result_header(7);
+  const std::string topic = tools::result_topic(written.pipeline(), written.output());
+  const auto slot = [](const std::string& topic_part, const std::string& header_part) {
+    return topic_part + std::string(1, '\0') + header_part;
+  };
+  const auto decode = [](const std::string& bytes) { return tools::decode_published_slot(bytes.data(), bytes.size()); };
+
+  const tools::PublishedMessage good = decode(slot(topic, written.SerializeAsString()));
+  REQUIRE(good.kind == tools::PublishedMessage::Kind::result);
+  CHECK(good.topic == topic);
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(good.header, written));
+
+  const std::string no_terminator = topic;  // a topic that fills the header: no '\0'
+  CHECK(decode(no_terminator).reason == "malformed_message");
+  CHECK(decode(std::string()).reason == "malformed_message");
+  // Cut inside the pipeline name's bytes: a string field shorter than its length prefix. (A cut on a
+  // field boundary is a valid shorter message: protobuf cannot tell, nor can the ZeroMQ path.)
+  const std::string serialized = written.SerializeAsString();
+  const std::size_t name_at = serialized.find(written.pipeline());
+  REQUIRE(name_at != std::string::npos);
+  CHECK(decode(slot(topic, serialized.substr(0, name_at + 2))).reason == "unparsable_header");
+  for (std::size_t cut = 0; cut <= serialized.size(); ++cut) {  // every prefix: refused or a result, never more
+    const tools::PublishedMessage message = decode(slot(topic, serialized.substr(0, cut)));
+    CHECK((message.kind == tools::PublishedMessage::Kind::refused) == !message.reason.empty());
+  }
+  CHECK(decode(slot(topic, std::string("\x0a\xff", 2))).reason == "unparsable_header");
+  CHECK(decode(slot("result/elsewhere/out", written.SerializeAsString())).reason == "topic_mismatch");
 }
