@@ -24,6 +24,19 @@ namespace {
 
 // A fresh endpoint name; its object is removed at the end of the test whatever was left in it
 // (lossless messages nobody took are kept by design).
+// `open` must throw a ShmError of one line holding every part of `expected`.
+template <class Open>
+void require_one_line_error(Open open, const char* if_not, std::initializer_list<const char*> expected) {
+  try {
+    open();
+    FAIL(if_not);
+  } catch (const ShmError& e) {
+    const std::string what = e.what();
+    for (const char* part : expected) CHECK(what.find(part) != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
 struct TestEndpoint {
   TestEndpoint() {
     static std::atomic<int> counter{0};
@@ -112,15 +125,8 @@ TEST_CASE("shm: endpoint names map to /dev/shm objects and bad names are refused
 }
 
 TEST_CASE("shm: a missing pool is a one-line error naming the fix") {
-  try {
-    Producer producer("shm://no-such-pool-" + std::to_string(getpid()));
-    FAIL("opened a pool that does not exist");
-  } catch (const ShmError& e) {
-    const std::string what = e.what();
-    CHECK(what.find("no such pool") != std::string::npos);
-    CHECK(what.find("start sonopiped") != std::string::npos);
-    CHECK(what.find('\n') == std::string::npos);
-  }
+  require_one_line_error([] { Producer producer("shm://no-such-pool-" + std::to_string(getpid())); },
+                         "opened a pool that does not exist", {"no such pool", "start sonopiped"});
 }
 
 TEST_CASE("shm: lossless round trip across processes is byte-exact, in order, and acknowledged") {
@@ -592,15 +598,8 @@ TEST_CASE("shm: an object whose creator never finished it is refused after the w
   REQUIRE(fd >= 0);
   REQUIRE(ftruncate(fd, 1 << 20) == 0);
   close(fd);
-  try {
-    Pool::open(name.value, std::chrono::milliseconds(100));
-    FAIL("opened a pool whose header was never written");
-  } catch (const ShmError& e) {
-    const std::string what = e.what();
-    CHECK(what.find("never written") != std::string::npos);
-    CHECK(what.find("start sonopiped again") != std::string::npos);
-    CHECK(what.find('\n') == std::string::npos);
-  }
+  require_one_line_error([&] { Pool::open(name.value, std::chrono::milliseconds(100)); },
+                         "opened a pool whose header was never written", {"never written", "start sonopiped again"});
 }
 
 TEST_CASE("shm: a lossless pool that keeps no unclaimed messages frees what its dead or absent consumer did not take") {
