@@ -82,16 +82,7 @@ TEST_CASE("a subscriber killed with SIGKILL: the daemon goes on, the recording i
   constexpr std::uint64_t kBatchA = 40, kBatchB = 300;
   for (std::uint64_t n = 0; n < kBatchA; ++n) send(n);
   REQUIRE(daemon.receive_results(kBatchA, seconds(300)).size() == kBatchA);
-  std::size_t flushed = 0;
-  for (auto deadline = steady_clock::now() + seconds(30); flushed < kBatchA && steady_clock::now() < deadline;) {
-    try {
-      flushed = recording::Reader(out.path).result_count("demo", "converted");
-    } catch (const std::exception&) {
-      // the writer is between flushes: try again
-    }
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  REQUIRE(flushed == kBatchA);
+  REQUIRE(test::wait_for_recorded_results(out.path, "demo", "converted", kBatchA, seconds(30)) == kBatchA);
   // Batch B: the recorder is killed while results stream to it.
   std::vector<test::Received> results;
   for (std::uint64_t n = kBatchA; n < kBatchA + kBatchB; ++n) {

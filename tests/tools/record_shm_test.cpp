@@ -203,16 +203,7 @@ TEST_CASE("record over shm SIGKILLed mid-run: the daemon goes on, the recorder's
   std::vector<std::vector<std::int16_t>> sent;
   shm::Producer producer(ingest.endpoint);
   for (std::uint64_t n = 0; n < kBatchA; ++n) sent.push_back(send_frame(producer, n, rng));
-  std::size_t flushed = 0;
-  for (auto deadline = steady_clock::now() + seconds(30); flushed < kBatchA && steady_clock::now() < deadline;) {
-    try {
-      flushed = recording::Reader(out.path).result_count("demo", "converted");
-    } catch (const std::exception&) {
-      // the writer is between flushes: try again
-    }
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  REQUIRE(flushed == kBatchA);
+  REQUIRE(test::wait_for_recorded_results(out.path, "demo", "converted", kBatchA, seconds(30)) == kBatchA);
   std::atomic<bool> killed{false}, delivered{false};
   std::thread producer_thread([&] {
     for (std::uint64_t n = kBatchA; n < kFrames; ++n) {

@@ -14,6 +14,7 @@
 
 #include "tests/support/test_support.h"
 #include "tools/common/child_process.h"
+#include "tools/common/recording.h"
 
 namespace sonopipe::test {
 
@@ -74,6 +75,25 @@ inline ToolRun run_tool(std::vector<std::string> argv, std::chrono::milliseconds
   run.exit_code = status ? *status : -1;
   run.output = tools::read_text_file(log.path);
   return run;
+}
+
+// Results of pipeline/output a reader finds in a recording a live recorder is writing, once there
+// are `count` of them or the timeout passed (the recorder flushes about once a second; between
+// flushes the file may not open).
+inline std::size_t wait_for_recorded_results(const std::string& path, const std::string& pipeline,
+                                             const std::string& output, std::size_t count,
+                                             std::chrono::milliseconds timeout) {
+  std::size_t found = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + timeout;
+       found < count && std::chrono::steady_clock::now() < deadline;) {
+    try {
+      found = recording::Reader(path).result_count(pipeline, output);
+    } catch (const std::exception&) {
+      // the writer is between flushes: try again
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return found;
 }
 
 }  // namespace sonopipe::test
