@@ -1,16 +1,21 @@
 // Fuzzes what a consumer does with a slot record a hostile producer wrote: pool geometry (slot
 // payload and header capacities) and the committed descriptor (header/payload offsets and sizes)
 // come from the input. check_descriptor must refuse every range outside the slot, overlapping or
-// misaligned; a message handed out must lie inside its slot. Input: 1 byte geometry choice, then
-// 4 x 8 bytes of descriptor (big endian), the rest ignored.
+// misaligned; a message handed out must lie inside its slot, and its header goes through the
+// recorder's decoder of publish.shm slots (decode_published_slot), which refuses it with a reason or
+// decodes a result whose topic names its header. Input: 1 byte geometry choice, 4 x 8 bytes of
+// descriptor (big endian), then the slot's bytes.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "shm/consumer.h"
 #include "shm/producer.h"
+#include "tools/common/published_message.h"
+#include "tools/common/zmq_io.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace {
@@ -58,6 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The same descriptor through a real pool: committed, then rewritten in shared memory.
   auto claim = f.producer->claim(std::chrono::steady_clock::now());
   if (!claim) __builtin_trap();  // every slot must have come back
+  std::byte* bytes = f.pool->slot_data(claim->slot);
+  for (std::size_t i = 0; i < g.slot_bytes && !input.empty(); ++i) bytes[i] = std::byte{input.byte()};
   f.producer->commit(*claim, 1, 0);
   f.pool->slot(claim->slot).descriptor = d;
   const auto message = f.consumer->take(std::chrono::steady_clock::now());
@@ -70,6 +77,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t i = 0; i < message->header_bytes; ++i) sink = message->header[i];
     for (std::size_t i = 0; i < message->payload_bytes; i += 64) sink = message->payload[i];
     (void)sink;
+    // A copy of exactly the header's bytes, so a read past them is the sanitizer's to see.
+    const std::vector<std::byte> header(message->header, message->header + message->header_bytes);
+    const auto decoded = sonopipe::tools::decode_published_slot(header.data(), header.size());
+    if ((decoded.kind == sonopipe::tools::PublishedMessage::Kind::refused) == decoded.reason.empty()) __builtin_trap();
+    if (decoded.kind == sonopipe::tools::PublishedMessage::Kind::result &&
+        decoded.topic != sonopipe::tools::result_topic(decoded.header.pipeline(), decoded.header.output()))
+      __builtin_trap();
     f.consumer->release(message->slot);
   }
   return 0;
