@@ -1,10 +1,12 @@
 #include "runtime/device_lane.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include "sdk/thread_pool.h"
@@ -158,10 +160,21 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
     epoch_ = std::make_unique<GpuEvent>();
     epoch_->record(slots_[0]->stream->get());
     epoch_->synchronize();
+    epoch_steady_ns_ = host_steady_ns();
   }
-  submit_thread_ = std::thread([this] { submit_loop(); });
-  completion_thread_ = std::thread([this] { completion_loop(); });
-  retire_thread_ = std::thread([this] { retire_loop(); });
+  // Named for per-thread CPU accounting (sonopipe-bench core reads /proc/<pid>/task/*).
+  submit_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "lane-submit");
+    submit_loop();
+  });
+  completion_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "lane-complete");
+    completion_loop();
+  });
+  retire_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "lane-retire");
+    retire_loop();
+  });
 }
 
 DeviceLane::~DeviceLane() { drain(); }
@@ -349,7 +362,10 @@ void DeviceLane::configure(const FrameMeta& frame) {
     throw;
   }
   for (auto& slot : slots_) {
-    const MemoryKind staging_memory = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
+    // (SONOPIPE_STAGING_MEMORY=write_combined: the CPU only writes the pinned input.)
+    const MemoryKind staging_memory = options_.backend != Backend::cuda ? MemoryKind::host
+                                      : switches_.write_combined   ? MemoryKind::pinned_write_combined
+                                                                   : MemoryKind::pinned;
     slot->input_host.reserve(staging_memory, frame.payload.byte_size());
     if (options_.backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
   }
@@ -541,6 +557,7 @@ void DeviceLane::retire_loop() {
 }
 
 void DeviceLane::process(InputFrame& frame) {
+  mark(frame.times, HostPoint::popped);
   if (update_pending_.load(std::memory_order_acquire)) switch_setup(frame.param_generation);
   if (!ready_for(frame.meta)) {
     // A description that failed is refused as it was, without configuring (and planning) again.
@@ -567,6 +584,7 @@ void DeviceLane::process(InputFrame& frame) {
     slot.busy = true;
   }
   slot.frame = std::move(frame);
+  mark(slot.frame.times, HostPoint::slot);
   slot.setup = setup_;
   slot.buffers = setup_->buffers[next_slot_].get();
   slot.generation = setup_->generation;
@@ -691,7 +709,10 @@ void DeviceLane::release_staged_payload(Slot& slot) {
   // pinned input (a pinned payload is read by the H2D still in flight: it stays until completion).
   // Handing it back now, not a frame later at completion, keeps fewer receive buffers alive: the
   // allocator gives ZeroMQ's next receive memory that is already mapped instead of fresh pages.
-  if (options_.backend == Backend::cpu || !slot.frame.payload_pinned) slot.frame.payload.reset();
+  if (options_.backend == Backend::cpu || !slot.frame.payload_pinned) {
+    slot.frame.payload.reset();
+    mark(slot.frame.times, HostPoint::payload_released);
+  }
 }
 
 void DeviceLane::release_idle_spares(std::size_t output) {
@@ -737,8 +758,12 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   const std::size_t bytes = slot.frame.payload_bytes;
   // Pageable bytes from the socket go through the slot's pinned buffer so the H2D is asynchronous.
   const void* host_input = slot.frame.payload.get();
-  if (!slot.frame.payload_pinned) {
+  // (SONOPIPE_STAGING=pageable: the driver copies from the pageable bytes through its own
+  // buffers; they may be let go of once the call returns.)
+  if (!slot.frame.payload_pinned && switches_.staging != HostPathSwitches::Staging::pageable) {
+    mark(slot.frame.times, HostPoint::staging_begin);
     stage_into_pinned(slot.input_host.data(), host_input, bytes);
+    mark(slot.frame.times, HostPoint::staging_end);
     host_input = slot.input_host.data();
   }
   slot.start->record(stream);
@@ -782,13 +807,18 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   }
   slot.done->record(stream);
   slot.produced = produced;
+  mark(slot.frame.times, HostPoint::issued);
 }
 
 void DeviceLane::stage_into_pinned(void* pinned, const void* payload, std::size_t bytes) {
   // One thread copies about 8 GB/s: a 5.5 MB frame took 0.7 ms of the submit thread on the H100's
   // host. Large frames are copied in 1 MiB pieces by the pipeline's pool.
-  constexpr std::size_t kPiece = std::size_t(1) << 20;
-  if (!options_.pool || bytes < 2 * kPiece) {
+  // (SONOPIPE_STAGING=inline: one memcpy here; SONOPIPE_STAGING_THREADS=n: n pieces.)
+  std::size_t piece = std::size_t(1) << 20;
+  if (switches_.staging_threads > 0)
+    piece = (bytes / static_cast<std::size_t>(switches_.staging_threads) + 4095) / 4096 * 4096;
+  const std::size_t kPiece = std::max<std::size_t>(piece, 4096);
+  if (!options_.pool || bytes < 2 * kPiece || switches_.staging == HostPathSwitches::Staging::inline_copy) {
     std::memcpy(pinned, payload, bytes);
     return;
   }
@@ -817,6 +847,7 @@ void DeviceLane::completion_loop() {
     }
     Slot& slot = *slots_[index];
     finish(slot);
+    FrameTimes* const times = slot.frame.times;
     slot.frame.payload.reset();  // hand the socket's buffer back now, not when the slot is reused
     // Let go of the frame's setup; the retire thread frees a replaced one once no slot holds it.
     slot.buffers = nullptr;
@@ -827,6 +858,7 @@ void DeviceLane::completion_loop() {
       in_flight_.pop_front();
       slot.busy = false;
     }
+    mark(times, HostPoint::slot_free);
     slot_changed_.notify_all();
   }
 }
@@ -843,6 +875,7 @@ void DeviceLane::finish(Slot& slot) {
       }
       slot.done->synchronize();
       const std::int64_t seen_done_ns = wall_clock_ns();
+      mark(slot.frame.times, HostPoint::done_seen);
       const double h2d = slot.after_h2d->milliseconds_since(*slot.start);
       double stages_ms = 0.0;
       const GpuEvent* previous = slot.after_h2d.get();
@@ -858,6 +891,15 @@ void DeviceLane::finish(Slot& slot) {
       busy_ms = h2d + stages_ms + d2h;
       timing.compute_end_ns = seen_done_ns - static_cast<std::int64_t>(d2h * 1e6);
       timing.compute_start_ns = timing.compute_end_ns - static_cast<std::int64_t>(stages_ms * 1e6);
+      if (slot.frame.times) {
+        // The GPU's instants on the host clock, through the epoch event (within its sync's latency).
+        const double start_ms = slot.start->milliseconds_since(*epoch_);
+        auto at = [&](double ms) { return epoch_steady_ns_ + static_cast<std::int64_t>(ms * 1e6); };
+        slot.frame.times->mark(HostPoint::gpu_start, at(start_ms));
+        slot.frame.times->mark(HostPoint::gpu_h2d_end, at(start_ms + h2d));
+        slot.frame.times->mark(HostPoint::gpu_stages_end, at(start_ms + h2d + stages_ms));
+        slot.frame.times->mark(HostPoint::gpu_done, at(start_ms + busy_ms));
+      }
       if (options_.trace_capacity > 0) {
         const double start_ms = slot.start->milliseconds_since(*epoch_);
         record_trace({slot.frame.meta.sequence, start_ms, start_ms + h2d, start_ms + h2d + stages_ms,
@@ -928,6 +970,7 @@ void DeviceLane::finish(Slot& slot) {
     }
   }
   for (auto& claim : slot.claims) claim.reset();  // a frame that produced nothing: abandoned
+  mark(slot.frame.times, HostPoint::published);
   const std::int64_t now_steady = steady_ns();
   latency_ms_.add(ms_between(slot.frame.received_ns, wall_clock_ns()));
   if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));

@@ -38,6 +38,7 @@
 #include "sdk/backend.h"
 #include "runtime/frame_queue.h"
 #include "runtime/gpu_resources.h"
+#include "runtime/host_timeline.h"
 #include "runtime/pipeline_def.h"
 #include "runtime/sample_window.h"
 #include "runtime/stream_states.h"
@@ -302,6 +303,8 @@ class DeviceLane {
   std::int64_t last_completion_steady_ns_ = 0;
   const std::int64_t started_steady_ns_;
   std::unique_ptr<GpuEvent> epoch_;  // CUDA: time origin of the traces
+  std::int64_t epoch_steady_ns_ = 0;  // host_steady_ns() when epoch_ was seen done (timeline)
+  const HostPathSwitches switches_ = host_path_switches_from_environment();
   mutable std::mutex trace_mutex_;
   std::deque<FrameTrace> traces_;
 

@@ -1,0 +1,95 @@
+// A debug timeline of each frame's trip through the daemon's host path, and the switches of the
+// host-path experiments (issue 23). Both are off unless the environment asks for them, so the
+// frame path pays one null-pointer test per point when they are off.
+//
+// SONOPIPE_HOST_TIMELINE=<file>: every frame gets a record (a ring indexed by its sequence number,
+// kHostTimelineFrames long) in which ingest and the device lane note when the frame passed each
+// point (steady clock, ns: CLOCK_MONOTONIC, comparable across processes of one host); the GPU's
+// own instants come from the slot's events, placed on the host clock through an event recorded at
+// the lane's start. The daemon writes the records to <file> (CSV, one line per frame) when it
+// stops. sonopipe-bench core --timeline reads it back (docs/benchmarks.md, "Host path, where the
+// time went").
+//
+// SONOPIPE_STAGING=pool|inline|pageable, SONOPIPE_STAGING_THREADS=<n>: how a pageable payload
+// reaches the device (runtime/device_lane.cpp, stage_into_pinned): split over the pipeline's pool
+// (the default; <n> pieces, default one per MiB), one memcpy on the submit thread, or no staging
+// (the driver copies from pageable memory itself). SONOPIPE_STAGING_MEMORY=write_combined: the
+// slots' pinned inputs are write-combined.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sonopipe {
+
+// The points of a frame's trip, in the order it passes them (threads in brackets).
+enum class HostPoint : int {
+  received,          // [ingest] the whole message is out of ZeroMQ
+  admitted,          // [ingest] checked and queued (after any wait for room in the queue)
+  popped,            // [submit] taken from the queue
+  slot,              // [submit] its slot is free
+  staging_begin,     // [submit] copy into the slot's pinned input starts
+  staging_end,       //          ... and ends
+  issued,            // [submit] H2D, stages and D2H queued on the slot's stream
+  payload_released,  // [submit] the ZeroMQ message let go of
+  gpu_start,         // [GPU] the stream reached the H2D
+  gpu_h2d_end,       // [GPU] H2D done
+  gpu_stages_end,    // [GPU] last stage done
+  gpu_done,          // [GPU] D2H done
+  done_seen,         // [completion] the host saw the frame done
+  published,         // [completion] its results handed to the publisher
+  slot_free,         // [completion] the slot free for the next frame
+  count
+};
+constexpr std::size_t kHostPoints = static_cast<std::size_t>(HostPoint::count);
+std::string_view host_point_name(HostPoint point);
+
+// One frame's instants (0: not passed). Written by the threads that pass the points.
+struct FrameTimes {
+  std::atomic<std::uint64_t> sequence{0};
+  std::array<std::atomic<std::int64_t>, kHostPoints> at{};
+  void mark(HostPoint point, std::int64_t steady_ns) {
+    at[static_cast<std::size_t>(point)].store(steady_ns, std::memory_order_relaxed);
+  }
+};
+
+constexpr std::size_t kHostTimelineFrames = std::size_t(1) << 16;
+
+std::int64_t host_steady_ns();  // CLOCK_MONOTONIC, ns
+inline void mark(FrameTimes* times, HostPoint point) {
+  if (times) times->mark(point, host_steady_ns());
+}
+
+class HostTimeline {
+ public:
+  HostTimeline(std::string path, std::size_t frames = kHostTimelineFrames);
+  // From SONOPIPE_HOST_TIMELINE; null when it is unset or empty.
+  static std::unique_ptr<HostTimeline> from_environment();
+  // The record of frame `sequence` (reset when a frame of another sequence had it).
+  FrameTimes* frame(std::uint64_t sequence);
+  // Writes every record that has a received instant to the path, oldest sequence first. Call when
+  // no thread marks any more.
+  void write() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::unique_ptr<FrameTimes[]> records_;
+  std::size_t frames_;
+};
+
+// The host-path experiments' switches, read once from the environment.
+struct HostPathSwitches {
+  enum class Staging { pool, inline_copy, pageable };
+  Staging staging = Staging::pool;
+  int staging_threads = 0;  // pool: pieces per frame (0: one per MiB)
+  bool write_combined = false;  // SONOPIPE_STAGING_MEMORY=write_combined: the slots' pinned inputs
+};
+HostPathSwitches host_path_switches_from_environment();
+
+}  // namespace sonopipe
