@@ -42,6 +42,11 @@ FrameTimes* HostTimeline::frame(std::uint64_t sequence) {
   return &record;
 }
 
+const FrameTimes* HostTimeline::find(std::uint64_t sequence) const {
+  const FrameTimes& record = records_[sequence % frames_];
+  return record.sequence.load(std::memory_order_relaxed) == sequence ? &record : nullptr;
+}
+
 void HostTimeline::write() const {
   std::vector<const FrameTimes*> written;
   for (std::size_t i = 0; i < frames_; ++i)

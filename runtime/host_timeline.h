@@ -70,8 +70,11 @@ class HostTimeline {
   HostTimeline(std::string path, std::size_t frames = kHostTimelineFrames);
   // From SONOPIPE_HOST_TIMELINE; null when it is unset or empty.
   static std::unique_ptr<HostTimeline> from_environment();
-  // The record of frame `sequence` (reset when a frame of another sequence had it).
+  // The record of a frame arriving with `sequence`: emptied first unless it is the untouched
+  // record of that sequence (a frame of another sequence, or an earlier one of this, had it).
   FrameTimes* frame(std::uint64_t sequence);
+  // The record frame `sequence` left (null when another sequence holds its place in the ring).
+  const FrameTimes* find(std::uint64_t sequence) const;
   // Writes every record that has a received instant to the path, oldest sequence first. Call when
   // no thread marks any more.
   void write() const;
