@@ -39,6 +39,7 @@
 #include "runtime/frame_queue.h"
 #include "runtime/gpu_resources.h"
 #include "runtime/host_timeline.h"
+#include "runtime/staging_copier.h"
 #include "runtime/pipeline_def.h"
 #include "runtime/sample_window.h"
 #include "runtime/stream_states.h"
@@ -305,6 +306,7 @@ class DeviceLane {
   std::unique_ptr<GpuEvent> epoch_;  // CUDA: time origin of the traces
   std::int64_t epoch_steady_ns_ = 0;  // host_steady_ns() when epoch_ was seen done (timeline)
   const HostPathSwitches switches_ = host_path_switches_from_environment();
+  std::unique_ptr<StagingCopier> copier_;  // SONOPIPE_STAGING=copier
   mutable std::mutex trace_mutex_;
   std::deque<FrameTrace> traces_;
 

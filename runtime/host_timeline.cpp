@@ -72,7 +72,8 @@ HostPathSwitches host_path_switches_from_environment() {
     const std::string_view name(staging);
     if (name == "inline") switches.staging = HostPathSwitches::Staging::inline_copy;
     else if (name == "pageable") switches.staging = HostPathSwitches::Staging::pageable;
-    else if (name != "pool") spdlog::warn("SONOPIPE_STAGING={}: not pool, inline or pageable; pool", name);
+    else if (name == "copier") switches.staging = HostPathSwitches::Staging::copier;
+    else if (name != "pool") spdlog::warn("SONOPIPE_STAGING={}: not pool, inline, pageable or copier; pool", name);
   }
   if (const char* threads = std::getenv("SONOPIPE_STAGING_THREADS"); threads && *threads)
     switches.staging_threads = std::max(0, std::atoi(threads));

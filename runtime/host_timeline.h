@@ -10,10 +10,11 @@
 // stops. sonopipe-bench core --timeline reads it back (docs/benchmarks.md, "Host path, where the
 // time went").
 //
-// SONOPIPE_STAGING=pool|inline|pageable, SONOPIPE_STAGING_THREADS=<n>: how a pageable payload
-// reaches the device (runtime/device_lane.cpp, stage_into_pinned): split over the pipeline's pool
-// (the default; <n> pieces, default one per MiB), one memcpy on the submit thread, or no staging
-// (the driver copies from pageable memory itself). SONOPIPE_STAGING_MEMORY=write_combined: the
+// SONOPIPE_STAGING=pool|inline|pageable|copier, SONOPIPE_STAGING_THREADS=<n>: how a pageable
+// payload reaches the device (runtime/device_lane.cpp, stage_into_pinned): split over the
+// pipeline's pool (the default; <n> pieces, default one per MiB), one memcpy on the submit thread,
+// no staging (the driver copies from pageable memory itself), or the lane's own copier threads
+// (runtime/staging_copier.h; <n> pieces, default 4). SONOPIPE_STAGING_MEMORY=write_combined: the
 // slots' pinned inputs are write-combined.
 #pragma once
 
@@ -88,9 +89,9 @@ class HostTimeline {
 
 // The host-path experiments' switches, read once from the environment.
 struct HostPathSwitches {
-  enum class Staging { pool, inline_copy, pageable };
+  enum class Staging { pool, inline_copy, pageable, copier };
   Staging staging = Staging::pool;
-  int staging_threads = 0;  // pool: pieces per frame (0: one per MiB)
+  int staging_threads = 0;  // pool: pieces per frame (0: one per MiB); copier: pieces (0: 4)
   bool write_combined = false;  // SONOPIPE_STAGING_MEMORY=write_combined: the slots' pinned inputs
 };
 HostPathSwitches host_path_switches_from_environment();

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "runtime/device_lane.h"
+#include "runtime/staging_copier.h"
 #include "sdk/thread_pool.h"
 #include "stages/common/convert/convert.h"
 #include "tests/support/test_support.h"
@@ -239,7 +240,8 @@ TEST_CASE("a CUDA lane marks staging, issue, the GPU's instants and completion i
   };
   // 64 x 9000 int16: 1.1 MiB, over the pool's two-piece threshold, so "pool" really splits.
   for (const Case c : {Case{"pool", nullptr, nullptr}, Case{"pool", "3", nullptr}, Case{"inline", nullptr, nullptr},
-                       Case{"pageable", nullptr, nullptr}, Case{"pool", nullptr, "write_combined"}}) {
+                       Case{"pageable", nullptr, nullptr}, Case{"pool", nullptr, "write_combined"},
+                       Case{"copier", nullptr, nullptr}, Case{"copier", "2", "write_combined"}}) {
     INFO("SONOPIPE_STAGING=" << c.staging << " threads " << (c.threads ? c.threads : "-") << " memory "
                              << (c.memory ? c.memory : "-"));
     ScopedEnv staging("SONOPIPE_STAGING", c.staging), threads("SONOPIPE_STAGING_THREADS", c.threads),
@@ -274,6 +276,23 @@ TEST_CASE("a CUDA lane marks staging, issue, the GPU's instants and completion i
       // generous bound; a wrong origin is off by the lane's whole age).
       CHECK(at(t, HostPoint::gpu_start) + 1'000 >= at(t, HostPoint::popped));
       CHECK(at(t, HostPoint::gpu_done) <= at(t, HostPoint::done_seen) + 1'000'000);
+    }
+  }
+}
+
+TEST_CASE("the staging copier copies every byte for any size and number of pieces", "[timeline]") {
+  std::mt19937_64 rng(test::fresh_seed());
+  for (int helpers : {0, 1, 3}) {
+    StagingCopier copier(helpers);
+    CHECK(copier.pieces() == helpers + 1);
+    // Sizes below one page per piece, not a multiple of a page, and several MiB.
+    for (std::size_t bytes : {std::size_t(1), std::size_t(4095), std::size_t(3 * 4096 + 17), std::size_t(5'767'169)}) {
+      INFO("helpers " << helpers << ", bytes " << bytes);
+      std::vector<std::uint8_t> source(bytes), target(bytes + 1, 0xA5);
+      for (auto& b : source) b = static_cast<std::uint8_t>(rng());
+      copier.copy(target.data(), source.data(), bytes);
+      CHECK(std::memcmp(target.data(), source.data(), bytes) == 0);
+      CHECK(target[bytes] == 0xA5);  // nothing written past the end
     }
   }
 }
