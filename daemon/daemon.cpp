@@ -140,12 +140,6 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
 
 Daemon::~Daemon() = default;
 
-int Daemon::zmq_io_threads() {
-  const char* threads = std::getenv("SONOPIPE_IO_THREADS");
-  const int count = threads && *threads ? std::atoi(threads) : 2;
-  return count >= 1 ? count : 2;
-}
-
 void Daemon::stop() { stop_requested_.store(true); }
 
 std::thread Daemon::guarded_thread(const char* what, std::function<void()> body) {

@@ -46,16 +46,13 @@ class Daemon {
   // the daemon (never std::terminate).
   std::thread guarded_thread(const char* what, std::function<void()> body);
   void add_publish_status(v1::Status& status) const;  // queue bound, subscribers and their drops
-  static int zmq_io_threads();
 
   DaemonConfig config_;
   BackendSelection backend_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   // SONOPIPE_HOST_TIMELINE (runtime/host_timeline.h): each frame's trip, written at the stop.
   std::unique_ptr<HostTimeline> timeline_ = HostTimeline::from_environment();
-  // Two I/O threads: ingest and publish streams do not share one (SONOPIPE_IO_THREADS: another
-  // number, for the host-path experiments).
-  zmq::context_t context_{zmq_io_threads()};
+  zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
   std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
   RejectLog rejects_;
   std::unique_ptr<Publisher> publisher_;

@@ -1,6 +1,5 @@
 #include "runtime/device_lane.h"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -98,7 +97,7 @@ struct DeviceLane::Retired {
 
 struct DeviceLane::Slot {
   // Memory: host for the CPU backend; device (+ pinned host for copies) for CUDA.
-  Buffer input_host;                      // pinned staging of the payload (CUDA), aligned copy (CPU)
+  Buffer input_host;                      // aligned copy (CPU); pinned staging (CUDA, SONOPIPE_STAGING=slot)
   Buffer input_device;
   // [published output] the receiver's memory the result is written into instead (claim_result).
   std::vector<std::shared_ptr<ResultClaim>> claims;
@@ -156,8 +155,6 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
     }
     slots_.push_back(std::move(slot));
   }
-  if (options_.backend == Backend::cuda && switches_.staging == HostPathSwitches::Staging::copier)
-    copier_ = std::make_unique<StagingCopier>(switches_.staging_threads > 0 ? switches_.staging_threads - 1 : 3);
   if (options_.backend == Backend::cuda) {
     epoch_ = std::make_unique<GpuEvent>();
     epoch_->record(slots_[0]->stream->get());
@@ -364,11 +361,11 @@ void DeviceLane::configure(const FrameMeta& frame) {
     throw;
   }
   for (auto& slot : slots_) {
-    // (SONOPIPE_STAGING_MEMORY=write_combined: the CPU only writes the pinned input.)
-    const MemoryKind staging_memory = options_.backend != Backend::cuda ? MemoryKind::host
-                                      : switches_.write_combined   ? MemoryKind::pinned_write_combined
-                                                                   : MemoryKind::pinned;
-    slot->input_host.reserve(staging_memory, frame.payload.byte_size());
+    // CPU: an aligned copy for unaligned payloads. CUDA: no pinned input unless the payload is
+    // staged through the slot (SONOPIPE_STAGING=slot, enqueue_on_cuda).
+    if (options_.backend == Backend::cpu) slot->input_host.reserve(MemoryKind::host, frame.payload.byte_size());
+    else if (switches_.staging == HostPathSwitches::Staging::slot)
+      slot->input_host.reserve(MemoryKind::pinned, frame.payload.byte_size());
     if (options_.backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
   }
   if (next->states_reset && setup_->states && setup_->states->live() > 0)
@@ -758,18 +755,25 @@ void DeviceLane::run_on_cpu(Slot& slot) {
 void DeviceLane::enqueue_on_cuda(Slot& slot) {
   GpuStream stream = slot.stream->get();
   const std::size_t bytes = slot.frame.payload_bytes;
-  // Pageable bytes from the socket go through the slot's pinned buffer so the H2D is asynchronous.
+  // Pageable bytes from the socket go to the driver as they are: cudaMemcpyAsync copies them
+  // through its own small pinned buffers, each sent while the next is filled, and returns once the
+  // last piece is in them (the payload may then be let go of; only this slot's stream, idle here,
+  // is waited for). Staging the whole frame into the slot's pinned input first (SONOPIPE_STAGING=
+  // slot, before 2026-11-26) wrote and read 5.5 MB more of host memory per channel frame, which
+  // slowed ZeroMQ's receive copy on the I/O thread, the daemon's bottleneck, by a third
+  // (docs/host-path.md). Pinned payloads (shared memory) are copied asynchronously as they are.
   const void* host_input = slot.frame.payload.get();
-  // (SONOPIPE_STAGING=pageable: the driver copies from the pageable bytes through its own
-  // buffers; they may be let go of once the call returns.)
-  if (!slot.frame.payload_pinned && switches_.staging != HostPathSwitches::Staging::pageable) {
+  const bool staged = !slot.frame.payload_pinned && switches_.staging == HostPathSwitches::Staging::slot;
+  if (staged) {
     mark(slot.frame.times, HostPoint::staging_begin);
     stage_into_pinned(slot.input_host.data(), host_input, bytes);
     mark(slot.frame.times, HostPoint::staging_end);
     host_input = slot.input_host.data();
   }
   slot.start->record(stream);
+  if (!staged && !slot.frame.payload_pinned) mark(slot.frame.times, HostPoint::staging_begin);
   copy_to_device_async(slot.input_device.data(), host_input, bytes, stream);
+  if (!staged && !slot.frame.payload_pinned) mark(slot.frame.times, HostPoint::staging_end);
   slot.after_h2d->record(stream);
   // The frame's own pinned memory (e.g. a producer's shared-memory slot) goes back when its copy
   // is done, before the rest of the frame: the completion thread waits for after_h2d first. (A
@@ -815,17 +819,8 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
 void DeviceLane::stage_into_pinned(void* pinned, const void* payload, std::size_t bytes) {
   // One thread copies about 8 GB/s: a 5.5 MB frame took 0.7 ms of the submit thread on the H100's
   // host. Large frames are copied in 1 MiB pieces by the pipeline's pool.
-  // (SONOPIPE_STAGING=inline: one memcpy here; copier: the lane's own threads;
-  // SONOPIPE_STAGING_THREADS=n: n pieces.)
-  if (copier_) {
-    copier_->copy(pinned, payload, bytes);
-    return;
-  }
-  std::size_t piece = std::size_t(1) << 20;
-  if (switches_.staging_threads > 0)
-    piece = (bytes / static_cast<std::size_t>(switches_.staging_threads) + 4095) / 4096 * 4096;
-  const std::size_t kPiece = std::max<std::size_t>(piece, 4096);
-  if (!options_.pool || bytes < 2 * kPiece || switches_.staging == HostPathSwitches::Staging::inline_copy) {
+  constexpr std::size_t kPiece = std::size_t(1) << 20;
+  if (!options_.pool || bytes < 2 * kPiece) {
     std::memcpy(pinned, payload, bytes);
     return;
   }

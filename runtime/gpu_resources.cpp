@@ -45,8 +45,7 @@ void Buffer::release() {
   switch (kind_) {
     case MemoryKind::host: std::free(data_); break;
 #ifdef SONOPIPE_WITH_CUDA
-    case MemoryKind::pinned:
-    case MemoryKind::pinned_write_combined: cudaFreeHost(data_); break;
+    case MemoryKind::pinned: cudaFreeHost(data_); break;
     case MemoryKind::device: cudaFree(data_); break;
 #else
     default: break;
@@ -71,9 +70,6 @@ void Buffer::reserve(MemoryKind kind, std::size_t bytes) {
 #ifdef SONOPIPE_WITH_CUDA
     // Portable: a result buffer may be released last by another thread (a ZeroMQ I/O thread).
     case MemoryKind::pinned: SONOPIPE_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocPortable)); break;
-    case MemoryKind::pinned_write_combined:
-      SONOPIPE_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocPortable | cudaHostAllocWriteCombined));
-      break;
     case MemoryKind::device: SONOPIPE_CUDA_CHECK(cudaMalloc(&data_, bytes)); break;
 #else
     default: no_cuda();

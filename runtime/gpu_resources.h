@@ -12,9 +12,7 @@ struct CUevent_st;
 
 namespace sonopipe {
 
-// pinned_write_combined: page-locked, write-combined: the CPU only writes it (reads are uncached,
-// very slow) and the GPU's copies from it are not snooped (an upload buffer).
-enum class MemoryKind { host, pinned, pinned_write_combined, device };
+enum class MemoryKind { host, pinned, device };
 
 // A buffer that grows on demand: reserve() reallocates only when more bytes are needed, so a
 // steady stream of same-shaped frames never allocates.

@@ -70,15 +70,9 @@ HostPathSwitches host_path_switches_from_environment() {
   HostPathSwitches switches;
   if (const char* staging = std::getenv("SONOPIPE_STAGING"); staging && *staging) {
     const std::string_view name(staging);
-    if (name == "inline") switches.staging = HostPathSwitches::Staging::inline_copy;
-    else if (name == "pageable") switches.staging = HostPathSwitches::Staging::pageable;
-    else if (name == "copier") switches.staging = HostPathSwitches::Staging::copier;
-    else if (name != "pool") spdlog::warn("SONOPIPE_STAGING={}: not pool, inline, pageable or copier; pool", name);
+    if (name == "slot") switches.staging = HostPathSwitches::Staging::slot;
+    else if (name != "driver") spdlog::warn("SONOPIPE_STAGING={}: not driver or slot; driver", name);
   }
-  if (const char* threads = std::getenv("SONOPIPE_STAGING_THREADS"); threads && *threads)
-    switches.staging_threads = std::max(0, std::atoi(threads));
-  if (const char* memory = std::getenv("SONOPIPE_STAGING_MEMORY"); memory && std::string_view(memory) == "write_combined")
-    switches.write_combined = true;
   return switches;
 }
 

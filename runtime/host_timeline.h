@@ -10,12 +10,11 @@
 // stops. sonopipe-bench core --timeline reads it back (docs/benchmarks.md, "Host path, where the
 // time went").
 //
-// SONOPIPE_STAGING=pool|inline|pageable|copier, SONOPIPE_STAGING_THREADS=<n>: how a pageable
-// payload reaches the device (runtime/device_lane.cpp, stage_into_pinned): split over the
-// pipeline's pool (the default; <n> pieces, default one per MiB), one memcpy on the submit thread,
-// no staging (the driver copies from pageable memory itself), or the lane's own copier threads
-// (runtime/staging_copier.h; <n> pieces, default 4). SONOPIPE_STAGING_MEMORY=write_combined: the
-// slots' pinned inputs are write-combined.
+// SONOPIPE_STAGING=driver|slot: how a pageable payload (tcp, ipc) reaches the device on CUDA
+// (runtime/device_lane.cpp, enqueue_on_cuda): handed to cudaMemcpyAsync as it is, the driver
+// copying it through its own pinned buffers (driver, the default), or copied whole into the slot's
+// pinned input first, in 1 MiB pieces over the pipeline's pool (slot: the path before 2026-11-26,
+// kept to compare).
 #pragma once
 
 #include <array>
@@ -34,8 +33,8 @@ enum class HostPoint : int {
   admitted,          // [ingest] checked and queued (after any wait for room in the queue)
   popped,            // [submit] taken from the queue
   slot,              // [submit] its slot is free
-  staging_begin,     // [submit] copy into the slot's pinned input starts
-  staging_end,       //          ... and ends
+  staging_begin,     // [submit] the host's part of the upload starts (the driver's copy from
+  staging_end,       //          pageable memory, or ours into the slot) ... and ends
   issued,            // [submit] H2D, stages and D2H queued on the slot's stream
   payload_released,  // [submit] the ZeroMQ message let go of
   gpu_start,         // [GPU] the stream reached the H2D
@@ -89,10 +88,8 @@ class HostTimeline {
 
 // The host-path experiments' switches, read once from the environment.
 struct HostPathSwitches {
-  enum class Staging { pool, inline_copy, pageable, copier };
-  Staging staging = Staging::pool;
-  int staging_threads = 0;  // pool: pieces per frame (0: one per MiB); copier: pieces (0: 4)
-  bool write_combined = false;  // SONOPIPE_STAGING_MEMORY=write_combined: the slots' pinned inputs
+  enum class Staging { driver, slot };
+  Staging staging = Staging::driver;
 };
 HostPathSwitches host_path_switches_from_environment();
 

@@ -1,6 +1,6 @@
 // The host-path timeline (SONOPIPE_HOST_TIMELINE): records per frame, the file the daemon writes,
-// the points a device lane marks in the order a frame passes them, and the staging switches
-// (SONOPIPE_STAGING, SONOPIPE_STAGING_MEMORY), which must not change a result.
+// the points a device lane marks in the order a frame passes them, and the staging switch
+// (SONOPIPE_STAGING=driver|slot), neither of which may change a result.
 #include "runtime/host_timeline.h"
 
 #include <cstdlib>
@@ -13,7 +13,6 @@
 #include <string_view>
 
 #include "runtime/device_lane.h"
-#include "runtime/staging_copier.h"
 #include "sdk/thread_pool.h"
 #include "stages/common/convert/convert.h"
 #include "tests/support/test_support.h"
@@ -181,30 +180,18 @@ TEST_CASE("a timeline record taken again by a later sequence starts empty", "[ti
   for (std::size_t p = 0; p < kHostPoints; ++p) CHECK(later->at[p].load() == 0);
 }
 
-TEST_CASE("the host-path switches come from the environment; an unknown staging name keeps the pool", "[timeline]") {
+TEST_CASE("the staging switch comes from the environment; an unknown name keeps the driver's copy", "[timeline]") {
   {
-    ScopedEnv staging("SONOPIPE_STAGING", nullptr), threads("SONOPIPE_STAGING_THREADS", nullptr),
-        memory("SONOPIPE_STAGING_MEMORY", nullptr);
-    const HostPathSwitches defaults = host_path_switches_from_environment();
-    CHECK(defaults.staging == HostPathSwitches::Staging::pool);
-    CHECK(defaults.staging_threads == 0);
-    CHECK_FALSE(defaults.write_combined);
+    ScopedEnv staging("SONOPIPE_STAGING", nullptr);
+    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::driver);
   }
   {
-    ScopedEnv staging("SONOPIPE_STAGING", "inline"), threads("SONOPIPE_STAGING_THREADS", "3"),
-        memory("SONOPIPE_STAGING_MEMORY", "write_combined");
-    const HostPathSwitches set = host_path_switches_from_environment();
-    CHECK(set.staging == HostPathSwitches::Staging::inline_copy);
-    CHECK(set.staging_threads == 3);
-    CHECK(set.write_combined);
-  }
-  {
-    ScopedEnv staging("SONOPIPE_STAGING", "pageable");
-    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::pageable);
+    ScopedEnv staging("SONOPIPE_STAGING", "slot");
+    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::slot);
   }
   {
     ScopedEnv staging("SONOPIPE_STAGING", "sideways");
-    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::pool);
+    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::driver);
   }
 }
 
@@ -232,31 +219,23 @@ TEST_CASE("a CPU lane marks each frame's points in the order the frame passes th
 TEST_CASE("a CUDA lane marks staging, issue, the GPU's instants and completion in order; every staging switch "
           "gives the same bytes", "[timeline][executor][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
-  ThreadPool pool(4);
-  struct Case {
-    const char* staging;
-    const char* threads;
-    const char* memory;
-  };
-  // 64 x 9000 int16: 1.1 MiB, over the pool's two-piece threshold, so "pool" really splits.
-  for (const Case c : {Case{"pool", nullptr, nullptr}, Case{"pool", "3", nullptr}, Case{"inline", nullptr, nullptr},
-                       Case{"pageable", nullptr, nullptr}, Case{"pool", nullptr, "write_combined"},
-                       Case{"copier", nullptr, nullptr}, Case{"copier", "2", "write_combined"}}) {
-    INFO("SONOPIPE_STAGING=" << c.staging << " threads " << (c.threads ? c.threads : "-") << " memory "
-                             << (c.memory ? c.memory : "-"));
-    ScopedEnv staging("SONOPIPE_STAGING", c.staging), threads("SONOPIPE_STAGING_THREADS", c.threads),
-        memory("SONOPIPE_STAGING_MEMORY", c.memory);
+  ThreadPool pool(4);  // the slot path's pieces
+  // 1024 x 2816 int16: 5.5 MiB, the channel frame's size: several of the driver's pinned pieces,
+  // and over the pool's two-piece threshold, so "slot" really splits.
+  for (const char* mode : {"driver", "slot"}) {
+    INFO("SONOPIPE_STAGING=" << mode);
+    ScopedEnv staging("SONOPIPE_STAGING", mode);
     HostTimeline timeline(temp_path("host-timeline-cuda"), 64);
     const LaneRun run =
-        run_convert({.backend = Backend::cuda, .slots = 3, .queue_depth = 4, .pool = &pool}, timeline, 12, 64, 9000);
+        run_convert({.backend = Backend::cuda, .slots = 3, .queue_depth = 4, .pool = &pool}, timeline, 12, 1024, 2816);
     check_converted(run);
     for (std::uint64_t n = 0; n < 12; ++n) {
       INFO("frame " << n);
       REQUIRE(timeline.find(n));
       const FrameTimes& t = *timeline.find(n);
-      const bool staged = std::string_view(c.staging) != "pageable";
-      CHECK((at(t, HostPoint::staging_begin) != 0) == staged);
-      if (staged) CHECK(at(t, HostPoint::staging_end) >= at(t, HostPoint::staging_begin));
+      // The host's part of the upload: ours into the slot, or the driver's inside cudaMemcpyAsync.
+      REQUIRE(at(t, HostPoint::staging_begin) != 0);
+      CHECK(at(t, HostPoint::staging_end) >= at(t, HostPoint::staging_begin));
       // Host points: in the order of the threads' steps.
       const HostPoint host[] = {HostPoint::received, HostPoint::popped, HostPoint::slot, HostPoint::issued,
                                 HostPoint::payload_released, HostPoint::done_seen, HostPoint::published,
@@ -270,29 +249,12 @@ TEST_CASE("a CUDA lane marks staging, issue, the GPU's instants and completion i
                                HostPoint::gpu_done};
       for (std::size_t i = 1; i < std::size(gpu); ++i) CHECK(at(t, gpu[i]) >= at(t, gpu[i - 1]));
       // Placed on the host clock through the lane's first event, whose host instant is taken when
-      // its synchronisation returned: the GPU's instants appear late by that wake-up (microseconds),
-      // never early. So the H2D starts after the frame was popped (1 us: the events' resolution),
-      // and the GPU's done may appear after the host saw it by at most the wake-up (1 ms: a
-      // generous bound; a wrong origin is off by the lane's whole age).
-      CHECK(at(t, HostPoint::gpu_start) + 1'000 >= at(t, HostPoint::popped));
+      // its synchronisation returned (late by that wake-up, microseconds), and the GPU's clock
+      // drifts against the host's (about 10 us per second on the H100 host, result-1 of
+      // docs/host-path.md's runs). This lane lives well under a second, so 0.2 ms bounds both
+      // (1 ms on the late side, a wake-up included); a wrong origin is off by the lane's whole age.
+      CHECK(at(t, HostPoint::gpu_start) + 200'000 >= at(t, HostPoint::popped));
       CHECK(at(t, HostPoint::gpu_done) <= at(t, HostPoint::done_seen) + 1'000'000);
-    }
-  }
-}
-
-TEST_CASE("the staging copier copies every byte for any size and number of pieces", "[timeline]") {
-  std::mt19937_64 rng(test::fresh_seed());
-  for (int helpers : {0, 1, 3}) {
-    StagingCopier copier(helpers);
-    CHECK(copier.pieces() == helpers + 1);
-    // Sizes below one page per piece, not a multiple of a page, and several MiB.
-    for (std::size_t bytes : {std::size_t(1), std::size_t(4095), std::size_t(3 * 4096 + 17), std::size_t(5'767'169)}) {
-      INFO("helpers " << helpers << ", bytes " << bytes);
-      std::vector<std::uint8_t> source(bytes), target(bytes + 1, 0xA5);
-      for (auto& b : source) b = static_cast<std::uint8_t>(rng());
-      copier.copy(target.data(), source.data(), bytes);
-      CHECK(std::memcmp(target.data(), source.data(), bytes) == 0);
-      CHECK(target[bytes] == 0xA5);  // nothing written past the end
     }
   }
 }
