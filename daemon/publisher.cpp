@@ -12,21 +12,6 @@
 #include "wire/wall_clock.h"
 
 namespace sonopipe {
-namespace {
-
-// Reads `bytes` once, a word per cache line, so that the I/O thread's copy into the kernel finds
-// them in the cache (SONOPIPE_PUBLISH_WARM=1, an experiment: a result the D2H just wrote is in
-// memory, the relay's constant payload in the cache).
-void warm_cache(const void* data, std::size_t bytes) {
-  const auto* words = static_cast<const std::uint64_t*>(data);
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < bytes / 8; i += 8) sum += words[i];
-  static std::atomic<std::uint64_t> sink;
-  sink.store(sum, std::memory_order_relaxed);
-}
-
-}  // namespace
-
 std::string result_topic(const std::string& pipeline, const std::string& output) {
   return "result/" + pipeline + "/" + output;
 }
@@ -97,7 +82,6 @@ void Publisher::publish_result(const PublishedResult& result) {
   // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
   // lagging one would keep the slot from the shm subscribers (and the executors) for long.
   const bool copy = !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
-  if (warm_ && !copy) warm_cache(result.data, result.bytes);
   zmq::message_t payload = payload_message(result, copy);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);

@@ -14,8 +14,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <string_view>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -88,10 +86,6 @@ class Publisher {
 
   zmq::socket_t socket_;
   const PublishLimits limits_;
-  const bool warm_ = [] {
-    const char* warm = std::getenv("SONOPIPE_PUBLISH_WARM");
-    return warm && std::string_view(warm) == "1";
-  }();
   std::unique_ptr<SubscriberWatch> subscribers_;  // null with CURVE
   std::mutex mutex_;
   std::string header_bytes_;  // reused between results
