@@ -549,7 +549,7 @@ void run_chain_slots(const EnsembleWorkload& w, std::int64_t tissue_rank, std::i
 
 // The subspace route's convergence on the flow phantom (tools/sim/flow_sim.h, 20 dB SNR): the
 // fraction of fresh phantoms (seeds) that fell back, and the time, per block and iteration count.
-void run_subspace_cases(int repeats) {
+void run_small_kernel_cases() {
   {
     // The small kernels alone (small_eigen.cuh), median of 50 CUDA-event timings: Jacobi on random
     // Hermitian matrices (n = 16, 32; batch 1 and 49), Cholesky QR of n x b blocks.
@@ -585,16 +585,17 @@ void run_subspace_cases(int repeats) {
       return times[times.size() / 2] * 1e3;
     };
     std::printf("small kernels (us):");
-    for (const auto variant : {cuda::JacobiVariant::fused, cuda::JacobiVariant::two_phase})
+    for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::warp, cuda::JacobiVariant::fused,
+                               cuda::JacobiVariant::two_phase})
       for (int n : {16, 32})
         for (int batch : {1, batch_max}) {
           const double us = time_it([&] {
             cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, batch, values, scratch, n,
                                            std::int64_t(n) * n, nullptr, variant);
           });
-          std::printf(" jacobi %s n %d batch %d: %.1f;", variant == cuda::JacobiVariant::fused ? "fused" : "two-phase",
-                      n, batch, us);
+          std::printf(" jacobi %s n %d batch %d: %.1f;", cuda::jacobi_variant_name(variant), n, batch, us);
         }
+    std::printf("\n");
     for (int n : {64, 128, 200})
       for (int b : {16, 32}) {
         const double us =
@@ -610,6 +611,9 @@ void run_subspace_cases(int repeats) {
     cudaFree(values);
     cudaFree(flags);
   }
+}
+
+void run_subspace_cases(int repeats) {
   ThreadPool pool(std::max(2u, std::thread::hardware_concurrency()));
   for (std::int64_t frames : {64, 128}) {
     std::vector<sim::FlowIqResult> phantoms;
@@ -686,8 +690,10 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
 
 void run_doppler_bench(const DopplerBenchOptions& o) {
   for (const std::string& name : o.cases)
-    if (name != "stages" && name != "routes" && name != "chain" && name != "subspace" && name != "slots")
-      throw std::runtime_error("doppler bench: no case '" + name + "' (stages, routes, chain, subspace, slots)");
+    if (name != "stages" && name != "routes" && name != "routes32" && name != "chain" && name != "subspace" &&
+        name != "slots" && name != "kernels")
+      throw std::runtime_error("doppler bench: no case '" + name +
+                               "' (stages, routes, routes32, chain, subspace, slots, kernels)");
   const DeviceCeilings ceilings = device_ceilings(o.peak_tflops, o.peak_gb_per_s);
   std::printf("%s\n", ceilings.description.c_str());
   if (wanted(o, "routes")) {
@@ -700,6 +706,15 @@ void run_doppler_bench(const DopplerBenchOptions& o) {
     else
 #endif
       std::printf("routes: no CUDA device\n");
+  }
+  if (std::find(o.cases.begin(), o.cases.end(), "routes32") != o.cases.end()) {  // asked for by name only
+#ifdef SONOPIPE_WITH_CUDA
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+      run_svd_routes({designed("pwi_disk (251 x 251 pixels, 32 frames)", 251 * 251, 32, 4)}, o.repeats);
+    else
+#endif
+      std::printf("routes32: no CUDA device\n");
   }
   if (wanted(o, "stages")) run_stage_cases(o, ceilings);
   if (wanted(o, "chain")) run_chain_cases(o, ceilings);
@@ -720,6 +735,7 @@ void run_doppler_bench(const DopplerBenchOptions& o) {
                 "medians; fallbacks = seeds that fell back)\n");
     run_subspace_cases(std::max(5, o.repeats / 4));
   }
+  if (gpu && wanted(o, "kernels")) run_small_kernel_cases();
 #endif
 }
 
@@ -730,9 +746,9 @@ void add_doppler_bench(CLI::App& app) {
   CLI::App* command = app.add_subcommand("doppler", "clutter_filter and doppler at fUS scale (65,536 x 200 Casorati)");
   command->add_option("--case", options->cases,
                       "cases (repeatable; default all): stages (the stages at fUS scale), routes (the SVD filter's "
-                      "library routes, fUS and pwi_disk shapes), chain (beamform + clutter_filter + doppler), "
+                      "library routes, fUS and pwi_disk shapes; routes32: the pwi_disk shape only, by name), chain (beamform + clutter_filter + doppler), "
                       "slots (the pwi_disk chain as the daemon's lane runs it), subspace (the subspace route's "
-                      "block and iterations on the flow phantom)");
+                      "block and iterations on the flow phantom), kernels (small_eigen.cuh's kernels alone)");
   command->add_option("--repeats", options->repeats, "GPU repetitions (median)")->capture_default_str();
   command->add_option("--frames", options->frames, "ensemble length")->capture_default_str();
   command->add_option("--lateral", options->lateral, "pixels")->capture_default_str();

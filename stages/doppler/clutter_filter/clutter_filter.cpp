@@ -182,13 +182,12 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   EigenRoute route;
   if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == Eigensolver::full) return route;
   if (shape.frames <= kJacobiMaxFrames) {
-    // Every eigenvector (any rank choice, noise rank too), on request: the Jacobi kernel measured 0.35
-    // ms on a 32 x 32 matrix against cuSOLVER's 0.25 ms, and the small Gram and rank-update kernels
-    // 0.009 ms slower than cuBLAS in the pwi_disk chain (H100, docs/doppler.md): auto is full.
-    if (params.eigensolver == Eigensolver::jacobi) {
-      route.kind = EigenRoute::Kind::jacobi;
-      route.small_kernels = true;
-    }
+    // Every eigenvector (any rank choice, noise rank too) by the Jacobi kernel (float angles, double
+    // A and V: small_eigen.cuh), auto too: cuSOLVER's solvers take 0.25 ms on a 32 x 32 matrix
+    // (docs/doppler.md). The small Gram and rank-update kernels measured 0.009 ms slower than cuBLAS
+    // in the pwi_disk chain: on request (eigensolver jacobi) only.
+    route.kind = EigenRoute::Kind::jacobi;
+    route.small_kernels = params.eigensolver == Eigensolver::jacobi;
     return route;
   }
   // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest

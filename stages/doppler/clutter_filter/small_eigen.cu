@@ -250,6 +250,124 @@ jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   }
 }
 
+// The rotation with its angle found in float (the double-precision divide, square roots and hypot
+// of schur_rotation_fast were the latency of every round): t, c, s and e in float from the double
+// entries of a matrix scaled to |A|_F ~ 1, then c, s and e rescaled in double so that c^2 + s^2 = 1
+// and |e| = 1 to double rounding (f = 1 / sqrt(r) = 1 - (r - 1) / 2 + 3 (r - 1)^2 / 8, error
+// O(|r - 1|^3) ~ 1e-21). J is then unitary in double, so A's eigenvalues and V's orthonormality
+// are kept to double rounding; only the zeroing is approximate: the rotated a_pq is ~1e-7 of its
+// value before instead of 0, which the next sweep's rotation of that pair removes (one sweep more
+// at most: off(A) falls by ~1e-7 a sweep once quadratic convergence is slower than that).
+// |a_pq| below 1e-18 (of the scaled |A|_F, where x^2 + y^2 leaves float's normal range) is not
+// rotated: far below the 1e-14 stop.
+__device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 apq) {
+  const float x = static_cast<float>(apq.x), y = static_cast<float>(apq.y);
+  const float magnitude2 = x * x + y * y;
+  if (!(magnitude2 > 1e-36f)) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  const float inverse = rsqrtf(magnitude2), magnitude = magnitude2 * inverse;
+  const float d = static_cast<float>(aqq - app);
+  // t = sign(tau) / (|tau| + sqrt(1 + tau^2)) with tau = d / (2 |a_pq|), multiplied through by 2 |a_pq|.
+  const float t = copysignf(2 * magnitude, d) / (fabsf(d) + sqrtf(d * d + 4 * magnitude2));
+  const float c = rsqrtf(1 + t * t);
+  double cd = c, sd = t * c;
+  const double r = fma(cd, cd, sd * sd) - 1;
+  const double f = fma(r, fma(0.375, r, -0.5), 1.0);
+  cd *= f;
+  sd *= f;
+  double ex = x * inverse, ey = -y * inverse;
+  const double q = fma(ex, ex, ey * ey) - 1;
+  const double g = fma(q, fma(0.375, q, -0.5), 1.0);
+  ex *= g;
+  ey *= g;
+  return {cd, sd, make_double2(ex, ey)};
+}
+
+// The mixed kernel: A and V in double, the rotations' angles in float (schur_rotation_float_angle),
+// A scaled by a power of two to |A|_F ~ 1 at the load (exact; the eigenvalues scaled back at the
+// end). A and V are double-buffered in dynamic shared memory (4 m^2 double2, 64 KiB at m = 32), so
+// a round reads one copy and writes the other: one barrier per round (a __syncwarp for the
+// one-warp block) instead of two. The work items are the fused kernel's: item (k, l) of the
+// (m / 2)^2 pairs of pairs computes the rotations of pairs k and l itself, writes its 2 x 2 block of
+// J_k^H A J_l and rows 2k, 2k + 1 of V's pair-l columns. kBlockThreads = 256: one item a thread at
+// m = 32; 32: one warp per matrix (8 items a thread), no block barrier at all.
+template <int kBlockThreads>
+__global__ void __launch_bounds__(kBlockThreads)
+jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
+                    double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride) {
+  extern __shared__ double2 buffers[];  // A, A', V, V' (m x m each, column-major)
+  __shared__ double partial[kBlockThreads / 32];
+  const int m = n + (n & 1);
+  const int half = m / 2, mm = m * m;
+  const double2* in = matrices + blockIdx.x * stride;
+  double2* a = buffers;
+  double2* v = buffers + 2 * mm;
+  const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);
+  // A <- A 2^-e with 2^e ~ |A|_F: the float angles see entries of order one.
+  const int exponent = frobenius2 > 0 && isfinite(frobenius2) ? ilogb(sqrt(frobenius2)) : 0;
+  for (int t = threadIdx.x; t < mm; t += kBlockThreads) a[t] = scale(ldexp(1.0, -exponent), a[t]);
+  __syncthreads();
+  const double scaled2 = ldexp(frobenius2, -2 * exponent);
+  const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
+  int current = 0;
+  for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
+    const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
+    if (!(off2 > kJacobiTolerance * kJacobiTolerance * scaled2)) break;
+    for (int round = 0; round < m - 1; ++round) {
+      const double2* a_in = buffers + current * mm;
+      double2* a_out = buffers + (1 - current) * mm;
+      const double2* v_in = buffers + (2 + current) * mm;
+      double2* v_out = buffers + (3 - current) * mm;
+      for (int item = threadIdx.x; item < half * half; item += kBlockThreads) {
+        const int k = item % half, l = item / half;
+        int pk, qk, pl, ql;
+        tournament_pair(m, round, k, pk, qk);
+        tournament_pair(m, round, l, pl, ql);
+        const Rotation rk =
+            qk < n ? schur_rotation_float_angle(a_in[pk + pk * m].x, a_in[qk + qk * m].x, a_in[pk + qk * m]) : identity;
+        const Rotation rl =
+            ql < n ? schur_rotation_float_angle(a_in[pl + pl * m].x, a_in[ql + ql * m].x, a_in[pl + ql * m]) : identity;
+        const double2 b_pp = a_in[pk + pl * m], b_qp = a_in[qk + pl * m], b_pq = a_in[pk + ql * m],
+                      b_qq = a_in[qk + ql * m];
+        const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
+        const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
+        const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
+        const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
+        a_out[pk + pl * m] = sub(scale(rk.c, t_pp), mul(sec, t_qp));
+        a_out[pk + ql * m] = sub(scale(rk.c, t_pq), mul(sec, t_qq));
+        a_out[qk + pl * m] = add(scale(rk.s, t_pp), mul(cec, t_qp));
+        a_out[qk + ql * m] = add(scale(rk.s, t_pq), mul(cec, t_qq));
+        const int r0 = 2 * k, r1 = 2 * k + 1;  // V <- V J_l on rows r0, r1
+        const double2 x0p = v_in[r0 + pl * m], x0q = v_in[r0 + ql * m], x1p = v_in[r1 + pl * m],
+                      x1q = v_in[r1 + ql * m];
+        v_out[r0 + pl * m] = sub(scale(rl.c, x0p), mul(se, x0q));
+        v_out[r0 + ql * m] = add(scale(rl.s, x0p), mul(ce, x0q));
+        v_out[r1 + pl * m] = sub(scale(rl.c, x1p), mul(se, x1q));
+        v_out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
+      }
+      current = 1 - current;
+      if (kBlockThreads == 32)
+        __syncwarp();
+      else
+        __syncthreads();
+    }
+  }
+  const double2* a_final = buffers + current * mm;
+  const double2* v_final = buffers + (2 + current) * mm;
+  double* out_values = values + std::int64_t(blockIdx.x) * n;
+  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
+  for (int t = threadIdx.x; t < n * n; t += kBlockThreads) {
+    const int row = t % n, i = t / n;
+    const double d = a_final[i + i * m].x;
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const double e = a_final[j + j * m].x;
+      rank += (e < d || (e == d && j < i)) ? 1 : 0;
+    }
+    out_vectors[row + rank * ldv] = v_final[row + i * m];
+    if (row == 0) out_values[rank] = ldexp(d, exponent);
+  }
+}
+
 // Shifted Cholesky QR 3 (fukaya2020): pass 0 factors Y^H Y + s I, s = 11 (n b + b (b + 1)) u |Y|_F^2,
 // passes 1 and 2 factor Y^H Y; each replaces Y by Y L^-H (C = L L^H). The factorisation is LDL^H
 // right-looking (one barrier per column), scaled to L at the end.
@@ -381,10 +499,31 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
                               JacobiVariant variant) {
   if (n < 1 || n > kSmallEigenMax) throw CudaError("hermitian_jacobi_batched: n must be in [1, 32]");
-  if (variant == JacobiVariant::fused)
-    jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
-  else
-    jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+  const int m = n + (n & 1);
+  const auto mixed_bytes = static_cast<std::size_t>(4 * m * m) * sizeof(double2);  // A, A', V, V'
+  switch (variant) {
+    case JacobiVariant::mixed:
+      // Per function and device, on every call (a host-side attribute, no sync): 64 KiB at m = 32.
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<kThreads>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<kThreads><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
+                                                                              ldv, vectors_stride);
+      break;
+    case JacobiVariant::warp:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<32><<<batch, 32, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
+                                                                  vectors_stride);
+      break;
+    case JacobiVariant::fused:
+      jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
+                                                          vectors_stride);
+      break;
+    case JacobiVariant::two_phase:
+      jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+      break;
+  }
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,13 +18,26 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // (n <= 32; the lower triangle is read, the diagonal's real part). Cyclic Jacobi (parallel
 // round-robin ordering) in double until the off-diagonal norm is below 1e-14 of the Frobenius norm
 // or 20 sweeps. `vectors` may be `matrices` (in place: each block reads its matrix before writing).
-// Variants (the same rotations and order): two_phase computes a round's rotations in a phase of its
-// own (n / 2 threads, then a barrier); fused has every thread compute the two it needs, one
-// read-barrier-write-barrier per round. The stage runs fused.
-enum class JacobiVariant { fused, two_phase };
+// Variants (the same order): two_phase computes a round's rotations in a phase of its own (n / 2
+// threads, then a barrier); fused has every thread compute the two it needs, one
+// read-barrier-write-barrier per round; mixed computes the rotations' angles in float (made unitary
+// in double, A scaled to |A|_F ~ 1; A and V stay double) and double-buffers A and V in shared memory
+// (one barrier per round); warp is mixed with one warp per matrix (no block barrier). The stage runs
+// mixed (docs/doppler.md: the float angles took the round's latency; a warp's FP64 rate is 1/4 of
+// an SM's).
+enum class JacobiVariant { mixed, warp, fused, two_phase };
+inline const char* jacobi_variant_name(JacobiVariant variant) {
+  switch (variant) {
+    case JacobiVariant::mixed: return "mixed";
+    case JacobiVariant::warp: return "warp";
+    case JacobiVariant::fused: return "fused";
+    case JacobiVariant::two_phase: return "two_phase";
+  }
+  return "?";
+}
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant = JacobiVariant::fused);
+                              JacobiVariant variant = JacobiVariant::mixed);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal

@@ -309,10 +309,14 @@ TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER's solver unless Jacob
     params.eigensolver = e;
     return params;
   };
-  // auto and full: the full solver, the library Gram and projection.
-  CHECK(route(32, 1, 0).kind == Kind::full);
+  // auto: the Jacobi kernel up to 32 frames with the library Gram and projection, else the full
+  // solver; full: the full solver, the library Gram and projection, at every size.
+  CHECK(route(32, 1, 0).kind == Kind::jacobi);
   CHECK(!route(32, 1, 0).small_kernels);
+  CHECK(route(2, 1, 0).kind == Kind::jacobi);
+  CHECK(route(33, 1, 0).kind == Kind::full);
   CHECK(route(200, 20, 0).kind == Kind::full);
+  CHECK(route(32, 4, 0, with(Eigensolver::full)).kind == Kind::full);
   CHECK(!route(32, 4, 0, with(Eigensolver::full)).small_kernels);
   CHECK(route(200, 20, 0, with(Eigensolver::full)).kind == Kind::full);
   // jacobi: every eigenvector up to 32 frames (any rank choice, noise rank too), else full.
@@ -331,7 +335,7 @@ TEST_CASE("clutter_filter: the eigenvector route: cuSOLVER's solver unless Jacob
   CHECK(route(33, 1, 0, with(Eigensolver::subspace)).block == 5);
   CHECK(route(200, 30, 0, with(Eigensolver::subspace)).block == 32);
   CHECK(route(320, 4, 0, with(Eigensolver::subspace)).kind == Kind::subspace);
-  CHECK(route(32, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);    // up to 32: every eigenvector
+  CHECK(route(32, 4, 0, with(Eigensolver::subspace)).kind == Kind::jacobi);  // up to 32: every eigenvector
   CHECK(route(200, 20, 1, with(Eigensolver::subspace)).kind == Kind::full);  // the smallest are not dominant
   CHECK(route(200, 0, 0, with(Eigensolver::subspace, similarity)).kind == Kind::full);
   CHECK(route(321, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);   // shared memory of the QR
@@ -504,7 +508,8 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0, 1);
-  for (const auto variant : {cuda::JacobiVariant::fused, cuda::JacobiVariant::two_phase})
+  for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::warp, cuda::JacobiVariant::fused,
+                             cuda::JacobiVariant::two_phase})
   for (int n : {1, 2, 3, 7, 16, 31, 32}) {
     // A batch of 5: random unitary U, eigenvalues spread over 10 decades (as a Gram matrix's from
     // tissue to noise) with signs mixed in the last matrix; A = U diag(lambda) U^H.
@@ -540,7 +545,7 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
     cudaFree(values);
     for (int entry = 0; entry < batch; ++entry) {
       INFO("seed " << seed << ", n " << n << ", matrix " << entry << ", variant "
-                    << (variant == cuda::JacobiVariant::fused ? "fused" : "two_phase"));
+                    << jacobi_variant_name(variant));
       const Eigen::Map<const ComplexMatrix> a(host.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
       const Eigen::Map<const ComplexMatrix> v(vectors.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
       const Eigen::Map<const Eigen::VectorXd> lambda(w.data() + static_cast<std::ptrdiff_t>(entry) * n, n);
