@@ -112,8 +112,9 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
 }
 
 #ifdef SONOPIPE_WITH_CUDA
-// Median GPU ms of `stage` on the device copy of the ensemble.
-double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input, int repeats) {
+// Median GPU ms of `stage` on the device copy of the ensemble (and the mean, where `mean` is given:
+// a route that changes from frame to frame, as auto's subspace retry, shows there).
+double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input, int repeats, double* mean = nullptr) {
   const StagePlan plan = stage.configure(meta, meta.payload, Backend::cuda);
   std::vector<void*> outputs;
   for (const StageOutput& o : plan.outputs) {
@@ -140,6 +141,11 @@ double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input,
     float ms = 0;
     SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     if (r >= 3) times.push_back(ms);
+  }
+  if (mean) {
+    double sum = 0;
+    for (float t : times) sum += t;
+    *mean = sum / static_cast<double>(times.size());
   }
   std::sort(times.begin(), times.end());
   cudaEventDestroy(start);
@@ -662,6 +668,63 @@ void run_subspace_cases(int repeats) {
 }
 #endif
 
+#ifdef SONOPIPE_WITH_CUDA
+// eigensolver auto against full and subspace, frame after frame on one configured stage (the
+// retry state carries over): fUS 65,536 x 200 at k = 20 with a gap at k and without (the bench's
+// rank-8 ensemble: k inside the noise), and the flow phantom (128 frames, 64 x 128, 20 dB SNR; k = 2:
+// converges, k = 4: no gap). Mean and median per frame, subspace attempts and fallbacks.
+void run_auto_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings) {
+  std::printf("\nauto's route frame after frame (%d frames after 3 warm-ups, one configured stage)\n", o.repeats);
+  std::printf("%-40s %-9s %9s %9s %9s %9s %9s %7s\n", "data", "asked", "route", "mean ms", "median ms", "attempts",
+              "fallback", "floor");
+  struct Data {
+    std::string name;
+    FrameMeta meta;
+    std::vector<std::complex<float>> iq;
+    std::int64_t tissue;
+  };
+  std::vector<Data> data;
+  {
+    Data flat{"fUS 65,536 x 200, k = 20, flat (rank 8)", {}, {}, 20};
+    flat.meta = ensemble(o, flat.iq);
+    data.push_back(std::move(flat));
+    Data gapped{"fUS 65,536 x 200, k = 20, gap at k", {}, {}, 20};
+    gapped.meta = ensemble(o, gapped.iq, true);
+    data.push_back(std::move(gapped));
+    ThreadPool pool(std::max(2u, std::thread::hardware_concurrency()));
+    sim::FlowSimConfig config;
+    config.seed = 1;
+    config.snr_db = 20;
+    config.frames = 128;
+    sim::FlowIqResult phantom = sim::simulate_flow_iq(config, &pool);
+    for (std::int64_t k : {2, 4})
+      data.push_back({"flow phantom 8,192 x 128, k = " + std::to_string(k), phantom.meta, phantom.iq, k});
+  }
+  for (const Data& d : data) {
+    void* device_input = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&device_input, d.meta.payload.byte_size()));
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(device_input, d.iq.data(), d.meta.payload.byte_size(), cudaMemcpyHostToDevice));
+    const double pixels = double(d.meta.payload.axes[1].size * d.meta.payload.axes[2].size);
+    const double frames = double(d.meta.payload.axes[0].size);
+    for (const auto& [eigensolver, asked] : {std::pair{ClutterFilterParams::Eigensolver::full, "full"},
+                                             std::pair{ClutterFilterParams::Eigensolver::subspace, "subspace"},
+                                             std::pair{ClutterFilterParams::Eigensolver::automatic, "auto"}}) {
+      ClutterFilterParams p;
+      p.tissue_rank = d.tissue;
+      p.eigensolver = eigensolver;
+      ClutterFilterStage stage(p);
+      double mean = 0;
+      const double median = time_stage(stage, d.meta, device_input, o.repeats, &mean);
+      const double floor_ms = count(p, pixels, frames, 1.0).floor_ms(ceilings);
+      std::printf("%-40s %-9s %9s %9.3f %9.3f %9lld %9lld %7.3f\n", d.name.c_str(), asked, route_name(stage), mean,
+                  median, static_cast<long long>(stage.subspace_attempts()),
+                  static_cast<long long>(stage.subspace_fallbacks()), floor_ms);
+    }
+    cudaFree(device_input);
+  }
+}
+#endif
+
 void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings) {
   std::printf("\nchain beamform (ensemble) -> clutter_filter svd -> doppler, device-resident channel IQ, the stages' "
               "run_cuda on one stream (median of %d)\n", o.repeats);
@@ -691,9 +754,9 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
 void run_doppler_bench(const DopplerBenchOptions& o) {
   for (const std::string& name : o.cases)
     if (name != "stages" && name != "routes" && name != "routes32" && name != "chain" && name != "subspace" &&
-        name != "slots" && name != "kernels")
+        name != "slots" && name != "kernels" && name != "auto")
       throw std::runtime_error("doppler bench: no case '" + name +
-                               "' (stages, routes, routes32, chain, subspace, slots, kernels)");
+                               "' (stages, routes, routes32, chain, subspace, slots, kernels, auto)");
   const DeviceCeilings ceilings = device_ceilings(o.peak_tflops, o.peak_gb_per_s);
   std::printf("%s\n", ceilings.description.c_str());
   if (wanted(o, "routes")) {
@@ -736,6 +799,7 @@ void run_doppler_bench(const DopplerBenchOptions& o) {
     run_subspace_cases(std::max(5, o.repeats / 4));
   }
   if (gpu && wanted(o, "kernels")) run_small_kernel_cases();
+  if (gpu && wanted(o, "auto")) run_auto_cases(o, ceilings);
 #endif
 }
 
@@ -748,7 +812,8 @@ void add_doppler_bench(CLI::App& app) {
                       "cases (repeatable; default all): stages (the stages at fUS scale), routes (the SVD filter's "
                       "library routes, fUS and pwi_disk shapes; routes32: the pwi_disk shape only, by name), chain (beamform + clutter_filter + doppler), "
                       "slots (the pwi_disk chain as the daemon's lane runs it), subspace (the subspace route's "
-                      "block and iterations on the flow phantom), kernels (small_eigen.cuh's kernels alone)");
+                      "block and iterations on the flow phantom), kernels (small_eigen.cuh's kernels alone), auto (eigensolver auto "
+                      "frame after frame against full and subspace, fUS and the flow phantom)");
   command->add_option("--repeats", options->repeats, "GPU repetitions (median)")->capture_default_str();
   command->add_option("--frames", options->frames, "ensemble length")->capture_default_str();
   command->add_option("--lateral", options->lateral, "pixels")->capture_default_str();

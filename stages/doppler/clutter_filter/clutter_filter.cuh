@@ -60,6 +60,8 @@ class ClutterFilterGpu {
   EigenRoute route() const;
   // Frames whose subspace iteration did not converge (the full solver ran); synchronises.
   std::int64_t subspace_fallbacks() const;
+  // Frames that ran the subspace iteration (auto's retry sends the others to the full solver).
+  std::int64_t subspace_attempts() const;
 
  private:
   struct Impl;

@@ -50,7 +50,7 @@ struct ClutterFilterShape {
 };
 
 // How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route(); auto is
-// jacobi up to 32 frames, else full: docs/doppler.md):
+// jacobi up to 32 frames, subspace with retry where it applies, else full: docs/doppler.md):
 //   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched (with
 //             the small kernels at N <= 32 unless eigensolver is full);
 //   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi, A and V in
@@ -64,6 +64,9 @@ struct EigenRoute {
   enum class Kind { full, jacobi, subspace };
   Kind kind = Kind::full;
   int block = 0, iterations = 0;  // subspace only
+  // subspace, chosen by auto: after a fallback the next frames take the full solver directly
+  // (SubspaceRetry, subspace_retry.h); asked for (eigensolver subspace): every frame tries.
+  bool retry = false;
   // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
   // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.
   bool small_kernels = false;

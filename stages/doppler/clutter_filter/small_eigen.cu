@@ -486,11 +486,16 @@ converged_kernel(const double2* __restrict__ gram, int n, const double2* __restr
 }
 
 __global__ void fallback_condition_kernel(cudaGraphConditionalHandle handle, const int* converged, int batch,
-                                          unsigned long long* fallbacks) {
+                                          unsigned long long* fallbacks, unsigned long long* published) {
   int all = 1;
   for (int i = 0; i < batch; ++i) all &= converged[i];
   cudaGraphSetConditional(handle, all ? 0u : 1u);
-  if (!all) atomicAdd(fallbacks, 1ull);
+  if (all) return;
+  const unsigned long long count = atomicAdd(fallbacks, 1ull) + 1;
+  if (published) {
+    *static_cast<volatile unsigned long long*>(published) = count;
+    __threadfence_system();
+  }
 }
 
 }  // namespace
@@ -560,8 +565,8 @@ void subspace_converged_batched(const double2* gram, int n, const double2* vecto
 }
 
 void set_fallback_condition(cudaGraphConditionalHandle handle, const int* converged, int batch,
-                            unsigned long long* fallbacks, cudaStream_t stream) {
-  fallback_condition_kernel<<<1, 1, 0, stream>>>(handle, converged, batch, fallbacks);
+                            unsigned long long* fallbacks, unsigned long long* published, cudaStream_t stream) {
+  fallback_condition_kernel<<<1, 1, 0, stream>>>(handle, converged, batch, fallbacks, published);
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

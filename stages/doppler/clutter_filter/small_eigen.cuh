@@ -64,8 +64,9 @@ void subspace_converged_batched(const double2* gram, int n, const double2* vecto
                                 cudaStream_t stream);
 
 // Sets `handle` (a conditional node of the graph this kernel runs in) to 1 when an entry did not
-// converge, and then adds one to *fallbacks.
+// converge, and then adds one to *fallbacks and stores the new count into *published (mapped host
+// memory, read by the host without a wait; may be null).
 void set_fallback_condition(cudaGraphConditionalHandle handle, const int* converged, int batch,
-                            unsigned long long* fallbacks, cudaStream_t stream);
+                            unsigned long long* fallbacks, unsigned long long* published, cudaStream_t stream);
 
 }  // namespace sonopipe::cuda
