@@ -602,6 +602,53 @@ void run_small_kernel_cases() {
           std::printf(" jacobi %s n %d batch %d: %.1f;", cuda::jacobi_variant_name(variant), n, batch, us);
         }
     std::printf("\n");
+    // The mixed kernel's sweeps and time (n = 32, batch 1) on matrices like the pwi_disk chain's Gram:
+    // random IQ (S^H S of 4,096 x 32 unit noise: nearly a multiple of I), one clutter component 40 dB
+    // over it, the Gaussian Hermitian above, and a diagonal matrix (no sweep: the launch, load and
+    // store alone).
+    {
+      const int n = 32, pixels = 4096;
+      std::vector<std::vector<double2>> grams;
+      for (double clutter : {0.0, 100.0}) {
+        std::vector<std::complex<double>> x(static_cast<std::size_t>(pixels) * n), a(pixels), b(n);
+        for (auto& v : x) v = {normal(rng), normal(rng)};
+        for (auto& v : a) v = {normal(rng), normal(rng)};
+        for (auto& v : b) v = std::polar(1.0, 0.3 * double(&v - b.data()));  // a slow phase ramp
+        for (int f = 0; f < n; ++f)
+          for (int p = 0; p < pixels; ++p) x[f * std::size_t(pixels) + p] += clutter * a[p] * b[f];
+        std::vector<double2> g(static_cast<std::size_t>(n) * n);
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) {
+            std::complex<double> sum = 0;
+            for (int p = 0; p < pixels; ++p) sum += std::conj(x[i * std::size_t(pixels) + p]) * x[j * std::size_t(pixels) + p];
+            g[i + j * std::size_t(n)] = make_double2(sum.real(), sum.imag());
+          }
+        grams.push_back(std::move(g));
+      }
+      grams.emplace_back(host.begin(), host.begin() + n * n);
+      std::vector<double2> diagonal(static_cast<std::size_t>(n) * n, make_double2(0, 0));
+      for (int i = 0; i < n; ++i) diagonal[i + i * std::size_t(n)] = make_double2(1.0 + i, 0);
+      grams.push_back(diagonal);
+      const char* names[] = {"gram of noise", "gram, clutter 40 dB", "gaussian", "diagonal"};
+      int* sweeps = flags;
+      std::printf("jacobi n 32 (us, sweeps):");
+      for (std::size_t g = 0; g < grams.size(); ++g) {
+        SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
+                                       cudaMemcpyHostToDevice));
+        for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::fused}) {
+          const double us = time_it([&] {
+            cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, 1, values, scratch, n,
+                                           std::int64_t(n) * n, nullptr, variant, sweeps);
+          });
+          int done = -1;
+          if (variant == cuda::JacobiVariant::mixed)
+            SONOPIPE_CUDA_CHECK(cudaMemcpy(&done, sweeps, sizeof(int), cudaMemcpyDeviceToHost));
+          std::printf(" %s %s %.1f (%d);", names[g], cuda::jacobi_variant_name(variant), us, done);
+        }
+      }
+      std::printf("\n");
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), host.size() * sizeof(double2), cudaMemcpyHostToDevice));
+    }
     for (int n : {64, 128, 200})
       for (int b : {16, 32}) {
         const double us =

@@ -293,7 +293,8 @@ __device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 a
 template <int kBlockThreads>
 __global__ void __launch_bounds__(kBlockThreads)
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
-                    double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride) {
+                    double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
+                    int* __restrict__ sweeps) {
   extern __shared__ double2 buffers[];  // A, A', V, V' (m x m each, column-major)
   __shared__ double partial[kBlockThreads / 32];
   const int m = n + (n & 1);
@@ -308,8 +309,8 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   __syncthreads();
   const double scaled2 = ldexp(frobenius2, -2 * exponent);
   const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
-  int current = 0;
-  for (int sweep = 0; sweep < kJacobiSweeps && m > 1; ++sweep) {
+  int current = 0, sweep = 0;
+  for (; sweep < kJacobiSweeps && m > 1; ++sweep) {
     const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
     if (!(off2 > kJacobiTolerance * kJacobiTolerance * scaled2)) break;
     for (int round = 0; round < m - 1; ++round) {
@@ -351,6 +352,7 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
         __syncthreads();
     }
   }
+  if (sweeps && threadIdx.x == 0) sweeps[blockIdx.x] = sweep;
   const double2* a_final = buffers + current * mm;
   const double2* v_final = buffers + (2 + current) * mm;
   double* out_values = values + std::int64_t(blockIdx.x) * n;
@@ -502,7 +504,7 @@ __global__ void fallback_condition_kernel(cudaGraphConditionalHandle handle, con
 
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant) {
+                              JacobiVariant variant, int* sweeps) {
   if (n < 1 || n > kSmallEigenMax) throw CudaError("hermitian_jacobi_batched: n must be in [1, 32]");
   const int m = n + (n & 1);
   const auto mixed_bytes = static_cast<std::size_t>(4 * m * m) * sizeof(double2);  // A, A', V, V'
@@ -513,13 +515,13 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
       jacobi_mixed_kernel<kThreads><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
-                                                                              ldv, vectors_stride);
+                                                                              ldv, vectors_stride, sweeps);
       break;
     case JacobiVariant::warp:
       SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
       jacobi_mixed_kernel<32><<<batch, 32, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
-                                                                  vectors_stride);
+                                                                  vectors_stride, sweeps);
       break;
     case JacobiVariant::fused:
       jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,

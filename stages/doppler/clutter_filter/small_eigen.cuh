@@ -24,7 +24,7 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // in double, A scaled to |A|_F ~ 1; A and V stay double) and double-buffers A and V in shared memory
 // (one barrier per round); warp is mixed with one warp per matrix (no block barrier). The stage runs
 // mixed (docs/doppler.md: the float angles took the round's latency; a warp's FP64 rate is 1/4 of
-// an SM's).
+// an SM's). `sweeps` (mixed and warp; may be null): the sweeps each entry took, for the benchmarks.
 enum class JacobiVariant { mixed, warp, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
   switch (variant) {
@@ -37,7 +37,7 @@ inline const char* jacobi_variant_name(JacobiVariant variant) {
 }
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant = JacobiVariant::mixed);
+                              JacobiVariant variant = JacobiVariant::mixed, int* sweeps = nullptr);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal
