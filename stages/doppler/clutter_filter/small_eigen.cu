@@ -289,9 +289,10 @@ __device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 a
 // one-warp block) instead of two. The work items are the fused kernel's: item (k, l) of the
 // (m / 2)^2 pairs of pairs computes the rotations of pairs k and l itself, writes its 2 x 2 block of
 // J_k^H A J_l and rows 2k, 2k + 1 of V's pair-l columns. kBlockThreads = 256: one item a thread at
-// m = 32; 32: one warp per matrix (8 items a thread), no block barrier at all.
+// m = 32; 32: one warp per matrix (8 items a thread), no block barrier at all; 512: split, A's
+// blocks by one half of the threads and V's rows by the other.
 template <int kBlockThreads>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
                     double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
                     int* __restrict__ sweeps) {
@@ -309,6 +310,13 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   __syncthreads();
   const double scaled2 = ldexp(frobenius2, -2 * exponent);
   const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
+  // 512 threads: the first 256 update A, the other 256 V (shorter dependency chains, twice the
+  // warps to hide them); else every thread does both for its items.
+  constexpr bool kSplit = kBlockThreads == 512;
+  constexpr int kItemStride = kSplit ? kBlockThreads / 2 : kBlockThreads;
+  const int first_item = static_cast<int>(threadIdx.x) % kItemStride;
+  const bool updates_a = !kSplit || static_cast<int>(threadIdx.x) < kItemStride;
+  const bool updates_v = !kSplit || static_cast<int>(threadIdx.x) >= kItemStride;
   int current = 0, sweep = 0;
   for (; sweep < kJacobiSweeps && m > 1; ++sweep) {
     const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
@@ -318,32 +326,37 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       double2* a_out = buffers + (1 - current) * mm;
       const double2* v_in = buffers + (2 + current) * mm;
       double2* v_out = buffers + (3 - current) * mm;
-      for (int item = threadIdx.x; item < half * half; item += kBlockThreads) {
+      for (int item = first_item; item < half * half; item += kItemStride) {
         const int k = item % half, l = item / half;
         int pk, qk, pl, ql;
         tournament_pair(m, round, k, pk, qk);
         tournament_pair(m, round, l, pl, ql);
-        const Rotation rk =
-            qk < n ? schur_rotation_float_angle(a_in[pk + pk * m].x, a_in[qk + qk * m].x, a_in[pk + qk * m]) : identity;
         const Rotation rl =
             ql < n ? schur_rotation_float_angle(a_in[pl + pl * m].x, a_in[ql + ql * m].x, a_in[pl + ql * m]) : identity;
-        const double2 b_pp = a_in[pk + pl * m], b_qp = a_in[qk + pl * m], b_pq = a_in[pk + ql * m],
-                      b_qq = a_in[qk + ql * m];
         const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
-        const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
-        const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
-        const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
-        a_out[pk + pl * m] = sub(scale(rk.c, t_pp), mul(sec, t_qp));
-        a_out[pk + ql * m] = sub(scale(rk.c, t_pq), mul(sec, t_qq));
-        a_out[qk + pl * m] = add(scale(rk.s, t_pp), mul(cec, t_qp));
-        a_out[qk + ql * m] = add(scale(rk.s, t_pq), mul(cec, t_qq));
-        const int r0 = 2 * k, r1 = 2 * k + 1;  // V <- V J_l on rows r0, r1
-        const double2 x0p = v_in[r0 + pl * m], x0q = v_in[r0 + ql * m], x1p = v_in[r1 + pl * m],
-                      x1q = v_in[r1 + ql * m];
-        v_out[r0 + pl * m] = sub(scale(rl.c, x0p), mul(se, x0q));
-        v_out[r0 + ql * m] = add(scale(rl.s, x0p), mul(ce, x0q));
-        v_out[r1 + pl * m] = sub(scale(rl.c, x1p), mul(se, x1q));
-        v_out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
+        if (updates_a) {
+          const Rotation rk = qk < n ? schur_rotation_float_angle(a_in[pk + pk * m].x, a_in[qk + qk * m].x,
+                                                                  a_in[pk + qk * m])
+                                     : identity;
+          const double2 b_pp = a_in[pk + pl * m], b_qp = a_in[qk + pl * m], b_pq = a_in[pk + ql * m],
+                        b_qq = a_in[qk + ql * m];
+          const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
+          const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
+          const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
+          a_out[pk + pl * m] = sub(scale(rk.c, t_pp), mul(sec, t_qp));
+          a_out[pk + ql * m] = sub(scale(rk.c, t_pq), mul(sec, t_qq));
+          a_out[qk + pl * m] = add(scale(rk.s, t_pp), mul(cec, t_qp));
+          a_out[qk + ql * m] = add(scale(rk.s, t_pq), mul(cec, t_qq));
+        }
+        if (updates_v) {
+          const int r0 = 2 * k, r1 = 2 * k + 1;  // V <- V J_l on rows r0, r1
+          const double2 x0p = v_in[r0 + pl * m], x0q = v_in[r0 + ql * m], x1p = v_in[r1 + pl * m],
+                        x1q = v_in[r1 + ql * m];
+          v_out[r0 + pl * m] = sub(scale(rl.c, x0p), mul(se, x0q));
+          v_out[r0 + ql * m] = add(scale(rl.s, x0p), mul(ce, x0q));
+          v_out[r1 + pl * m] = sub(scale(rl.c, x1p), mul(se, x1q));
+          v_out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
+        }
       }
       current = 1 - current;
       if (kBlockThreads == 32)
@@ -522,6 +535,12 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
                                                static_cast<int>(mixed_bytes)));
       jacobi_mixed_kernel<32><<<batch, 32, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
                                                                   vectors_stride, sweeps);
+      break;
+    case JacobiVariant::split:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<512><<<batch, 512, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
+                                                                    vectors_stride, sweeps);
       break;
     case JacobiVariant::fused:
       jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
