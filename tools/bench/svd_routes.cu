@@ -474,6 +474,8 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
     for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed (stage)", cuda::JacobiVariant::mixed},
                                         std::pair{"Z small_eigen jacobi warp", cuda::JacobiVariant::warp},
                                         std::pair{"Z small_eigen jacobi split", cuda::JacobiVariant::split},
+                                        std::pair{"Z small_eigen jacobi split_symmetric",
+                                                  cuda::JacobiVariant::split_symmetric},
                                         std::pair{"Z small_eigen jacobi fused (before)", cuda::JacobiVariant::fused}})
       routes.push_back({name, true, n - 1, -1, [=](void* a, cudaStream_t s) {
                           auto* g = static_cast<double2*>(a);

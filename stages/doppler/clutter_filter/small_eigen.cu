@@ -282,6 +282,57 @@ __device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 a
   return {cd, sd, make_double2(ex, ey)};
 }
 
+// The rotation of pair (p, q) of a round from the round's input A (float angle); identity where q
+// is the padding of an odd n.
+__device__ inline Rotation pair_rotation(const double2* a, int m, int n, int p, int q) {
+  if (q >= n) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  return schur_rotation_float_angle(a[p + p * m].x, a[q + q * m].x, a[p + q * m]);
+}
+
+// The 2 x 2 block (rows pk, qk; columns pl, ql) of J_k^H A J_l, written to `out`; with `mirror` its
+// conjugate transpose at (columns, rows) too (the block below the diagonal, for an upper one).
+__device__ inline void rotate_block(const double2* in, double2* out, int m, int pk, int qk, int pl, int ql,
+                                    const Rotation& rk, const Rotation& rl, bool mirror) {
+  const double2 b_pp = in[pk + pl * m], b_qp = in[qk + pl * m], b_pq = in[pk + ql * m], b_qq = in[qk + ql * m];
+  // Columns: col p' = c col p - s e col q; col q' = s col p + c e col q.
+  const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
+  const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
+  const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
+  // Rows: row p' = c row p - s conj(e) row q; row q' = s row p + c conj(e) row q.
+  const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
+  const double2 o_pp = sub(scale(rk.c, t_pp), mul(sec, t_qp)), o_pq = sub(scale(rk.c, t_pq), mul(sec, t_qq));
+  const double2 o_qp = add(scale(rk.s, t_pp), mul(cec, t_qp)), o_qq = add(scale(rk.s, t_pq), mul(cec, t_qq));
+  out[pk + pl * m] = o_pp;
+  out[pk + ql * m] = o_pq;
+  out[qk + pl * m] = o_qp;
+  out[qk + ql * m] = o_qq;
+  if (mirror) {
+    out[pl + pk * m] = conj(o_pp);
+    out[ql + pk * m] = conj(o_pq);
+    out[pl + qk * m] = conj(o_qp);
+    out[ql + qk * m] = conj(o_qq);
+  }
+}
+
+// Rows 2k, 2k + 1 of V's pair-l columns times J_l.
+__device__ inline void rotate_rows(const double2* in, double2* out, int m, int k, int pl, int ql, const Rotation& rl) {
+  const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
+  const int r0 = 2 * k, r1 = 2 * k + 1;
+  const double2 x0p = in[r0 + pl * m], x0q = in[r0 + ql * m], x1p = in[r1 + pl * m], x1q = in[r1 + ql * m];
+  out[r0 + pl * m] = sub(scale(rl.c, x0p), mul(se, x0q));
+  out[r0 + ql * m] = add(scale(rl.s, x0p), mul(ce, x0q));
+  out[r1 + pl * m] = sub(scale(rl.c, x1p), mul(se, x1q));
+  out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
+}
+
+// Item u of the upper triangle (k <= l) of the pairs of pairs, row by row of l: u = l (l + 1) / 2 + k.
+__device__ inline void triangle_item(int u, int& k, int& l) {
+  l = static_cast<int>((sqrtf(8.0f * static_cast<float>(u) + 1.0f) - 1.0f) * 0.5f);
+  while ((l + 1) * (l + 2) / 2 <= u) ++l;
+  while (l * (l + 1) / 2 > u) --l;
+  k = u - l * (l + 1) / 2;
+}
+
 // The mixed kernel: A and V in double, the rotations' angles in float (schur_rotation_float_angle),
 // A scaled by a power of two to |A|_F ~ 1 at the load (exact; the eigenvalues scaled back at the
 // end). A and V are double-buffered in dynamic shared memory (4 m^2 double2, 64 KiB at m = 32), so
@@ -290,8 +341,9 @@ __device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 a
 // (m / 2)^2 pairs of pairs computes the rotations of pairs k and l itself, writes its 2 x 2 block of
 // J_k^H A J_l and rows 2k, 2k + 1 of V's pair-l columns. kBlockThreads = 256: one item a thread at
 // m = 32; 32: one warp per matrix (8 items a thread), no block barrier at all; 512: split, A's
-// blocks by one half of the threads and V's rows by the other.
-template <int kBlockThreads>
+// blocks by one half of the threads and V's rows by the other; split with kSymmetric: A's blocks
+// on and above the diagonal only (k <= l, 136 of 256 at m = 32), each written with its mirror.
+template <int kBlockThreads, bool kSymmetric = false>
 __global__ void __launch_bounds__(kBlockThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
                     double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
@@ -309,14 +361,14 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   for (int t = threadIdx.x; t < mm; t += kBlockThreads) a[t] = scale(ldexp(1.0, -exponent), a[t]);
   __syncthreads();
   const double scaled2 = ldexp(frobenius2, -2 * exponent);
-  const Rotation identity{1.0, 0.0, make_double2(1.0, 0.0)};
   // 512 threads: the first 256 update A, the other 256 V (shorter dependency chains, twice the
   // warps to hide them); else every thread does both for its items.
   constexpr bool kSplit = kBlockThreads == 512;
+  static_assert(kSplit || !kSymmetric, "the symmetric form is a split one");
   constexpr int kItemStride = kSplit ? kBlockThreads / 2 : kBlockThreads;
   const int first_item = static_cast<int>(threadIdx.x) % kItemStride;
   const bool updates_a = !kSplit || static_cast<int>(threadIdx.x) < kItemStride;
-  const bool updates_v = !kSplit || static_cast<int>(threadIdx.x) >= kItemStride;
+  const int a_items = kSymmetric ? half * (half + 1) / 2 : half * half;
   int current = 0, sweep = 0;
   for (; sweep < kJacobiSweeps && m > 1; ++sweep) {
     const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
@@ -326,36 +378,32 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       double2* a_out = buffers + (1 - current) * mm;
       const double2* v_in = buffers + (2 + current) * mm;
       double2* v_out = buffers + (3 - current) * mm;
-      for (int item = first_item; item < half * half; item += kItemStride) {
-        const int k = item % half, l = item / half;
-        int pk, qk, pl, ql;
-        tournament_pair(m, round, k, pk, qk);
-        tournament_pair(m, round, l, pl, ql);
-        const Rotation rl =
-            ql < n ? schur_rotation_float_angle(a_in[pl + pl * m].x, a_in[ql + ql * m].x, a_in[pl + ql * m]) : identity;
-        const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
-        if (updates_a) {
-          const Rotation rk = qk < n ? schur_rotation_float_angle(a_in[pk + pk * m].x, a_in[qk + qk * m].x,
-                                                                  a_in[pk + qk * m])
-                                     : identity;
-          const double2 b_pp = a_in[pk + pl * m], b_qp = a_in[qk + pl * m], b_pq = a_in[pk + ql * m],
-                        b_qq = a_in[qk + ql * m];
-          const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
-          const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
-          const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
-          a_out[pk + pl * m] = sub(scale(rk.c, t_pp), mul(sec, t_qp));
-          a_out[pk + ql * m] = sub(scale(rk.c, t_pq), mul(sec, t_qq));
-          a_out[qk + pl * m] = add(scale(rk.s, t_pp), mul(cec, t_qp));
-          a_out[qk + ql * m] = add(scale(rk.s, t_pq), mul(cec, t_qq));
+      if (!kSplit) {
+        for (int item = first_item; item < half * half; item += kItemStride) {
+          const int k = item % half, l = item / half;
+          int pk, qk, pl, ql;
+          tournament_pair(m, round, k, pk, qk);
+          tournament_pair(m, round, l, pl, ql);
+          const Rotation rl = pair_rotation(a_in, m, n, pl, ql);
+          rotate_block(a_in, a_out, m, pk, qk, pl, ql, pair_rotation(a_in, m, n, pk, qk), rl, false);
+          rotate_rows(v_in, v_out, m, k, pl, ql, rl);
         }
-        if (updates_v) {
-          const int r0 = 2 * k, r1 = 2 * k + 1;  // V <- V J_l on rows r0, r1
-          const double2 x0p = v_in[r0 + pl * m], x0q = v_in[r0 + ql * m], x1p = v_in[r1 + pl * m],
-                        x1q = v_in[r1 + ql * m];
-          v_out[r0 + pl * m] = sub(scale(rl.c, x0p), mul(se, x0q));
-          v_out[r0 + ql * m] = add(scale(rl.s, x0p), mul(ce, x0q));
-          v_out[r1 + pl * m] = sub(scale(rl.c, x1p), mul(se, x1q));
-          v_out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
+      } else if (updates_a) {
+        for (int item = first_item; item < a_items; item += kItemStride) {
+          int k = item % half, l = item / half;
+          if (kSymmetric) triangle_item(item, k, l);
+          int pk, qk, pl, ql;
+          tournament_pair(m, round, k, pk, qk);
+          tournament_pair(m, round, l, pl, ql);
+          rotate_block(a_in, a_out, m, pk, qk, pl, ql, pair_rotation(a_in, m, n, pk, qk),
+                       pair_rotation(a_in, m, n, pl, ql), kSymmetric && k < l);
+        }
+      } else {
+        for (int item = first_item; item < half * half; item += kItemStride) {
+          const int k = item % half, l = item / half;
+          int pl, ql;
+          tournament_pair(m, round, l, pl, ql);
+          rotate_rows(v_in, v_out, m, k, pl, ql, pair_rotation(a_in, m, n, pl, ql));
         }
       }
       current = 1 - current;
@@ -541,6 +589,13 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
                                                static_cast<int>(mixed_bytes)));
       jacobi_mixed_kernel<512><<<batch, 512, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
                                                                     vectors_stride, sweeps);
+      break;
+    case JacobiVariant::split_symmetric:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<512, true>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<512, true><<<batch, 512, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
+                                                                          ldv, vectors_stride, sweeps);
       break;
     case JacobiVariant::fused:
       jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,

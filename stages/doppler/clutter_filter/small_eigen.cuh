@@ -23,15 +23,17 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // read-barrier-write-barrier per round; mixed computes the rotations' angles in float (made unitary
 // in double, A scaled to |A|_F ~ 1; A and V stay double) and double-buffers A and V in shared memory
 // (one barrier per round); warp is mixed with one warp per matrix (no block barrier); split is mixed
-// with 512 threads, A's blocks and V's rows on separate threads. The stage runs
+// with 512 threads, A's blocks and V's rows on separate threads; split_symmetric updates only A's
+// blocks on and above the diagonal (each written with its mirror). The stage runs
 // mixed (docs/doppler.md: the float angles took the round's latency; a warp's FP64 rate is 1/4 of
-// an SM's). `sweeps` (mixed, warp, split; may be null): the sweeps each entry took, for the benchmarks.
-enum class JacobiVariant { mixed, warp, split, fused, two_phase };
+// an SM's). `sweeps` (the float-angle variants; may be null): the sweeps each entry took, for the benchmarks.
+enum class JacobiVariant { mixed, warp, split, split_symmetric, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
   switch (variant) {
     case JacobiVariant::mixed: return "mixed";
     case JacobiVariant::warp: return "warp";
     case JacobiVariant::split: return "split";
+    case JacobiVariant::split_symmetric: return "split_symmetric";
     case JacobiVariant::fused: return "fused";
     case JacobiVariant::two_phase: return "two_phase";
   }
