@@ -11,6 +11,8 @@
 #include <fstream>
 #include <vector>
 
+#include <Eigen/Dense>
+
 #include "stages/beamform/beamform/beamform.h"
 #include "stages/doppler/doppler_conventions.h"
 #include "tests/stages/doppler/flow_chain.h"
@@ -137,12 +139,27 @@ RotationFit fit_rotation(const DiskEnsemble& disk, const std::vector<float>& vel
   return fit;
 }
 
+// The recording's Gram spectrum: the largest eigenvalues of S^H S relative to the first (printed:
+// why the clutter filter's small eigensolver is the Jacobi kernel, which needs no gap, rather than
+// an iteration for the dominant eigenvector alone).
+void print_gram_spectrum(const DiskEnsemble& disk) {
+  const std::size_t pixels = disk.x_m.size(), frames = disk.iq.size() / pixels;
+  Eigen::MatrixXcd s(pixels, frames);
+  for (std::size_t n = 0; n < frames; ++n)
+    for (std::size_t p = 0; p < pixels; ++p) s(p, n) = std::complex<double>(disk.iq[n * pixels + p]);
+  const Eigen::VectorXd lambda = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXcd>(s.adjoint() * s).eigenvalues();
+  std::printf("disk Gram eigenvalues / the largest:");
+  for (int i = 0; i < 6; ++i) std::printf(" %.3g", lambda(frames - 1 - i) / lambda(frames - 1));
+  std::printf("\n");
+}
+
 }  // namespace
 
 TEST_CASE("rotating disk (PyMUST, real Verasonics data): the velocity field is a rigid rotation",
           "[doppler][clutter_filter][real]") {
   ThreadPool pool(2);
   const DiskEnsemble disk = beamform_disk(pool);
+  print_gram_spectrum(disk);
   ClutterFilterParams filter;
   filter.tissue_rank = 1;  // the stationary echoes (the disk's own signal is the flow here)
   DopplerParams estimator;
