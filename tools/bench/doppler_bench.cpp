@@ -595,8 +595,7 @@ void run_small_kernel_cases() {
       return times[times.size() / 2] * 1e3;
     };
     std::printf("small kernels (us):");
-    for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::warp, cuda::JacobiVariant::split,
-                               cuda::JacobiVariant::split_symmetric, cuda::JacobiVariant::fused,
+    for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::fused,
                                cuda::JacobiVariant::two_phase})
       for (int n : {16, 32})
         for (int batch : {1, batch_max}) {
@@ -640,8 +639,8 @@ void run_small_kernel_cases() {
       for (std::size_t g = 0; g < grams.size(); ++g) {
         SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
                                        cudaMemcpyHostToDevice));
-        for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::split,
-                                   cuda::JacobiVariant::split_symmetric, cuda::JacobiVariant::fused}) {
+        for (const auto variant :
+             {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::fused}) {
           const double us = time_it([&] {
             cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, 1, values, scratch, n,
                                            std::int64_t(n) * n, nullptr, variant, sweeps);

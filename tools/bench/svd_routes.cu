@@ -472,10 +472,8 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
     add_heevj_batched("C heevjBatched tol 1e-5, 8 sweeps", false, jacobi_tuned);
     // The stage's own kernels (small_eigen.cuh), in place as the stage runs them.
     for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed (stage)", cuda::JacobiVariant::mixed},
-                                        std::pair{"Z small_eigen jacobi warp", cuda::JacobiVariant::warp},
-                                        std::pair{"Z small_eigen jacobi split", cuda::JacobiVariant::split},
-                                        std::pair{"Z small_eigen jacobi split_symmetric",
-                                                  cuda::JacobiVariant::split_symmetric},
+                                        std::pair{"Z small_eigen jacobi mixed_phased",
+                                                  cuda::JacobiVariant::mixed_phased},
                                         std::pair{"Z small_eigen jacobi fused (before)", cuda::JacobiVariant::fused}})
       routes.push_back({name, true, n - 1, -1, [=](void* a, cudaStream_t s) {
                           auto* g = static_cast<double2*>(a);

@@ -251,24 +251,24 @@ jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
 }
 
 // The rotation with its angle found in float (the double-precision divide, square roots and hypot
-// of schur_rotation_fast were the latency of every round): t, c, s and e in float from the double
-// entries of a matrix scaled to |A|_F ~ 1, then c, s and e rescaled in double so that c^2 + s^2 = 1
-// and |e| = 1 to double rounding (f = 1 / sqrt(r) = 1 - (r - 1) / 2 + 3 (r - 1)^2 / 8, error
-// O(|r - 1|^3) ~ 1e-21). J is then unitary in double, so A's eigenvalues and V's orthonormality
-// are kept to double rounding; only the zeroing is approximate: the rotated a_pq is ~1e-7 of its
-// value before instead of 0, which the next sweep's rotation of that pair removes (one sweep more
-// at most: off(A) falls by ~1e-7 a sweep once quadratic convergence is slower than that).
-// |a_pq| below 1e-18 (of the scaled |A|_F, where x^2 + y^2 leaves float's normal range) is not
-// rotated: far below the 1e-14 stop.
+// of schur_rotation_fast were a long dependent chain in every round): t, c, s and e in float, with
+// the fast intrinsics (rsqrt, a 2-ulp divide), from the double entries of a matrix scaled to
+// |A|_F ~ 1, then c, s and e rescaled in double so that c^2 + s^2 = 1 and |e| = 1 to double
+// rounding (f = 1 / sqrt(r) = 1 - (r - 1) / 2 + 3 (r - 1)^2 / 8, error O(|r - 1|^3) ~ 1e-18). J is
+// then unitary in double, so A's eigenvalues and V's orthonormality are kept to double rounding;
+// only the zeroing is approximate: the rotated a_pq is ~1e-6 of its value before instead of 0,
+// which the next sweep's rotation of that pair removes. |a_pq| below 1e-18 (of the scaled |A|_F,
+// where x^2 + y^2 leaves float's normal range) is not rotated: far below the 1e-14 stop.
 __device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 apq) {
   const float x = static_cast<float>(apq.x), y = static_cast<float>(apq.y);
-  const float magnitude2 = x * x + y * y;
+  const float magnitude2 = fmaf(x, x, y * y);
   if (!(magnitude2 > 1e-36f)) return {1.0, 0.0, make_double2(1.0, 0.0)};
   const float inverse = rsqrtf(magnitude2), magnitude = magnitude2 * inverse;
   const float d = static_cast<float>(aqq - app);
   // t = sign(tau) / (|tau| + sqrt(1 + tau^2)) with tau = d / (2 |a_pq|), multiplied through by 2 |a_pq|.
-  const float t = copysignf(2 * magnitude, d) / (fabsf(d) + sqrtf(d * d + 4 * magnitude2));
-  const float c = rsqrtf(1 + t * t);
+  const float h = fmaf(d, d, 4 * magnitude2);  // > 0
+  const float t = __fdividef(copysignf(2 * magnitude, d), fabsf(d) + h * rsqrtf(h));
+  const float c = rsqrtf(fmaf(t, t, 1.0f));
   double cd = c, sd = t * c;
   const double r = fma(cd, cd, sd * sd) - 1;
   const double f = fma(r, fma(0.375, r, -0.5), 1.0);
@@ -289,10 +289,9 @@ __device__ inline Rotation pair_rotation(const double2* a, int m, int n, int p, 
   return schur_rotation_float_angle(a[p + p * m].x, a[q + q * m].x, a[p + q * m]);
 }
 
-// The 2 x 2 block (rows pk, qk; columns pl, ql) of J_k^H A J_l, written to `out`; with `mirror` its
-// conjugate transpose at (columns, rows) too (the block below the diagonal, for an upper one).
+// The 2 x 2 block (rows pk, qk; columns pl, ql) of J_k^H A J_l, written to `out`.
 __device__ inline void rotate_block(const double2* in, double2* out, int m, int pk, int qk, int pl, int ql,
-                                    const Rotation& rk, const Rotation& rl, bool mirror) {
+                                    const Rotation& rk, const Rotation& rl) {
   const double2 b_pp = in[pk + pl * m], b_qp = in[qk + pl * m], b_pq = in[pk + ql * m], b_qq = in[qk + ql * m];
   // Columns: col p' = c col p - s e col q; col q' = s col p + c e col q.
   const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
@@ -306,12 +305,6 @@ __device__ inline void rotate_block(const double2* in, double2* out, int m, int 
   out[pk + ql * m] = o_pq;
   out[qk + pl * m] = o_qp;
   out[qk + ql * m] = o_qq;
-  if (mirror) {
-    out[pl + pk * m] = conj(o_pp);
-    out[ql + pk * m] = conj(o_pq);
-    out[pl + qk * m] = conj(o_qp);
-    out[ql + qk * m] = conj(o_qq);
-  }
 }
 
 // Rows 2k, 2k + 1 of V's pair-l columns times J_l.
@@ -325,50 +318,43 @@ __device__ inline void rotate_rows(const double2* in, double2* out, int m, int k
   out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
 }
 
-// Item u of the upper triangle (k <= l) of the pairs of pairs, row by row of l: u = l (l + 1) / 2 + k.
-__device__ inline void triangle_item(int u, int& k, int& l) {
-  l = static_cast<int>((sqrtf(8.0f * static_cast<float>(u) + 1.0f) - 1.0f) * 0.5f);
-  while ((l + 1) * (l + 2) / 2 <= u) ++l;
-  while (l * (l + 1) / 2 > u) --l;
-  k = u - l * (l + 1) / 2;
-}
-
 // The mixed kernel: A and V in double, the rotations' angles in float (schur_rotation_float_angle),
 // A scaled by a power of two to |A|_F ~ 1 at the load (exact; the eigenvalues scaled back at the
 // end). A and V are double-buffered in dynamic shared memory (4 m^2 double2, 64 KiB at m = 32), so
-// a round reads one copy and writes the other: one barrier per round (a __syncwarp for the
-// one-warp block) instead of two. The work items are the fused kernel's: item (k, l) of the
-// (m / 2)^2 pairs of pairs computes the rotations of pairs k and l itself, writes its 2 x 2 block of
-// J_k^H A J_l and rows 2k, 2k + 1 of V's pair-l columns. kBlockThreads = 256: one item a thread at
-// m = 32; 32: one warp per matrix (8 items a thread), no block barrier at all; 512: split, A's
-// blocks by one half of the threads and V's rows by the other; split with kSymmetric: A's blocks
-// on and above the diagonal only (k <= l, 136 of 256 at m = 32), each written with its mirror.
-template <int kBlockThreads, bool kSymmetric = false>
-__global__ void __launch_bounds__(kBlockThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
+// a round reads one copy and writes the other: one barrier per round. Thread (k, l) of a 16 x 16
+// grid writes the 2 x 2 block (pairs k, l) of J_k^H A J_l and rows 2k, 2k + 1 of V's pair-l
+// columns; the round's pairs come from a table made once (the tournament's integer divisions were
+// a third of a round's instructions). The round is latency-bound (result-1: ~1.3 us a round
+// whatever the work), so its chain is kept short: kRotationPhase = false, every thread computes the
+// two rotations it needs (one barrier a round); true, 16 threads compute the round's rotations
+// first (a second barrier, a shorter chain for the others).
+template <bool kRotationPhase>
+__global__ void __launch_bounds__(kThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
                     double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
                     int* __restrict__ sweeps) {
   extern __shared__ double2 buffers[];  // A, A', V, V' (m x m each, column-major)
-  __shared__ double partial[kBlockThreads / 32];
+  __shared__ double partial[kThreads / 32];
+  __shared__ uchar2 pairs[(kSmallEigenMax - 1) * (kSmallEigenMax / 2)];  // [round][pair] = (p, q)
+  __shared__ Rotation rotations[kSmallEigenMax / 2];                      // kRotationPhase
   const int m = n + (n & 1);
   const int half = m / 2, mm = m * m;
+  for (int t = threadIdx.x; t < (m - 1) * half; t += kThreads) {
+    int p = 0, q = 0;
+    tournament_pair(m, t / half, t % half, p, q);
+    pairs[t] = make_uchar2(static_cast<unsigned char>(p), static_cast<unsigned char>(q));
+  }
   const double2* in = matrices + blockIdx.x * stride;
   double2* a = buffers;
   double2* v = buffers + 2 * mm;
-  const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);
+  const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);  // barriers: the table is ready
   // A <- A 2^-e with 2^e ~ |A|_F: the float angles see entries of order one.
   const int exponent = frobenius2 > 0 && isfinite(frobenius2) ? ilogb(sqrt(frobenius2)) : 0;
-  for (int t = threadIdx.x; t < mm; t += kBlockThreads) a[t] = scale(ldexp(1.0, -exponent), a[t]);
+  for (int t = threadIdx.x; t < mm; t += kThreads) a[t] = scale(ldexp(1.0, -exponent), a[t]);
   __syncthreads();
   const double scaled2 = ldexp(frobenius2, -2 * exponent);
-  // 512 threads: the first 256 update A, the other 256 V (shorter dependency chains, twice the
-  // warps to hide them); else every thread does both for its items.
-  constexpr bool kSplit = kBlockThreads == 512;
-  static_assert(kSplit || !kSymmetric, "the symmetric form is a split one");
-  constexpr int kItemStride = kSplit ? kBlockThreads / 2 : kBlockThreads;
-  const int first_item = static_cast<int>(threadIdx.x) % kItemStride;
-  const bool updates_a = !kSplit || static_cast<int>(threadIdx.x) < kItemStride;
-  const int a_items = kSymmetric ? half * (half + 1) / 2 : half * half;
+  const int k = threadIdx.x & 15, l = threadIdx.x >> 4;
+  const bool active = k < half && l < half;
   int current = 0, sweep = 0;
   for (; sweep < kJacobiSweeps && m > 1; ++sweep) {
     const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
@@ -378,39 +364,23 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       double2* a_out = buffers + (1 - current) * mm;
       const double2* v_in = buffers + (2 + current) * mm;
       double2* v_out = buffers + (3 - current) * mm;
-      if (!kSplit) {
-        for (int item = first_item; item < half * half; item += kItemStride) {
-          const int k = item % half, l = item / half;
-          int pk, qk, pl, ql;
-          tournament_pair(m, round, k, pk, qk);
-          tournament_pair(m, round, l, pl, ql);
-          const Rotation rl = pair_rotation(a_in, m, n, pl, ql);
-          rotate_block(a_in, a_out, m, pk, qk, pl, ql, pair_rotation(a_in, m, n, pk, qk), rl, false);
-          rotate_rows(v_in, v_out, m, k, pl, ql, rl);
+      const uchar2* round_pairs = pairs + round * half;
+      if (kRotationPhase) {
+        if (static_cast<int>(threadIdx.x) < half) {
+          const uchar2 pair = round_pairs[threadIdx.x];
+          rotations[threadIdx.x] = pair_rotation(a_in, m, n, pair.x, pair.y);
         }
-      } else if (updates_a) {
-        for (int item = first_item; item < a_items; item += kItemStride) {
-          int k = item % half, l = item / half;
-          if (kSymmetric) triangle_item(item, k, l);
-          int pk, qk, pl, ql;
-          tournament_pair(m, round, k, pk, qk);
-          tournament_pair(m, round, l, pl, ql);
-          rotate_block(a_in, a_out, m, pk, qk, pl, ql, pair_rotation(a_in, m, n, pk, qk),
-                       pair_rotation(a_in, m, n, pl, ql), kSymmetric && k < l);
-        }
-      } else {
-        for (int item = first_item; item < half * half; item += kItemStride) {
-          const int k = item % half, l = item / half;
-          int pl, ql;
-          tournament_pair(m, round, l, pl, ql);
-          rotate_rows(v_in, v_out, m, k, pl, ql, pair_rotation(a_in, m, n, pl, ql));
-        }
+        __syncthreads();
+      }
+      if (active) {
+        const uchar2 pair_k = round_pairs[k], pair_l = round_pairs[l];
+        const Rotation rl = kRotationPhase ? rotations[l] : pair_rotation(a_in, m, n, pair_l.x, pair_l.y);
+        const Rotation rk = kRotationPhase ? rotations[k] : pair_rotation(a_in, m, n, pair_k.x, pair_k.y);
+        rotate_block(a_in, a_out, m, pair_k.x, pair_k.y, pair_l.x, pair_l.y, rk, rl);
+        rotate_rows(v_in, v_out, m, k, pair_l.x, pair_l.y, rl);
       }
       current = 1 - current;
-      if (kBlockThreads == 32)
-        __syncwarp();
-      else
-        __syncthreads();
+      __syncthreads();
     }
   }
   if (sweeps && threadIdx.x == 0) sweeps[blockIdx.x] = sweep;
@@ -418,7 +388,7 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   const double2* v_final = buffers + (2 + current) * mm;
   double* out_values = values + std::int64_t(blockIdx.x) * n;
   double2* out_vectors = vectors + blockIdx.x * vectors_stride;
-  for (int t = threadIdx.x; t < n * n; t += kBlockThreads) {
+  for (int t = threadIdx.x; t < n * n; t += kThreads) {
     const int row = t % n, i = t / n;
     const double d = a_final[i + i * m].x;
     int rank = 0;
@@ -572,29 +542,15 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
   switch (variant) {
     case JacobiVariant::mixed:
       // Per function and device, on every call (a host-side attribute, no sync): 64 KiB at m = 32.
-      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<kThreads>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
-      jacobi_mixed_kernel<kThreads><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
-                                                                              ldv, vectors_stride, sweeps);
+      jacobi_mixed_kernel<false><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
+                                                                           ldv, vectors_stride, sweeps);
       break;
-    case JacobiVariant::warp:
-      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    case JacobiVariant::mixed_phased:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
-      jacobi_mixed_kernel<32><<<batch, 32, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
-                                                                  vectors_stride, sweeps);
-      break;
-    case JacobiVariant::split:
-      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(mixed_bytes)));
-      jacobi_mixed_kernel<512><<<batch, 512, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
-                                                                    vectors_stride, sweeps);
-      break;
-    case JacobiVariant::split_symmetric:
-      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<512, true>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(mixed_bytes)));
-      jacobi_mixed_kernel<512, true><<<batch, 512, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
+      jacobi_mixed_kernel<true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
                                                                           ldv, vectors_stride, sweeps);
       break;
     case JacobiVariant::fused:

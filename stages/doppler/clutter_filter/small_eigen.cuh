@@ -20,20 +20,16 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // or 20 sweeps. `vectors` may be `matrices` (in place: each block reads its matrix before writing).
 // Variants (the same order): two_phase computes a round's rotations in a phase of its own (n / 2
 // threads, then a barrier); fused has every thread compute the two it needs, one
-// read-barrier-write-barrier per round; mixed computes the rotations' angles in float (made unitary
-// in double, A scaled to |A|_F ~ 1; A and V stay double) and double-buffers A and V in shared memory
-// (one barrier per round); warp is mixed with one warp per matrix (no block barrier); split is mixed
-// with 512 threads, A's blocks and V's rows on separate threads; split_symmetric updates only A's
-// blocks on and above the diagonal (each written with its mirror). The stage runs
-// mixed (docs/doppler.md: the float angles took the round's latency; a warp's FP64 rate is 1/4 of
-// an SM's). `sweeps` (the float-angle variants; may be null): the sweeps each entry took, for the benchmarks.
-enum class JacobiVariant { mixed, warp, split, split_symmetric, fused, two_phase };
+// read-barrier-write-barrier per round; both in double (the kernels before). mixed computes the
+// rotations' angles in float (made unitary in double, A scaled to |A|_F ~ 1; A and V stay double),
+// takes the round's pairs from a table and double-buffers A and V in shared memory (one barrier per
+// round); mixed_phased is mixed with the rotations in a phase of their own. The stage runs mixed
+// (docs/doppler.md). `sweeps` (mixed variants; may be null): the sweeps each entry took.
+enum class JacobiVariant { mixed, mixed_phased, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
   switch (variant) {
     case JacobiVariant::mixed: return "mixed";
-    case JacobiVariant::warp: return "warp";
-    case JacobiVariant::split: return "split";
-    case JacobiVariant::split_symmetric: return "split_symmetric";
+    case JacobiVariant::mixed_phased: return "mixed_phased";
     case JacobiVariant::fused: return "fused";
     case JacobiVariant::two_phase: return "two_phase";
   }

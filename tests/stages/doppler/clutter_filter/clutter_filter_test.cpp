@@ -115,6 +115,18 @@ std::vector<std::complex<float>> lapack_filtered(const std::vector<std::complex<
   return out;
 }
 
+// Tissue k components 100 .. 30 over the rest 0.3 .. 0.1: a gap of 100 in singular value (40 dB) at
+// k, the clutter-to-blood ratio of the flow phantom. Two iterations of a block of k + 4 converge
+// (the angle falls by (0.3 / 30)^2 = 1e-4 an iteration); with designed_spectrum's gap of 10 they
+// do not (1e-2 an iteration: the H100 fell back at 96 frames, k = 6).
+std::vector<double> tissue_spectrum(std::int64_t frames, std::int64_t tissue) {
+  std::vector<double> s(static_cast<std::size_t>(frames));
+  const std::int64_t rest = frames - tissue;
+  for (std::int64_t i = 0; i < tissue; ++i) s[i] = 100 - 70.0 * i / std::max<std::int64_t>(1, tissue - 1);
+  for (std::int64_t i = 0; i < rest; ++i) s[tissue + i] = 0.3 - 0.2 * i / std::max<std::int64_t>(1, rest - 1);
+  return s;
+}
+
 // Singular values 100 .. 1 evenly spaced: no gap anywhere (adjacent eigenvalues of S^H S within a
 // few percent), so subspace iteration converges slowly at any rank while the answer stays well
 // defined (the removed subspace moves by eps lambda_1 / (lambda_k - lambda_k+1) ~ 1e-14).
@@ -591,8 +603,7 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0, 1);
-  for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::warp, cuda::JacobiVariant::split,
-                             cuda::JacobiVariant::split_symmetric, cuda::JacobiVariant::fused,
+  for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::fused,
                              cuda::JacobiVariant::two_phase})
   for (int n : {1, 2, 3, 7, 16, 31, 32}) {
     // A batch of 5: random unitary U, eigenvalues spread over 10 decades (as a Gram matrix's from
@@ -727,7 +738,7 @@ TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh rand
     EigenRoute::Kind route;
     std::int64_t attempts, fallbacks;  // expected subspace attempts and fallbacks over the runs
   };
-  // With a gap of 10 in singular value at the rank (designed_spectrum) two iterations of a block of
+  // With a gap of 100 in singular value at the rank (tissue_spectrum) two iterations of a block of
   // k + 4 converge; on the flat spectrum (flat_spectrum) they do not: the first frame tries and
   // falls back, the next kSubspaceRetryFirst take the full solver, the sixth tries and falls back.
   const std::vector<Case> cases = {
@@ -748,16 +759,17 @@ TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh rand
     for (int run = 0; run < c.runs; ++run) {
       INFO("seed " << seed << ": " << c.name << ", run " << run);
       const auto x = designed_ensemble(lateral * axial,
-                                       c.gap ? designed_spectrum(c.frames, c.tissue, 0) : flat_spectrum(c.frames), rng);
+                                       c.gap ? tissue_spectrum(c.frames, c.tissue) : flat_spectrum(c.frames), rng);
       const auto gpu = frames.run(x);
       REQUIRE(gpu.size() == x.size());
       // As the first CUDA case: eigenvectors in double (exact at float scale; for the subspace route
       // the device's test holds the output error to 1e-6, else the full solver ran), the float
-      // projection's rounding sqrt(N) eps ||S|| / ||S_f|| <= 5e-6 for these spectra; LAPACK's SVD
-      // of the same float input in double has no error at that scale. 2e-5 as there.
+      // projection's rounding sqrt(N) eps ||S|| / ||S_f||: ||S|| / ||S_f|| is ~100 with the 40 dB
+      // gap (tissue 100 .. 30 over 0.3 .. 0.1), so ~6e-5 at 96 frames, less on the flat spectrum;
+      // LAPACK's SVD of the same float input in double has no error at that scale. 2e-4, 3x that.
       const double difference = relative_difference(lapack_filtered(x, lateral * axial, c.frames, c.tissue), gpu.data());
       std::printf("clutter_filter CUDA (auto) vs LAPACK, %s, run %d: %.2e\n", c.name, run, difference);
-      CHECK(difference < 2e-5);
+      CHECK(difference < 2e-4);
     }
     INFO("seed " << seed << ": " << c.name);
     CHECK(stage.subspace_attempts() == c.attempts);
