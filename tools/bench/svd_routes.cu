@@ -471,8 +471,8 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
     add_heevj_batched("Z heevjBatched tol 1e-7, 6 sweeps", true, jacobi_loose_z);
     add_heevj_batched("C heevjBatched tol 1e-5, 8 sweeps", false, jacobi_tuned);
     // The stage's own kernels (small_eigen.cuh), in place as the stage runs them.
-    for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed (stage)", cuda::JacobiVariant::mixed},
-                                        std::pair{"Z small_eigen jacobi mixed_phased",
+    for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed", cuda::JacobiVariant::mixed},
+                                        std::pair{"Z small_eigen jacobi mixed_phased (stage)",
                                                   cuda::JacobiVariant::mixed_phased},
                                         std::pair{"Z small_eigen jacobi fused (before)", cuda::JacobiVariant::fused}})
       routes.push_back({name, true, n - 1, -1, [=](void* a, cudaStream_t s) {

@@ -289,45 +289,46 @@ __device__ inline Rotation pair_rotation(const double2* a, int m, int n, int p, 
   return schur_rotation_float_angle(a[p + p * m].x, a[q + q * m].x, a[p + q * m]);
 }
 
-// The 2 x 2 block (rows pk, qk; columns pl, ql) of J_k^H A J_l, written to `out`.
-__device__ inline void rotate_block(const double2* in, double2* out, int m, int pk, int qk, int pl, int ql,
-                                    const Rotation& rk, const Rotation& rl) {
-  const double2 b_pp = in[pk + pl * m], b_qp = in[qk + pl * m], b_pq = in[pk + ql * m], b_qq = in[qk + ql * m];
-  // Columns: col p' = c col p - s e col q; col q' = s col p + c e col q.
-  const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
-  const double2 t_pp = sub(scale(rl.c, b_pp), mul(se, b_pq)), t_qp = sub(scale(rl.c, b_qp), mul(se, b_qq));
-  const double2 t_pq = add(scale(rl.s, b_pp), mul(ce, b_pq)), t_qq = add(scale(rl.s, b_qp), mul(ce, b_qq));
-  // Rows: row p' = c row p - s conj(e) row q; row q' = s row p + c conj(e) row q.
-  const double2 sec = scale(rk.s, conj(rk.e)), cec = scale(rk.c, conj(rk.e));
-  const double2 o_pp = sub(scale(rk.c, t_pp), mul(sec, t_qp)), o_pq = sub(scale(rk.c, t_pq), mul(sec, t_qq));
-  const double2 o_qp = add(scale(rk.s, t_pp), mul(cec, t_qp)), o_qq = add(scale(rk.s, t_pq), mul(cec, t_qq));
-  out[pk + pl * m] = o_pp;
-  out[pk + ql * m] = o_pq;
-  out[qk + pl * m] = o_qp;
-  out[qk + ql * m] = o_qq;
+// Four entries of a matrix (column-major, leading dimension m): rows r0, r1 of columns c0, c1.
+struct Quad {
+  double2 a00, a10, a01, a11;  // (r0, c0), (r1, c0), (r0, c1), (r1, c1)
+};
+__device__ inline Quad load_quad(const double2* in, int m, int r0, int r1, int c0, int c1) {
+  return {in[r0 + c0 * m], in[r1 + c0 * m], in[r0 + c1 * m], in[r1 + c1 * m]};
+}
+__device__ inline void store_quad(double2* out, int m, int r0, int r1, int c0, int c1, const Quad& x) {
+  out[r0 + c0 * m] = x.a00;
+  out[r1 + c0 * m] = x.a10;
+  out[r0 + c1 * m] = x.a01;
+  out[r1 + c1 * m] = x.a11;
 }
 
-// Rows 2k, 2k + 1 of V's pair-l columns times J_l.
-__device__ inline void rotate_rows(const double2* in, double2* out, int m, int k, int pl, int ql, const Rotation& rl) {
-  const double2 se = scale(rl.s, rl.e), ce = scale(rl.c, rl.e);
-  const int r0 = 2 * k, r1 = 2 * k + 1;
-  const double2 x0p = in[r0 + pl * m], x0q = in[r0 + ql * m], x1p = in[r1 + pl * m], x1q = in[r1 + ql * m];
-  out[r0 + pl * m] = sub(scale(rl.c, x0p), mul(se, x0q));
-  out[r0 + ql * m] = add(scale(rl.s, x0p), mul(ce, x0q));
-  out[r1 + pl * m] = sub(scale(rl.c, x1p), mul(se, x1q));
-  out[r1 + ql * m] = add(scale(rl.s, x1p), mul(ce, x1q));
+// Columns c0, c1 of a quad times the rotation J of their pair: col 0' = c col 0 - s e col 1,
+// col 1' = s col 0 + c e col 1.
+__device__ inline Quad rotate_columns(const Quad& x, const Rotation& r) {
+  const double2 se = scale(r.s, r.e), ce = scale(r.c, r.e);
+  return {sub(scale(r.c, x.a00), mul(se, x.a01)), sub(scale(r.c, x.a10), mul(se, x.a11)),
+          add(scale(r.s, x.a00), mul(ce, x.a01)), add(scale(r.s, x.a10), mul(ce, x.a11))};
+}
+
+// Rows r0, r1 of a quad times J^H of their pair: row 0' = c row 0 - s conj(e) row 1,
+// row 1' = s row 0 + c conj(e) row 1.
+__device__ inline Quad rotate_rows(const Quad& x, const Rotation& r) {
+  const double2 sec = scale(r.s, conj(r.e)), cec = scale(r.c, conj(r.e));
+  return {sub(scale(r.c, x.a00), mul(sec, x.a10)), add(scale(r.s, x.a00), mul(cec, x.a10)),
+          sub(scale(r.c, x.a01), mul(sec, x.a11)), add(scale(r.s, x.a01), mul(cec, x.a11))};
 }
 
 // The mixed kernel: A and V in double, the rotations' angles in float (schur_rotation_float_angle),
 // A scaled by a power of two to |A|_F ~ 1 at the load (exact; the eigenvalues scaled back at the
 // end). A and V are double-buffered in dynamic shared memory (4 m^2 double2, 64 KiB at m = 32), so
-// a round reads one copy and writes the other: one barrier per round. Thread (k, l) of a 16 x 16
-// grid writes the 2 x 2 block (pairs k, l) of J_k^H A J_l and rows 2k, 2k + 1 of V's pair-l
-// columns; the round's pairs come from a table made once (the tournament's integer divisions were
-// a third of a round's instructions). The round is latency-bound (result-1: ~1.3 us a round
-// whatever the work), so its chain is kept short: kRotationPhase = false, every thread computes the
-// two rotations it needs (one barrier a round); true, 16 threads compute the round's rotations
-// first (a second barrier, a shorter chain for the others).
+// a round reads one copy and writes the other. Thread (k, l) of a 16 x 16 grid writes the 2 x 2
+// block (pairs k, l) of J_k^H A J_l and rows k, k + m / 2 of V's pair-l columns; the round's pairs
+// come from a table made once (the tournament's integer divisions were a third of a round's
+// instructions). The round is latency-bound (result-1: ~1.3 us a round whatever the work), so its
+// chain is kept short: kRotationPhase = false, every thread computes the two rotations it needs
+// (one barrier a round); true (the stage's), 16 threads compute the round's rotations while the
+// others load their block and rows, then a barrier (result-2: 201 against 235 us at n = 32).
 template <bool kRotationPhase>
 __global__ void __launch_bounds__(kThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
@@ -365,6 +366,16 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       const double2* v_in = buffers + (2 + current) * mm;
       double2* v_out = buffers + (3 - current) * mm;
       const uchar2* round_pairs = pairs + round * half;
+      // Thread (k, l): the block of pairs k (rows) and l (columns) of A, and rows k, k + m / 2 of
+      // V's pair-l columns (consecutive rows across a quarter-warp: no bank conflict).
+      uchar2 pair_k = make_uchar2(0, 0), pair_l = make_uchar2(0, 0);
+      Quad block{}, rows{};
+      if (active) {  // loaded first: they do not depend on this round's rotations
+        pair_k = round_pairs[k];
+        pair_l = round_pairs[l];
+        block = load_quad(a_in, m, pair_k.x, pair_k.y, pair_l.x, pair_l.y);
+        rows = load_quad(v_in, m, k, k + half, pair_l.x, pair_l.y);
+      }
       if (kRotationPhase) {
         if (static_cast<int>(threadIdx.x) < half) {
           const uchar2 pair = round_pairs[threadIdx.x];
@@ -373,11 +384,10 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
         __syncthreads();
       }
       if (active) {
-        const uchar2 pair_k = round_pairs[k], pair_l = round_pairs[l];
         const Rotation rl = kRotationPhase ? rotations[l] : pair_rotation(a_in, m, n, pair_l.x, pair_l.y);
         const Rotation rk = kRotationPhase ? rotations[k] : pair_rotation(a_in, m, n, pair_k.x, pair_k.y);
-        rotate_block(a_in, a_out, m, pair_k.x, pair_k.y, pair_l.x, pair_l.y, rk, rl);
-        rotate_rows(v_in, v_out, m, k, pair_l.x, pair_l.y, rl);
+        store_quad(a_out, m, pair_k.x, pair_k.y, pair_l.x, pair_l.y, rotate_rows(rotate_columns(block, rl), rk));
+        store_quad(v_out, m, k, k + half, pair_l.x, pair_l.y, rotate_columns(rows, rl));
       }
       current = 1 - current;
       __syncthreads();

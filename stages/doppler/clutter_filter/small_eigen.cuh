@@ -23,7 +23,8 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // read-barrier-write-barrier per round; both in double (the kernels before). mixed computes the
 // rotations' angles in float (made unitary in double, A scaled to |A|_F ~ 1; A and V stay double),
 // takes the round's pairs from a table and double-buffers A and V in shared memory (one barrier per
-// round); mixed_phased is mixed with the rotations in a phase of their own. The stage runs mixed
+// round); mixed_phased is mixed with the rotations in a phase of their own (16 threads, while the
+// others load; a second barrier). The stage runs mixed_phased, the fastest measured
 // (docs/doppler.md). `sweeps` (mixed variants; may be null): the sweeps each entry took.
 enum class JacobiVariant { mixed, mixed_phased, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
@@ -37,7 +38,7 @@ inline const char* jacobi_variant_name(JacobiVariant variant) {
 }
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant = JacobiVariant::mixed, int* sweeps = nullptr);
+                              JacobiVariant variant = JacobiVariant::mixed_phased, int* sweeps = nullptr);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal

@@ -736,44 +736,76 @@ TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh rand
     bool gap;
     int runs;
     EigenRoute::Kind route;
-    std::int64_t attempts, fallbacks;  // expected subspace attempts and fallbacks over the runs
   };
-  // With a gap of 100 in singular value at the rank (tissue_spectrum) two iterations of a block of
-  // k + 4 converge; on the flat spectrum (flat_spectrum) they do not: the first frame tries and
-  // falls back, the next kSubspaceRetryFirst take the full solver, the sixth tries and falls back.
+  // A gap of 100 in singular value at the rank (tissue_spectrum) or none (flat_spectrum). Whether
+  // two iterations of a block of k + 4 pass the device's convergence test depends on the data (the
+  // H100 fell back on the first 96-frame gapped frame: the test is relative to |S_f|, small here), so
+  // the subspace route asked for explicitly (every frame tries) runs the same frames first: auto
+  // must try and fall back as SubspaceRetry decides from those outcomes. On the flat spectrum every
+  // try falls back: the first frame tries, the next kSubspaceRetryFirst take the full solver, the
+  // sixth tries again.
   const std::vector<Case> cases = {
-      {"32 frames, k = 1, gap", 32, 1, true, 2, EigenRoute::Kind::jacobi, 0, 0},
-      {"32 frames, k = 4, flat", 32, 4, false, 2, EigenRoute::Kind::jacobi, 0, 0},
-      {"24 frames, k = 3, flat", 24, 3, false, 1, EigenRoute::Kind::jacobi, 0, 0},
-      {"96 frames, k = 6, gap", 96, 6, true, 4, EigenRoute::Kind::subspace, 4, 0},
-      {"96 frames, k = 6, flat", 96, 6, false, 2 + kSubspaceRetryFirst, EigenRoute::Kind::subspace, 2, 2},
+      {"32 frames, k = 1, gap", 32, 1, true, 2, EigenRoute::Kind::jacobi},
+      {"32 frames, k = 4, flat", 32, 4, false, 2, EigenRoute::Kind::jacobi},
+      {"24 frames, k = 3, flat", 24, 3, false, 1, EigenRoute::Kind::jacobi},
+      {"96 frames, k = 6, gap", 96, 6, true, 4, EigenRoute::Kind::subspace},
+      {"96 frames, k = 6, flat", 96, 6, false, 2 + kSubspaceRetryFirst, EigenRoute::Kind::subspace},
   };
   const std::int64_t lateral = 24, axial = 30;
   for (const Case& c : cases) {
+    INFO("seed " << seed << ": " << c.name);
     const FrameMeta frame = ensemble_frame(c.frames, lateral, axial);
+    std::vector<std::vector<std::complex<float>>> xs;
+    for (int run = 0; run < c.runs; ++run)
+      xs.push_back(designed_ensemble(lateral * axial,
+                                     c.gap ? tissue_spectrum(c.frames, c.tissue) : flat_spectrum(c.frames), rng));
     ClutterFilterParams params;  // eigensolver auto
     params.tissue_rank = c.tissue;
+    // Which frames the subspace iteration converges on, and what auto then does.
+    std::int64_t expected_attempts = 0, expected_fallbacks = 0;
+    if (c.route == EigenRoute::Kind::subspace) {
+      ClutterFilterParams asked = params;
+      asked.eigensolver = ClutterFilterParams::Eigensolver::subspace;
+      ClutterFilterStage every_frame(asked);
+      CudaStageFrames runs(every_frame, frame);
+      SubspaceRetry retry;
+      for (const auto& x : xs) {
+        const std::int64_t before = every_frame.subspace_fallbacks();
+        REQUIRE(runs.run(x).size() == x.size());
+        const bool falls_back = every_frame.subspace_fallbacks() > before;
+        if (retry.try_subspace(static_cast<std::uint64_t>(expected_fallbacks))) {
+          ++expected_attempts;
+          expected_fallbacks += falls_back ? 1 : 0;
+        }
+      }
+      std::printf("clutter_filter subspace route, %s: %lld of %d frames fell back\n", c.name,
+                  static_cast<long long>(every_frame.subspace_fallbacks()), c.runs);
+      if (!c.gap) CHECK(every_frame.subspace_fallbacks() == c.runs);
+    }
     ClutterFilterStage stage(params);
     CudaStageFrames frames(stage, frame);
     REQUIRE(stage.cuda_eigen_route().kind == c.route);
     for (int run = 0; run < c.runs; ++run) {
-      INFO("seed " << seed << ": " << c.name << ", run " << run);
-      const auto x = designed_ensemble(lateral * axial,
-                                       c.gap ? tissue_spectrum(c.frames, c.tissue) : flat_spectrum(c.frames), rng);
+      INFO("run " << run);
+      const auto& x = xs[static_cast<std::size_t>(run)];
       const auto gpu = frames.run(x);
       REQUIRE(gpu.size() == x.size());
       // As the first CUDA case: eigenvectors in double (exact at float scale; for the subspace route
       // the device's test holds the output error to 1e-6, else the full solver ran), the float
       // projection's rounding sqrt(N) eps ||S|| / ||S_f||: ||S|| / ||S_f|| is ~100 with the 40 dB
-      // gap (tissue 100 .. 30 over 0.3 .. 0.1), so ~6e-5 at 96 frames, less on the flat spectrum;
-      // LAPACK's SVD of the same float input in double has no error at that scale. 2e-4, 3x that.
+      // gap (tissue 100 .. 30 over 0.3 .. 0.1), so ~6e-5 at 96 frames, less on the flat spectrum
+      // (the H100: 5.6e-6 to 8.6e-6 with the gap, 6e-8 to 1e-7 flat); LAPACK's SVD of the same float
+      // input in double has no error at that scale. 2e-4, 3x the estimate.
       const double difference = relative_difference(lapack_filtered(x, lateral * axial, c.frames, c.tissue), gpu.data());
       std::printf("clutter_filter CUDA (auto) vs LAPACK, %s, run %d: %.2e\n", c.name, run, difference);
       CHECK(difference < 2e-4);
     }
-    INFO("seed " << seed << ": " << c.name);
-    CHECK(stage.subspace_attempts() == c.attempts);
-    CHECK(stage.subspace_fallbacks() == c.fallbacks);
+    CHECK(stage.subspace_attempts() == expected_attempts);
+    CHECK(stage.subspace_fallbacks() == expected_fallbacks);
+    if (!c.gap && c.route == EigenRoute::Kind::subspace) {
+      CHECK(expected_attempts == 2);  // frames 1 and 2 + kSubspaceRetryFirst
+      CHECK(expected_fallbacks == 2);
+    }
   }
 }
 
