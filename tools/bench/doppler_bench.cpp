@@ -595,7 +595,8 @@ void run_small_kernel_cases() {
       return times[times.size() / 2] * 1e3;
     };
     std::printf("small kernels (us):");
-    for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::fused,
+    for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased,
+                               cuda::JacobiVariant::circle, cuda::JacobiVariant::fused,
                                cuda::JacobiVariant::two_phase})
       for (int n : {16, 32})
         for (int batch : {1, batch_max}) {
@@ -640,7 +641,8 @@ void run_small_kernel_cases() {
         SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
                                        cudaMemcpyHostToDevice));
         for (const auto variant :
-             {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::fused}) {
+             {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::circle,
+              cuda::JacobiVariant::fused}) {
           const double us = time_it([&] {
             cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, 1, values, scratch, n,
                                            std::int64_t(n) * n, nullptr, variant, sweeps);

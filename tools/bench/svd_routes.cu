@@ -474,6 +474,7 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
     for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed", cuda::JacobiVariant::mixed},
                                         std::pair{"Z small_eigen jacobi mixed_phased (stage)",
                                                   cuda::JacobiVariant::mixed_phased},
+                                        std::pair{"Z small_eigen jacobi circle", cuda::JacobiVariant::circle},
                                         std::pair{"Z small_eigen jacobi fused (before)", cuda::JacobiVariant::fused}})
       routes.push_back({name, true, n - 1, -1, [=](void* a, cudaStream_t s) {
                           auto* g = static_cast<double2*>(a);

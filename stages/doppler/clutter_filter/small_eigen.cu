@@ -329,7 +329,21 @@ __device__ inline Quad rotate_rows(const Quad& x, const Rotation& r) {
 // chain is kept short: kRotationPhase = false, every thread computes the two rotations it needs
 // (one barrier a round); true (the stage's), 16 threads compute the round's rotations while the
 // others load their block and rows, then a barrier (result-2: 201 against 235 us at n = 32).
-template <bool kRotationPhase>
+// The circle method's storage (kCircle): pair i of every round is (slot i, slot i + m / 2), and
+// between rounds every index moves one step round the circle 1 -> 2 -> .. -> m/2 - 1 -> m - 1 ->
+// m - 2 -> .. -> m/2 -> 1 (slot 0 stays): a round writes its output at the slots of the next, so a
+// thread's rows and columns are the same slots every round (consecutive across a quarter-warp: no
+// bank conflict, no pair table) and after the m - 1 rounds of a sweep every index is home again.
+// The zero row and column of an odd n's padding rotate with the identity (a_pq = 0).
+__device__ inline int circle_next(int slot, int half, int m) {
+  if (slot == 0) return 0;
+  if (slot < half - 1) return slot + 1;  // top row, to the right
+  if (slot == half - 1) return m - 1;    // top right, down
+  if (slot == half) return 1;            // bottom left, up
+  return slot - 1;                       // bottom row, to the left
+}
+
+template <bool kRotationPhase, bool kCircle = false>
 __global__ void __launch_bounds__(kThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
                     double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
@@ -356,6 +370,8 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   const double scaled2 = ldexp(frobenius2, -2 * exponent);
   const int k = threadIdx.x & 15, l = threadIdx.x >> 4;
   const bool active = k < half && l < half;
+  const int next_k0 = circle_next(k, half, m), next_k1 = circle_next(k + half, half, m);  // kCircle
+  const int next_l0 = circle_next(l, half, m), next_l1 = circle_next(l + half, half, m);
   int current = 0, sweep = 0;
   for (; sweep < kJacobiSweeps && m > 1; ++sweep) {
     const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
@@ -365,6 +381,26 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       double2* a_out = buffers + (1 - current) * mm;
       const double2* v_in = buffers + (2 + current) * mm;
       double2* v_out = buffers + (3 - current) * mm;
+      if (kCircle) {
+        Quad block{}, rows{};
+        if (active) {  // loaded first: they do not depend on this round's rotations
+          block = load_quad(a_in, m, k, k + half, l, l + half);
+          rows = load_quad(v_in, m, k, k + half, l, l + half);
+        }
+        if (static_cast<int>(threadIdx.x) < half) {
+          const int p = threadIdx.x, q = p + half;
+          rotations[p] = schur_rotation_float_angle(a_in[p + p * m].x, a_in[q + q * m].x, a_in[p + q * m]);
+        }
+        __syncthreads();
+        if (active) {
+          const Rotation rl = rotations[l], rk = rotations[k];
+          store_quad(a_out, m, next_k0, next_k1, next_l0, next_l1, rotate_rows(rotate_columns(block, rl), rk));
+          store_quad(v_out, m, k, k + half, next_l0, next_l1, rotate_columns(rows, rl));
+        }
+        current = 1 - current;
+        __syncthreads();
+        continue;
+      }
       const uchar2* round_pairs = pairs + round * half;
       // Thread (k, l): the block of pairs k (rows) and l (columns) of A, and rows k, k + m / 2 of
       // V's pair-l columns (consecutive rows across a quarter-warp: no bank conflict).
@@ -562,6 +598,13 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
                                                static_cast<int>(mixed_bytes)));
       jacobi_mixed_kernel<true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
                                                                           ldv, vectors_stride, sweeps);
+      break;
+    case JacobiVariant::circle:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<true, true>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<true, true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values,
+                                                                                vectors, ldv, vectors_stride, sweeps);
       break;
     case JacobiVariant::fused:
       jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,

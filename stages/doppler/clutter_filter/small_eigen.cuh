@@ -26,11 +26,14 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // round); mixed_phased is mixed with the rotations in a phase of their own (16 threads, while the
 // others load; a second barrier). The stage runs mixed_phased, the fastest measured
 // (docs/doppler.md). `sweeps` (mixed variants; may be null): the sweeps each entry took.
-enum class JacobiVariant { mixed, mixed_phased, fused, two_phase };
+// circle is mixed_phased in the circle method's storage (pairs (i, i + m/2), the indices moved one
+// step a round: no pair table, no shared-memory bank conflicts).
+enum class JacobiVariant { mixed, mixed_phased, circle, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
   switch (variant) {
     case JacobiVariant::mixed: return "mixed";
     case JacobiVariant::mixed_phased: return "mixed_phased";
+    case JacobiVariant::circle: return "circle";
     case JacobiVariant::fused: return "fused";
     case JacobiVariant::two_phase: return "two_phase";
   }

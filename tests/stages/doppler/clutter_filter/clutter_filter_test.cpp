@@ -603,7 +603,8 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0, 1);
-  for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::fused,
+  for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased,
+                             cuda::JacobiVariant::circle, cuda::JacobiVariant::fused,
                              cuda::JacobiVariant::two_phase})
   for (int n : {1, 2, 3, 7, 16, 31, 32}) {
     // A batch of 5: random unitary U, eigenvalues spread over 10 decades (as a Gram matrix's from
