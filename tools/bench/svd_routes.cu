@@ -472,9 +472,9 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
     add_heevj_batched("C heevjBatched tol 1e-5, 8 sweeps", false, jacobi_tuned);
     // The stage's own kernels (small_eigen.cuh), in place as the stage runs them.
     for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed", cuda::JacobiVariant::mixed},
-                                        std::pair{"Z small_eigen jacobi mixed_phased (stage)",
+                                        std::pair{"Z small_eigen jacobi mixed_phased",
                                                   cuda::JacobiVariant::mixed_phased},
-                                        std::pair{"Z small_eigen jacobi circle", cuda::JacobiVariant::circle},
+                                        std::pair{"Z small_eigen jacobi circle (stage)", cuda::JacobiVariant::circle},
                                         std::pair{"Z small_eigen jacobi fused (before)", cuda::JacobiVariant::fused}})
       routes.push_back({name, true, n - 1, -1, [=](void* a, cudaStream_t s) {
                           auto* g = static_cast<double2*>(a);

@@ -327,8 +327,9 @@ __device__ inline Quad rotate_rows(const Quad& x, const Rotation& r) {
 // come from a table made once (the tournament's integer divisions were a third of a round's
 // instructions). The round is latency-bound (result-1: ~1.3 us a round whatever the work), so its
 // chain is kept short: kRotationPhase = false, every thread computes the two rotations it needs
-// (one barrier a round); true (the stage's), 16 threads compute the round's rotations while the
-// others load their block and rows, then a barrier (result-2: 201 against 235 us at n = 32).
+// (one barrier a round); true, 16 threads compute the round's rotations while the others load their
+// block and rows, then a barrier (H100: 200 against 210 us at n = 32). kCircle (the stage's, with
+// the rotation phase): the circle method's storage below (172 us).
 // The circle method's storage (kCircle): pair i of every round is (slot i, slot i + m / 2), and
 // between rounds every index moves one step round the circle 1 -> 2 -> .. -> m/2 - 1 -> m - 1 ->
 // m - 2 -> .. -> m/2 -> 1 (slot 0 stays): a round writes its output at the slots of the next, so a

@@ -24,10 +24,11 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // rotations' angles in float (made unitary in double, A scaled to |A|_F ~ 1; A and V stay double),
 // takes the round's pairs from a table and double-buffers A and V in shared memory (one barrier per
 // round); mixed_phased is mixed with the rotations in a phase of their own (16 threads, while the
-// others load; a second barrier). The stage runs mixed_phased, the fastest measured
-// (docs/doppler.md). `sweeps` (mixed variants; may be null): the sweeps each entry took.
-// circle is mixed_phased in the circle method's storage (pairs (i, i + m/2), the indices moved one
-// step a round: no pair table, no shared-memory bank conflicts).
+// others load; a second barrier); circle is mixed_phased in the circle method's storage (pairs
+// (i, i + m/2), the indices moved one step a round: no pair table, no shared-memory bank
+// conflicts). The stage runs circle, the fastest measured (H100, n = 32: 172 us; mixed_phased 200,
+// mixed 210, the double kernels before 340-351; docs/doppler.md). `sweeps` (the float-angle
+// variants; may be null): the sweeps each entry took.
 enum class JacobiVariant { mixed, mixed_phased, circle, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
   switch (variant) {
@@ -41,7 +42,7 @@ inline const char* jacobi_variant_name(JacobiVariant variant) {
 }
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant = JacobiVariant::mixed_phased, int* sweeps = nullptr);
+                              JacobiVariant variant = JacobiVariant::circle, int* sweeps = nullptr);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal
