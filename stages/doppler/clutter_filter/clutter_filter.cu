@@ -363,9 +363,9 @@ struct ClutterFilterGpu::Impl {
   // at the next frame without a wait); `published_device` is its device address.
   unsigned long long* published = nullptr;
   unsigned long long* published_device = nullptr;
-  SubspaceRetry retry;           // route.retry (auto): when the next frame tries the subspace route
-  std::int64_t attempts = 0;     // frames that ran the subspace iteration
-  cudaStream_t capture = nullptr;           // stream on which the fallback graphs are captured
+  SubspaceRetry retry;             // route.retry (auto): when the next frame tries the subspace route
+  std::int64_t attempts = 0;       // frames that ran the subspace iteration
+  cudaStream_t capture = nullptr;  // stream on which the fallback graphs are captured
   // The fallback (full solver where the subspace iteration did not converge) is a CUDA graph with
   // a conditional node, made once per workspace (its pointers are the workspace's).
   std::vector<std::pair<void*, cudaGraphExec_t>> fallback_graphs;
@@ -776,7 +776,7 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
       full_solver();
       break;
     case EigenRoute::Kind::jacobi:
-      // N <= 32 (eigensolver jacobi): one thread block per Gram matrix, in place.
+      // N <= 32 (auto, or eigensolver jacobi): one thread block per Gram matrix, in place.
       hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
                                reinterpret_cast<double*>(device(m.eigenvalues)), grams, n,
                                static_cast<std::int64_t>(nn), stream);
