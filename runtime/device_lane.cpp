@@ -760,7 +760,7 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   // last piece is in them (the payload may then be let go of; only this slot's stream, idle here,
   // is waited for). Staging the whole frame into the slot's pinned input first (SONOPIPE_STAGING=
   // slot, before 2026-11-26) wrote and read 5.5 MB more of host memory per channel frame, which
-  // slowed ZeroMQ's receive copy on the I/O thread, the daemon's bottleneck, by a third
+  // made ZeroMQ's receive copy on the I/O thread, the daemon's bottleneck, about 30 % dearer
   // (docs/host-path.md). Pinned payloads (shared memory) are copied asynchronously as they are.
   const void* host_input = slot.frame.payload.get();
   const bool staged = !slot.frame.payload_pinned && switches_.staging == HostPathSwitches::Staging::slot;

@@ -1,14 +1,16 @@
-// A debug timeline of each frame's trip through the daemon's host path, and the switches of the
-// host-path experiments (issue 23). Both are off unless the environment asks for them, so the
-// frame path pays one null-pointer test per point when they are off.
+// A debug timeline of each frame's trip through the daemon's host path, and the staging switch of
+// the host-path measurements (issue 23). The timeline is off unless the environment asks for it
+// (the frame path then pays one null-pointer test per point); the switch keeps the default unless
+// set.
 //
 // SONOPIPE_HOST_TIMELINE=<file>: every frame gets a record (a ring indexed by its sequence number,
 // kHostTimelineFrames long) in which ingest and the device lane note when the frame passed each
 // point (steady clock, ns: CLOCK_MONOTONIC, comparable across processes of one host); the GPU's
 // own instants come from the slot's events, placed on the host clock through an event recorded at
-// the lane's start. The daemon writes the records to <file> (CSV, one line per frame) when it
-// stops. sonopipe-bench core --timeline reads it back (docs/benchmarks.md, "Host path, where the
-// time went").
+// the lane's start (the GPU's clock drifts against the host's, about 10 us per second on the H100
+// host: intervals between two GPU points or two host points are exact, GPU-to-host ones within
+// that). The daemon writes the records to <file> (CSV, one line per frame) when it stops.
+// sonopipe-bench core --timeline reads it back (docs/host-path.md, "Measuring it").
 //
 // SONOPIPE_STAGING=driver|slot: how a pageable payload (tcp, ipc) reaches the device on CUDA
 // (runtime/device_lane.cpp, enqueue_on_cuda): handed to cudaMemcpyAsync as it is, the driver
