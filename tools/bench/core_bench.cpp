@@ -110,6 +110,7 @@ struct CoreOptions {
   // I/O threads (ingest on the first, publish on the second), the bench's PUSH and SUB in another,
   // as with the daemon; "shared" = all four in one context of two I/O threads (before 2026-11-26).
   std::string relay = "split";
+  std::string relay_output = "constant";  // or "rotating": the relay publishes from 8 buffers in turn
   bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
 };
 
@@ -396,13 +397,15 @@ double raw_zeromq_fps(const std::string& transport, const std::string& directory
   return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
 }
 
+constexpr std::size_t kRotatingOutputs = 8;  // --relay-output rotating: about the daemon's slots and spares
+
 // Raw ZeroMQ relay: the daemon's I/O without its work. PUSH -> [PULL -> PUB] -> SUB, the relay
 // thread publishing an output-sized payload per frame as the daemon does ([topic][header][payload]).
 // Returns frames/s (N pushed as fast as they go); with `latency_ms`, sends the N frames one at a
 // time instead, as the daemon's latency run does, and gives their round trips (0 returned).
 double raw_relay(const std::string& transport, const std::string& directory, const BenchFrame& frame,
                  std::size_t output_bytes, std::size_t count, std::size_t warmup, bool split_contexts,
-                 std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
+                 bool rotating_outputs, std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
   // Split: the relay's own context, its sockets on the daemon's I/O threads (ingest bit 0, publish
   // bit 1); the bench's PUSH and SUB in another context, as against the daemon.
   const std::set<pid_t> threads_before = thread_ids(::getpid());
@@ -443,7 +446,10 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("relay: no handshake");
     std::this_thread::sleep_for(kSubscriptionMargin);
   }
-  const std::vector<std::byte> output(output_bytes, std::byte{1});
+  // The payload it publishes: one constant buffer, or (--relay-output rotating) the next of
+  // kRotatingOutputs, as the daemon publishes from its slots' and spares' result buffers in turn.
+  const std::size_t outputs = rotating_outputs ? kRotatingOutputs : 1;
+  const std::vector<std::vector<std::byte>> output(outputs, std::vector<std::byte>(output_bytes, std::byte{1}));
   const std::string topic = tools::result_topic("bench", "relay");
   std::atomic<pid_t> relay_tid{0};
   CountedGate counted;
@@ -454,7 +460,8 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     for (std::size_t i = 0; i < warmup + count && tools::receive_message(relay_in, parts); ++i) {
       relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       relay_out.send(parts[0], zmq::send_flags::sndmore);
-      relay_out.send(zmq::message_t(const_cast<std::byte*>(output.data()), output.size(), nullptr, nullptr),
+      const std::vector<std::byte>& payload = output[i % outputs];
+      relay_out.send(zmq::message_t(const_cast<std::byte*>(payload.data()), payload.size(), nullptr, nullptr),
                      zmq::send_flags::none);
     }
     counted.linger();
@@ -887,7 +894,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
     } else {
       row.raw_runs.push_back(raw_zeromq_fps(transport, directory, frame, options.frames, options.warmup));
       row.relay_runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
-                                         options.relay == "split", nullptr, &row));
+                                         options.relay == "split", options.relay_output == "rotating", nullptr, &row));
     }
   }
   row.daemon_fps = median(row.daemon_runs);
@@ -899,7 +906,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
     // The same latency run through the relay, with the same settling frames: the transport's own tail.
     std::vector<double> relay_ms;
     raw_relay(transport, directory, frame, row.output_bytes, options.latency_frames, 10, options.relay == "split",
-              &relay_ms);
+              options.relay_output == "rotating", &relay_ms);
     row.relay_p50_ms = percentile(relay_ms, 0.50);
     row.relay_p99_ms = percentile(relay_ms, 0.99);
   }
@@ -1172,7 +1179,7 @@ void run_core_bench(const CoreOptions& options_in) {
             << "medians), " << options.latency_frames << " frames for latency after 10 untimed, " << options.warmup
             << " untimed warm-up frames before every run (daemon, raw and relay alike); slots " << options.slots << ", queue " << options.queue_depth
             << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "")
-            << "; relay sockets: " << options.relay << " contexts" << "\n";
+            << "; relay sockets: " << options.relay << " contexts, relay output " << options.relay_output << "\n";
   print_table(rows);
   print_goals(rows, stalls);
   if (own_dir && !options.keep) fs::remove_all(work);
@@ -1220,6 +1227,10 @@ void add_core_bench(CLI::App& app) {
                       "split: the relay's PULL and PUB in a context of their own on the daemon's two I/O threads, "
                       "the bench's PUSH and SUB in another (as with the daemon); shared: all four in one context")
       ->capture_default_str()->check(CLI::IsMember({"split", "shared"}));
+  command->add_option("--relay-output", options->relay_output,
+                      "constant: the relay publishes one buffer (always in the cache); rotating: 8 buffers in turn, "
+                      "as the daemon publishes from its result buffers in turn")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating"}));
   command->add_flag("--timeline", options->timeline,
                     "the daemon notes each frame's host path (SONOPIPE_HOST_TIMELINE); printed per row");
   command->add_option("--max-queued-bytes", options->max_queued_bytes,
