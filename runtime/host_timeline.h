@@ -3,7 +3,8 @@
 // (the frame path then pays one null-pointer test per point); the switch keeps the default unless
 // set.
 //
-// SONOPIPE_HOST_TIMELINE=<file>: every frame gets a record (a ring indexed by its sequence number,
+// SONOPIPE_HOST_TIMELINE=<file>: every frame of the shared ZeroMQ ingest (not shm://, not a
+// pipeline's own socket) gets a record (a ring indexed by its sequence number,
 // kHostTimelineFrames long) in which ingest and the device lane note when the frame passed each
 // point (steady clock, ns: CLOCK_MONOTONIC, comparable across processes of one host); the GPU's
 // own instants come from the slot's events, placed on the host clock through an event recorded at
