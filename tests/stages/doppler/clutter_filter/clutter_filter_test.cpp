@@ -748,11 +748,11 @@ TEST_CASE("clutter_filter: the Jacobi kernel's warm start (from a nearby, an unr
     };
     const auto [cold_warm, cold_sweeps] = solve("zeroed V0 (cold)");
     CHECK(cold_warm == 0);
-    // Nearby: A + 1e-6 |A| E (E Hermitian, random): the eigenvectors move by ~1e-6 / gap.
+    // Nearby: A + 1e-7 |A| E (E Hermitian, random): the eigenvectors move by ~1e-7 |A| / gap.
     for (int entry = 0; entry < batch; ++entry) {
       ComplexMatrix e(n, n);
       for (int i = 0; i < n * n; ++i) e.data()[i] = {normal(rng), normal(rng)};
-      a[entry] += 1e-6 * a[entry].norm() / n * (e + e.adjoint());
+      a[entry] += 1e-7 * a[entry].norm() / n * (e + e.adjoint());
     }
     const auto [near_warm, near_sweeps] = solve("nearby V0 (warm)");
     CHECK(near_warm == static_cast<unsigned long long>(batch));
