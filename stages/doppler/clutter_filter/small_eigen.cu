@@ -376,11 +376,14 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       v0[t] = i < n && j < n ? stored[i + j * n] : make_double2(i == j ? 1.0 : 0.0, 0.0);
     }
     __syncthreads();
+    // Column i of V0 across a warp: the sum starts at row i (skewed), so that a warp's loads of
+    // columns i are not 32 reads of one bank.
     double bad = 0;  // entries of V0^H V0 - I over 1e-8 (NaN included)
     for (int t = threadIdx.x; t < mm; t += kThreads) {
       const int i = t % m, j = t / m;
       double2 sum = make_double2(i == j ? -1.0 : 0.0, 0.0);
-      for (int r = 0; r < m; ++r) sum = add(sum, mul(conj(v0[r + i * m]), v0[r + j * m]));
+      for (int k = 0, r = i; k < m; ++k, r = r + 1 == m ? 0 : r + 1)
+        sum = add(sum, mul(conj(v0[r + i * m]), v0[r + j * m]));
       bad += !(fabs(sum.x) <= 1e-8 && fabs(sum.y) <= 1e-8) ? 1.0 : 0.0;
     }
     warm = block_sum(bad, partial) == 0;  // uniform
@@ -396,7 +399,8 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
         const int i = t % m, j = t / m;
         if (i < j) continue;
         double2 sum = make_double2(0, 0);
-        for (int r = 0; r < m; ++r) sum = add(sum, mul(conj(v0[r + i * m]), product[r + j * m]));
+        for (int k = 0, r = i; k < m; ++k, r = r + 1 == m ? 0 : r + 1)  // skewed, as the guard's
+          sum = add(sum, mul(conj(v0[r + i * m]), product[r + j * m]));
         if (i == j) sum.y = 0;
         a[i + j * m] = sum;
         a[j + i * m] = conj(sum);
