@@ -31,6 +31,6 @@ if(NOT SONOPIPE_FUZZ)  # the fuzz tree keeps the flags tests/fuzz/run-fuzzers.sh
     # The last -O wins over CMAKE_CXX_FLAGS_RELEASE's -O3.
     target_compile_options(${program} PRIVATE $<$<AND:$<CONFIG:Release>,$<COMPILE_LANGUAGE:CXX>>:-O1>)
   endforeach()
-  message(STATUS "sonopipe: command-line programs at -O1: ${SONOPIPE_CLI_PROGRAMS}")
+  message(STATUS "sonopipe: command-line programs (-O1 in Release): ${SONOPIPE_CLI_PROGRAMS}")
 endif()
 
