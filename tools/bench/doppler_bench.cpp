@@ -327,11 +327,55 @@ struct ChainStage {
 };
 
 // The chain cases' clutter filter (the SVD at a fixed tissue rank) and Doppler (a box of R(1)).
-ClutterFilterParams chain_clutter_params(std::int64_t tissue_rank, ClutterFilterParams::Eigensolver eigensolver) {
+ClutterFilterParams chain_clutter_params(std::int64_t tissue_rank, ClutterFilterParams::Eigensolver eigensolver,
+                                         bool warm_start = true) {
   ClutterFilterParams params;
   params.tissue_rank = tissue_rank;
   params.eigensolver = eigensolver;
+  params.warm_start = warm_start;
   return params;
+}
+
+// A stream of related channel ensembles for the Jacobi route's warm start (its sweeps depend on the
+// data; the other stages' work does not): ensemble e, frame f, sample x (element, time) =
+//   tissue   100 (cos a_e T0(x) + sin a_e T1(x)) exp(i 0.01 f), a_e = 0.05 e: a pattern that drifts
+//   blood    sum over 4 components 3 B_ej(x) exp(i w_j f), w_j = 0.4 + 0.5 j rad a frame: fresh
+//            speckle each ensemble, the same Doppler shifts
+//   noise    standard normal, fresh each ensemble
+// Beamforming is linear, so the Casorati matrix is tissue (rank ~1, 40 dB over blood) + blood
+// (rank 4) + white noise, its temporal eigenvectors near those of the ensemble before except in the
+// noise's subspace (random each time). `count` ensembles, each [frame, element, sample] x (re, im).
+std::vector<std::vector<float>> drifting_ensembles(const EnsembleWorkload& w, int count) {
+  const std::size_t per_frame = static_cast<std::size_t>(w.elements) * w.samples;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto pattern = [&] {
+    std::vector<std::complex<float>> p(per_frame);
+    for (auto& v : p) v = {normal(rng), normal(rng)};
+    return p;
+  };
+  const auto t0 = pattern(), t1 = pattern();
+  std::vector<std::vector<float>> out;
+  for (int e = 0; e < count; ++e) {
+    std::vector<std::vector<std::complex<float>>> blood;
+    for (int j = 0; j < 4; ++j) blood.push_back(pattern());
+    const float a = 0.05f * e;
+    std::vector<float> data(static_cast<std::size_t>(w.frames) * per_frame * 2);
+    for (int f = 0; f < w.frames; ++f) {
+      const std::complex<float> tissue_phase = 100.0f * std::polar(1.0f, 0.01f * f);
+      std::complex<float> blood_phase[4];
+      for (int j = 0; j < 4; ++j) blood_phase[j] = 3.0f * std::polar(1.0f, (0.4f + 0.5f * j) * f);
+      for (std::size_t x = 0; x < per_frame; ++x) {
+        std::complex<float> v = tissue_phase * (std::cos(a) * t0[x] + std::sin(a) * t1[x]);
+        for (int j = 0; j < 4; ++j) v += blood_phase[j] * blood[j][x];
+        v += std::complex<float>(normal(rng), normal(rng));
+        data[2 * (f * per_frame + x)] = v.real();
+        data[2 * (f * per_frame + x) + 1] = v.imag();
+      }
+    }
+    out.push_back(std::move(data));
+  }
+  return out;
 }
 
 DopplerParams chain_doppler_params(std::int64_t box) {
@@ -345,12 +389,16 @@ DopplerParams chain_doppler_params(std::int64_t box) {
 // configured as DeviceLane::configure() does (the frame's meta for every stage, each input the
 // previous stage's first output) and run through the stages' run_cuda on one stream; CUDA events
 // between the stages. Median of `repeats` per stage and end to end.
+// `stream` (drifting_ensembles, copied to the device beforehand): repeat r takes ensemble r of a
+// walk back and forth over them, so consecutive frames are always neighbours; else the fixed random
+// ensemble every repeat.
 void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t box, double goal_ms,
-               const DeviceCeilings& ceilings, int repeats, ClutterFilterParams::Eigensolver eigensolver) {
+               const DeviceCeilings& ceilings, int repeats, ClutterFilterParams::Eigensolver eigensolver,
+               const std::vector<std::vector<float>>* stream_data = nullptr, bool warm_start = true) {
   const BenchFrame frame = ensemble_frame(w, false);
   const BeamformParams bp = ensemble_beamform_params(w);
   BeamformStage beamform(bp);
-  const ClutterFilterParams cp = chain_clutter_params(tissue_rank, eigensolver);
+  const ClutterFilterParams cp = chain_clutter_params(tissue_rank, eigensolver, warm_start);
   ClutterFilterStage clutter(cp);
   DopplerStage doppler(chain_doppler_params(box));
   std::vector<std::unique_ptr<ChainStage>> chain;
@@ -386,10 +434,22 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   auto floor_of = [&](double mb) {
     return Work{.gflop = gflop, .megabytes = mb}.floor_ms(ceilings);
   };
-  void* device_input = nullptr;
-  SONOPIPE_CUDA_CHECK(cudaMalloc(&device_input, frame.meta.payload.byte_size()));
-  SONOPIPE_CUDA_CHECK(
-      cudaMemcpy(device_input, frame.data.data(), frame.meta.payload.byte_size(), cudaMemcpyHostToDevice));
+  std::vector<void*> device_inputs;
+  const std::size_t input_bytes = frame.meta.payload.byte_size();
+  for (std::size_t i = 0; i < (stream_data ? stream_data->size() : 1); ++i) {
+    void* p = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&p, input_bytes));
+    const std::vector<float>& data = stream_data ? (*stream_data)[i] : frame.data;
+    if (data.size() * sizeof(float) != input_bytes) throw std::runtime_error("doppler chain: ensemble size");
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(p, data.data(), input_bytes, cudaMemcpyHostToDevice));
+    device_inputs.push_back(p);
+  }
+  const int walk = static_cast<int>(device_inputs.size());
+  auto input_of = [&](int r) {  // 0, 1, .., walk - 1, walk - 2, .., 1, 0, 1, ..
+    if (walk == 1) return device_inputs[0];
+    const int period = 2 * (walk - 1), i = r % period;
+    return device_inputs[static_cast<std::size_t>(i < walk ? i : period - i)];
+  };
   cudaStream_t stream;
   SONOPIPE_CUDA_CHECK(cudaStreamCreate(&stream));
   std::vector<cudaEvent_t> events(chain.size() + 1);
@@ -397,7 +457,7 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   std::vector<std::vector<float>> stage_ms(chain.size());
   std::vector<float> total_ms;
   for (int r = 0; r < repeats + 3; ++r) {  // three warm-ups
-    const void* in = device_input;
+    const void* in = input_of(r);
     SONOPIPE_CUDA_CHECK(cudaEventRecord(events[0], stream));
     for (std::size_t i = 0; i < chain.size(); ++i) {
       ChainStage& c = *chain[i];
@@ -423,18 +483,22 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
     return double(v[v.size() / 2]);
   };
   const double total = median(total_ms);
-  const std::string route = eigensolver == ClutterFilterParams::Eigensolver::automatic
-                                ? std::string("auto/") + route_name(clutter)
-                                : std::string(route_name(clutter));
-  std::printf("%-10s %-14s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (subspace tries %.2f, "
-              "fallbacks %.2f)\n",
+  std::string route = eigensolver == ClutterFilterParams::Eigensolver::automatic
+                          ? std::string("auto/") + route_name(clutter)
+                          : std::string(route_name(clutter));
+  if (clutter.cuda_eigen_route().kind == EigenRoute::Kind::jacobi) route += warm_start ? "/warm" : "/cold";
+  const JacobiStats jacobi = clutter.jacobi_stats();
+  std::printf("%-10s %-18s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (subspace tries %.2f, "
+              "fallbacks %.2f; %s; jacobi solves %lld, warm %lld, sweeps a solve %.2f)\n",
               w.name, route.c_str(), median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total, gflop,
               staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
               total <= goal_ms ? "met" : "not met", double(clutter.subspace_attempts()) / (repeats + 3),
-              double(clutter.subspace_fallbacks()) / (repeats + 3));
+              double(clutter.subspace_fallbacks()) / (repeats + 3),
+              stream_data ? "drifting ensembles" : "one random ensemble", static_cast<long long>(jacobi.solves),
+              static_cast<long long>(jacobi.warm), jacobi.solves ? double(jacobi.sweeps) / jacobi.solves : 0.0);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   cudaStreamDestroy(stream);
-  cudaFree(device_input);
+  for (void* p : device_inputs) cudaFree(p);
 }
 
 // The chain as the daemon's DeviceLane runs it (runtime/device_lane.cpp): `slots` streams used
@@ -654,6 +718,28 @@ void run_small_kernel_cases() {
         }
       }
       std::printf("\n");
+      // The warm start's fixed cost (guard, V0^H A V0, V0 copied): circle from V0 = the matrix's own
+      // eigenvectors (each call stores them again), the sweeps left to rounding.
+      double2* previous = nullptr;
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&previous, static_cast<std::size_t>(n) * n * sizeof(double2)));
+      std::printf("jacobi n 32 circle warm from its own eigenvectors (us, sweeps):");
+      for (std::size_t g = 0; g < grams.size(); ++g) {
+        SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
+                                       cudaMemcpyHostToDevice));
+        SONOPIPE_CUDA_CHECK(cudaMemset(previous, 0, static_cast<std::size_t>(n) * n * sizeof(double2)));
+        auto warm = [&] {
+          cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, 1, values, scratch, n,
+                                         std::int64_t(n) * n, nullptr, cuda::JacobiVariant::circle, sweeps, previous);
+        };
+        SONOPIPE_CUDA_CHECK(cudaMemcpy(scratch, matrices, grams[g].size() * sizeof(double2), cudaMemcpyDeviceToDevice));
+        warm();  // cold (V0 zero): stores the eigenvectors
+        const double us = time_it(warm);
+        int done = -1;
+        SONOPIPE_CUDA_CHECK(cudaMemcpy(&done, sweeps, sizeof(int), cudaMemcpyDeviceToHost));
+        std::printf(" %s %.1f (%d);", names[g], us, done);
+      }
+      std::printf("\n");
+      cudaFree(previous);
       SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), host.size() * sizeof(double2), cudaMemcpyHostToDevice));
     }
     for (int n : {64, 128, 200})
@@ -782,7 +868,7 @@ void run_auto_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings
 void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings) {
   std::printf("\nchain beamform (ensemble) -> clutter_filter svd -> doppler, device-resident channel IQ, the stages' "
               "run_cuda on one stream (median of %d)\n", o.repeats);
-  std::printf("%-10s %-14s %10s %10s %10s %10s %8s %8s %8s %9s %9s %7s\n", "workload", "route", "beamform", "clutter",
+  std::printf("%-10s %-18s %10s %10s %10s %10s %8s %8s %8s %9s %9s %7s\n", "workload", "route", "beamform", "clutter",
               "doppler", "chain ms", "GFLOP", "MB stage", "MB one", "floor st", "floor one", "goal");
 #ifdef SONOPIPE_WITH_CUDA
   int devices = 0;
@@ -791,11 +877,18 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     // beamforming alone (0.328 ms). fus: tissue rank 20, 3 x 3; goal 5 ms (issue 24).
     const auto full = ClutterFilterParams::Eigensolver::full, automatic = ClutterFilterParams::Eigensolver::automatic;
     const auto jacobi = ClutterFilterParams::Eigensolver::jacobi, subspace = ClutterFilterParams::Eigensolver::subspace;
-    for (int round = 0; round < 2; ++round) {  // before (full), auto and the Jacobi route alternating, twice
-      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, full);
-      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic);
-      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi);
+    // A stream of related ensembles (the warm start's sweeps depend on the data): 8, walked back
+    // and forth; cold (warm_start false) and warm alternating, twice.
+    const auto ensembles = drifting_ensembles(kPwiDisk, 8);
+    for (int round = 0; round < 2; ++round) {
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, full, &ensembles);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic, &ensembles, false);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic, &ensembles, true);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi, &ensembles, false);
+      run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi, &ensembles, true);
     }
+    run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic, nullptr, false);  // the random ensemble (before)
+    run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic, nullptr, true);   // warm on itself: a floor
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, full);
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, subspace);
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, automatic);  // subspace with retry (random data: falls back)

@@ -83,6 +83,10 @@ void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
                       "the library Gram and projection (the route before); jacobi (<= 32 frames) and subspace "
                       "(fixed tissue rank, no noise rank, 33..320 frames) where they apply",
                .live = true});
+  spec.param(&Params::warm_start, "warm_start",
+             {.doc = "svd, CUDA, jacobi route: start from the previous frame's eigenvectors (same tolerance, fewer "
+                     "sweeps on a stream of related ensembles); a re-configure starts cold",
+              .live = true});
   spec.param(&Params::subspace_block, "subspace_block",
              {.min = 0, .max = 32, .unit = "components",
               .doc = "svd subspace route: columns iterated (> tissue_rank); 0 = tissue_rank + 4, at most 32",
@@ -188,6 +192,7 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
     // in the pwi_disk chain: on request (eigensolver jacobi) only.
     route.kind = EigenRoute::Kind::jacobi;
     route.small_kernels = params.eigensolver == Eigensolver::jacobi;
+    route.warm_start = params.warm_start;
     return route;
   }
   // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest
@@ -363,11 +368,13 @@ bool ClutterFilterStage::run_cuda(const StageIo& io) {
 
 std::int64_t ClutterFilterStage::subspace_fallbacks() const { return gpu_ ? gpu_->subspace_fallbacks() : 0; }
 std::int64_t ClutterFilterStage::subspace_attempts() const { return gpu_ ? gpu_->subspace_attempts() : 0; }
+JacobiStats ClutterFilterStage::jacobi_stats() const { return gpu_ ? gpu_->jacobi_stats() : JacobiStats{}; }
 EigenRoute ClutterFilterStage::cuda_eigen_route() const { return gpu_ ? gpu_->route() : EigenRoute{}; }
 #else
 bool ClutterFilterStage::run_cuda(const StageIo& io) { return Stage::run_cuda(io); }
 std::int64_t ClutterFilterStage::subspace_fallbacks() const { return 0; }
 std::int64_t ClutterFilterStage::subspace_attempts() const { return 0; }
+JacobiStats ClutterFilterStage::jacobi_stats() const { return {}; }
 EigenRoute ClutterFilterStage::cuda_eigen_route() const { return {}; }
 #endif
 

@@ -369,6 +369,12 @@ struct ClutterFilterGpu::Impl {
   // The fallback (full solver where the subspace iteration did not converge) is a CUDA graph with
   // a conditional node, made once per workspace (its pointers are the workspace's).
   std::vector<std::pair<void*, cudaGraphExec_t>> fallback_graphs;
+  // Jacobi route, warm start: the previous frame's eigenvectors, one set per workspace (a lane's
+  // slots run frames concurrently, each on its own workspace) at offset `previous`; a workspace's
+  // first frame after configure zeroes them (the kernel's guard then starts cold).
+  std::size_t previous = 0;
+  std::vector<void*> warm_workspaces;
+  unsigned long long* jacobi_counters = nullptr;  // device: solves, warm starts, sweeps (JacobiStats)
 
   void clear_graphs() {
     for (auto& [workspace, exec] : fallback_graphs) cudaGraphExecDestroy(exec);
@@ -490,6 +496,7 @@ struct ClutterFilterGpu::Impl {
   ~Impl() {
     clear_graphs();
     if (fallbacks) cudaFree(fallbacks);
+    if (jacobi_counters) cudaFree(jacobi_counters);
     if (published) cudaFreeHost(published);
     if (capture) cudaStreamDestroy(capture);
     destroy_update();
@@ -545,6 +552,14 @@ std::int64_t ClutterFilterGpu::subspace_fallbacks() const {
   return static_cast<std::int64_t>(count);
 }
 
+JacobiStats ClutterFilterGpu::jacobi_stats() const {
+  if (!impl_->jacobi_counters) return {};
+  unsigned long long counters[3] = {};
+  SONOPIPE_CUDA_CHECK(cudaMemcpy(counters, impl_->jacobi_counters, sizeof(counters), cudaMemcpyDeviceToHost));
+  return {.solves = static_cast<std::int64_t>(counters[0]), .warm = static_cast<std::int64_t>(counters[1]),
+          .sweeps = static_cast<std::int64_t>(counters[2])};
+}
+
 EigenRoute ClutterFilterGpu::route() const { return impl_->route; }
 ClutterFilterGpu::~ClutterFilterGpu() = default;
 
@@ -565,6 +580,9 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
     *m.published = 0;
     SONOPIPE_CUDA_CHECK(cudaHostGetDevicePointer(&m.published_device, m.published, 0));
   }
+  if (!m.jacobi_counters) SONOPIPE_CUDA_CHECK(cudaMalloc(&m.jacobi_counters, 3 * sizeof(unsigned long long)));
+  SONOPIPE_CUDA_CHECK(cudaMemset(m.jacobi_counters, 0, 3 * sizeof(unsigned long long)));
+  m.warm_workspaces.clear();  // every workspace starts cold (a new shape or parameters)
   m.retry = SubspaceRetry(*static_cast<volatile unsigned long long*>(m.published));
   m.clear_graphs();
   m.shape = shape;
@@ -623,6 +641,8 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   m.gram_partials = take(m.small_gram ? static_cast<std::size_t>(m.gram_blocks) * nn * sizeof(double2) : 0);
   m.grams = take(svd ? nn * batch * sizeof(double2) : 0);  // one per block, then its eigenvectors
   m.eigenvalues = take(svd ? n * batch * sizeof(double) : 0);
+  const bool warm = svd && route.kind == EigenRoute::Kind::jacobi && route.warm_start;
+  m.previous = take(warm ? nn * batch * sizeof(double2) : 0);
   m.vectors = take(nn * sizeof(float2));  // V in float: V_r (rank update) or all of V (similarity)
   m.projector = take(nn * sizeof(float2));
   m.product = take(m.rank_update ? block_pixels * m.removed * sizeof(float2) : 0);  // S V_r
@@ -775,12 +795,23 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
     case EigenRoute::Kind::full:
       full_solver();
       break;
-    case EigenRoute::Kind::jacobi:
-      // N <= 32 (auto, or eigensolver jacobi): one thread block per Gram matrix, in place.
+    case EigenRoute::Kind::jacobi: {
+      // N <= 32 (auto, or eigensolver jacobi): one thread block per Gram matrix, in place; warm
+      // from this workspace's previous eigenvectors (zeroed on its first frame: a cold start).
+      double2* previous = nullptr;
+      if (m.route.warm_start) {
+        previous = reinterpret_cast<double2*>(device(m.previous));
+        if (std::find(m.warm_workspaces.begin(), m.warm_workspaces.end(), workspace) == m.warm_workspaces.end()) {
+          SONOPIPE_CUDA_CHECK(cudaMemsetAsync(previous, 0, nn * batch * sizeof(double2), stream));
+          m.warm_workspaces.push_back(workspace);
+        }
+      }
       hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
                                reinterpret_cast<double*>(device(m.eigenvalues)), grams, n,
-                               static_cast<std::int64_t>(nn), stream);
+                               static_cast<std::int64_t>(nn), stream, JacobiVariant::circle, nullptr, previous,
+                               m.jacobi_counters);
       break;
+    }
     case EigenRoute::Kind::subspace:
       // auto (retry): the count of fallbacks as the device last published it, read without a wait.
       if (!m.route.retry || m.retry.try_subspace(*static_cast<volatile unsigned long long*>(m.published))) {

@@ -63,6 +63,8 @@ class ClutterFilterGpu {
   std::int64_t subspace_fallbacks() const;
   // Frames that ran the subspace iteration (auto's retry sends the others to the full solver).
   std::int64_t subspace_attempts() const;
+  // The Jacobi route's counters since configure; synchronises.
+  JacobiStats jacobi_stats() const;
 
  private:
   struct Impl;

@@ -60,6 +60,8 @@ class ClutterFilterStage : public Stage {
   // Frames that ran the subspace iteration (with auto's retry, the others took the full solver
   // directly); host count, no synchronisation.
   std::int64_t subspace_attempts() const;
+  // The Jacobi route's solves, warm starts and sweeps since configure (CUDA; synchronises).
+  JacobiStats jacobi_stats() const;
   // The route the CUDA plan runs (eigen_route(), or full where the subspace route's fallback graph
   // could not be made); full before a CUDA configure.
   EigenRoute cuda_eigen_route() const;

@@ -27,6 +27,9 @@ struct ClutterFilterParams {
   // the library Gram and projection (the route before; the reference of the benchmarks); jacobi
   // and subspace ask for those routes where they apply (else full).
   Eigensolver eigensolver = Eigensolver::automatic;
+  // Jacobi route: start from the previous frame's eigenvectors on the same workspace (V0^H G V0,
+  // nearly diagonal for a stream of related ensembles: fewer sweeps, the same tolerance).
+  bool warm_start = true;
   // Subspace route: block size (columns iterated, > tissue_rank, <= 32) and iteration count;
   // 0 = the measured defaults (EigenRoute).
   std::int64_t subspace_block = 0, subspace_iterations = 0;
@@ -70,6 +73,12 @@ struct EigenRoute {
   // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
   // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.
   bool small_kernels = false;
+  bool warm_start = false;  // jacobi: ClutterFilterParams::warm_start
+};
+// Jacobi route's counters (device, read with a synchronisation): solves, those that started warm
+// (from the previous frame's eigenvectors), and the sweeps they all took.
+struct JacobiStats {
+  std::int64_t solves = 0, warm = 0, sweeps = 0;
 };
 // The subspace route's orthonormalisation holds an N x block double-complex matrix in shared memory.
 inline constexpr std::int64_t kSubspaceMaxFrames = 320;

@@ -348,7 +348,7 @@ template <bool kRotationPhase, bool kCircle = false>
 __global__ void __launch_bounds__(kThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
 jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
                     double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
-                    int* __restrict__ sweeps) {
+                    int* __restrict__ sweeps, double2* previous, unsigned long long* stats) {
   extern __shared__ double2 buffers[];  // A, A', V, V' (m x m each, column-major)
   __shared__ double partial[kThreads / 32];
   __shared__ uchar2 pairs[(kSmallEigenMax - 1) * (kSmallEigenMax / 2)];  // [round][pair] = (p, q)
@@ -364,6 +364,51 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   double2* a = buffers;
   double2* v = buffers + 2 * mm;
   const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);  // barriers: the table is ready
+  // Warm start (`previous`: this entry's eigenvectors of the frame before, n x n): A <- V0^H A V0 and
+  // V <- V0, where V0 is unitary to 1e-8 (the guard; a zeroed or foreign buffer starts cold).
+  bool warm = false;
+  if (previous) {
+    double2* v0 = buffers + 3 * mm;  // V' until the sweeps
+    double2* product = buffers + mm;  // A'
+    const double2* stored = previous + blockIdx.x * std::int64_t(n) * n;
+    for (int t = threadIdx.x; t < mm; t += kThreads) {
+      const int i = t % m, j = t / m;
+      v0[t] = i < n && j < n ? stored[i + j * n] : make_double2(i == j ? 1.0 : 0.0, 0.0);
+    }
+    __syncthreads();
+    // Column i of V0 across a warp: the sum starts at row i (skewed), so that a warp's loads of
+    // columns i are not 32 reads of one bank.
+    double bad = 0;  // entries of V0^H V0 - I over 1e-8 (NaN included)
+    for (int t = threadIdx.x; t < mm; t += kThreads) {
+      const int i = t % m, j = t / m;
+      double2 sum = make_double2(i == j ? -1.0 : 0.0, 0.0);
+      for (int k = 0, r = i; k < m; ++k, r = r + 1 == m ? 0 : r + 1)
+        sum = add(sum, mul(conj(v0[r + i * m]), v0[r + j * m]));
+      bad += !(fabs(sum.x) <= 1e-8 && fabs(sum.y) <= 1e-8) ? 1.0 : 0.0;
+    }
+    warm = block_sum(bad, partial) == 0;  // uniform
+    if (warm) {
+      for (int t = threadIdx.x; t < mm; t += kThreads) {  // A V0
+        const int i = t % m, j = t / m;
+        double2 sum = make_double2(0, 0);
+        for (int r = 0; r < m; ++r) sum = add(sum, mul(a[i + r * m], v0[r + j * m]));
+        product[t] = sum;
+      }
+      __syncthreads();
+      for (int t = threadIdx.x; t < mm; t += kThreads) {  // V0^H (A V0), lower triangle mirrored: Hermitian
+        const int i = t % m, j = t / m;
+        if (i < j) continue;
+        double2 sum = make_double2(0, 0);
+        for (int k = 0, r = i; k < m; ++k, r = r + 1 == m ? 0 : r + 1)  // skewed, as the guard's
+          sum = add(sum, mul(conj(v0[r + i * m]), product[r + j * m]));
+        if (i == j) sum.y = 0;
+        a[i + j * m] = sum;
+        a[j + i * m] = conj(sum);
+      }
+      for (int t = threadIdx.x; t < mm; t += kThreads) v[t] = v0[t];
+      __syncthreads();
+    }
+  }
   // A <- A 2^-e with 2^e ~ |A|_F: the float angles see entries of order one.
   const int exponent = frobenius2 > 0 && isfinite(frobenius2) ? ilogb(sqrt(frobenius2)) : 0;
   for (int t = threadIdx.x; t < mm; t += kThreads) a[t] = scale(ldexp(1.0, -exponent), a[t]);
@@ -431,10 +476,16 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
     }
   }
   if (sweeps && threadIdx.x == 0) sweeps[blockIdx.x] = sweep;
+  if (stats && threadIdx.x == 0) {
+    atomicAdd(stats, 1ull);
+    atomicAdd(stats + 1, warm ? 1ull : 0ull);
+    atomicAdd(stats + 2, static_cast<unsigned long long>(sweep));
+  }
   const double2* a_final = buffers + current * mm;
   const double2* v_final = buffers + (2 + current) * mm;
   double* out_values = values + std::int64_t(blockIdx.x) * n;
   double2* out_vectors = vectors + blockIdx.x * vectors_stride;
+  double2* next_previous = previous ? previous + blockIdx.x * std::int64_t(n) * n : nullptr;
   for (int t = threadIdx.x; t < n * n; t += kThreads) {
     const int row = t % n, i = t / n;
     const double d = a_final[i + i * m].x;
@@ -444,6 +495,7 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       rank += (e < d || (e == d && j < i)) ? 1 : 0;
     }
     out_vectors[row + rank * ldv] = v_final[row + i * m];
+    if (next_previous) next_previous[row + rank * n] = v_final[row + i * m];
     if (row == 0) out_values[rank] = ldexp(d, exponent);
   }
 }
@@ -582,7 +634,11 @@ __global__ void fallback_condition_kernel(cudaGraphConditionalHandle handle, con
 
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant, int* sweeps) {
+                              JacobiVariant variant, int* sweeps, double2* previous,
+                              unsigned long long* stats) {
+  if (previous && variant != JacobiVariant::mixed && variant != JacobiVariant::mixed_phased &&
+      variant != JacobiVariant::circle)
+    throw CudaError("hermitian_jacobi_batched: a warm start needs a float-angle variant");
   if (n < 1 || n > kSmallEigenMax) throw CudaError("hermitian_jacobi_batched: n must be in [1, 32]");
   const int m = n + (n & 1);
   const auto mixed_bytes = static_cast<std::size_t>(4 * m * m) * sizeof(double2);  // A, A', V, V'
@@ -591,21 +647,22 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
       // Per function and device, on every call (a host-side attribute, no sync): 64 KiB at m = 32.
       SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
-      jacobi_mixed_kernel<false><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
-                                                                           ldv, vectors_stride, sweeps);
+      jacobi_mixed_kernel<false><<<batch, kThreads, mixed_bytes, stream>>>(
+          matrices, n, lda, stride, values, vectors, ldv, vectors_stride, sweeps, previous, stats);
       break;
     case JacobiVariant::mixed_phased:
       SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
-      jacobi_mixed_kernel<true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
-                                                                          ldv, vectors_stride, sweeps);
+      jacobi_mixed_kernel<true><<<batch, kThreads, mixed_bytes, stream>>>(
+          matrices, n, lda, stride, values, vectors, ldv, vectors_stride, sweeps, previous, stats);
       break;
     case JacobiVariant::circle:
       SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<true, true>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(mixed_bytes)));
       jacobi_mixed_kernel<true, true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values,
-                                                                                vectors, ldv, vectors_stride, sweeps);
+                                                                                vectors, ldv, vectors_stride, sweeps,
+                                                                                previous, stats);
       break;
     case JacobiVariant::fused:
       jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,

@@ -29,6 +29,14 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // conflicts). The stage runs circle, the fastest measured (H100, n = 32: 172 us; mixed_phased 200,
 // mixed 210, the double kernels before 340-351; docs/doppler.md). `sweeps` (the float-angle
 // variants; may be null): the sweeps each entry took.
+// Warm start (float-angle variants; `previous` may be null): `previous` + entry * n * n holds V0,
+// the eigenvectors of a nearby matrix (the frame before's; n x n, leading dimension n). Where V0 is
+// unitary to 1e-8 (entries of V0^H V0 - I; a zeroed buffer fails), the sweeps run on V0^H A V0 with
+// V starting at V0 (V = V0 J: A's eigenvectors; cyclic Jacobi converges quadratically near
+// diagonal), else from the identity; the same convergence test and sweep cap either way. The
+// eigenvectors found are stored back into `previous` (ascending). `stats` (may be null): three
+// device counters incremented per entry: solves, warm starts, sweeps.
+// Consecutive calls on one `previous` must be stream-ordered (one buffer per workspace).
 enum class JacobiVariant { mixed, mixed_phased, circle, fused, two_phase };
 inline const char* jacobi_variant_name(JacobiVariant variant) {
   switch (variant) {
@@ -42,7 +50,8 @@ inline const char* jacobi_variant_name(JacobiVariant variant) {
 }
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant = JacobiVariant::circle, int* sweeps = nullptr);
+                              JacobiVariant variant = JacobiVariant::circle, int* sweeps = nullptr,
+                              double2* previous = nullptr, unsigned long long* stats = nullptr);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal

@@ -358,6 +358,14 @@ TEST_CASE("clutter_filter: the eigenvector route: auto takes the Jacobi kernel u
   // jacobi: every eigenvector up to 32 frames (any rank choice, noise rank too), else full.
   CHECK(route(32, 4, 0, with(Eigensolver::jacobi)).kind == Kind::jacobi);
   CHECK(route(32, 4, 0, with(Eigensolver::jacobi)).small_kernels);
+  // The Jacobi route starts warm (from the previous frame's eigenvectors) unless warm_start is off.
+  CHECK(route(32, 1, 0).warm_start);
+  CHECK(route(32, 4, 0, with(Eigensolver::jacobi)).warm_start);
+  ClutterFilterParams cold;
+  cold.warm_start = false;
+  CHECK(!route(32, 1, 0, cold).warm_start);
+  CHECK(!route(32, 4, 0, with(Eigensolver::jacobi, cold)).warm_start);
+  CHECK(!route(200, 20, 0).warm_start);  // subspace: no warm start
   CHECK(route(24, 3, 4, with(Eigensolver::jacobi)).kind == Kind::jacobi);
   ClutterFilterParams similarity;
   similarity.rank_choice = ClutterFilterParams::RankChoice::similarity;
@@ -667,6 +675,164 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
       }
     }
   }
+}
+
+TEST_CASE("clutter_filter: the Jacobi kernel's warm start (from a nearby, an unrelated or a non-unitary V0) gives "
+          "Eigen's eigenpairs; only a unitary V0 is used",
+          "[clutter_filter][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  // A = U diag(lambda) U^H as in the case above (10 decades, signs mixed in the last matrix).
+  auto hermitian = [&](int n, int entry) {
+    ComplexMatrix g(n, n);
+    for (int i = 0; i < n * n; ++i) g.data()[i] = {normal(rng), normal(rng)};
+    const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
+    Eigen::VectorXd lambda(n);
+    for (int i = 0; i < n; ++i) {
+      lambda(i) = std::pow(10.0, -10.0 * i / std::max(1, n - 1)) * (1 + 0.1 * normal(rng));
+      if (entry == 2 && i % 2) lambda(i) = -lambda(i);
+    }
+    return ComplexMatrix(u * lambda.cast<std::complex<double>>().asDiagonal() * u.adjoint());
+  };
+  for (int n : {7, 31, 32}) {
+    const int batch = 3;
+    const std::size_t bytes = static_cast<std::size_t>(n) * n * batch * sizeof(double2);
+    double2 *matrices = nullptr, *previous = nullptr;
+    double* values = nullptr;
+    unsigned long long* stats = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&matrices, bytes));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&previous, bytes));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * batch * sizeof(double)));
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&stats, 3 * sizeof(unsigned long long)));
+    SONOPIPE_CUDA_CHECK(cudaMemset(previous, 0, bytes));  // the stage's first frame: cold
+    std::vector<ComplexMatrix> a;
+    for (int entry = 0; entry < batch; ++entry) a.push_back(hermitian(n, entry));
+    // One solve of `a` from `previous`; checks the eigenpairs; returns {warm starts, sweeps}.
+    auto solve = [&](const char* step) {
+      std::vector<std::complex<double>> host(static_cast<std::size_t>(n) * n * batch);
+      for (int entry = 0; entry < batch; ++entry)
+        std::copy(a[entry].data(), a[entry].data() + n * n, host.begin() + static_cast<std::ptrdiff_t>(entry) * n * n);
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), bytes, cudaMemcpyHostToDevice));
+      SONOPIPE_CUDA_CHECK(cudaMemset(stats, 0, 3 * sizeof(unsigned long long)));
+      cuda::hermitian_jacobi_batched(matrices, n, n, std::int64_t(n) * n, batch, values, matrices, n,
+                                     std::int64_t(n) * n, nullptr, cuda::JacobiVariant::circle, nullptr, previous,
+                                     stats);
+      std::vector<std::complex<double>> vectors(host.size()), stored(host.size());
+      std::vector<double> w(static_cast<std::size_t>(n) * batch);
+      unsigned long long counters[3] = {};
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(vectors.data(), matrices, bytes, cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(stored.data(), previous, bytes, cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(w.data(), values, w.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(counters, stats, sizeof(counters), cudaMemcpyDeviceToHost));
+      for (int entry = 0; entry < batch; ++entry) {
+        INFO("seed " << seed << ", n " << n << ", " << step << ", matrix " << entry);
+        const Eigen::Map<const ComplexMatrix> v(vectors.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
+        const Eigen::Map<const Eigen::VectorXd> lambda(w.data() + static_cast<std::ptrdiff_t>(entry) * n, n);
+        // The cold case's bounds (backward stable: n eps |A|, 1e-12 ~ 100 n eps): V = V0 J with V0
+        // unitary to a few eps (a Jacobi result) keeps them.
+        const double scale = a[entry].norm();
+        const Eigen::VectorXd exact = Eigen::SelfAdjointEigenSolver<ComplexMatrix>(a[entry]).eigenvalues();
+        CHECK((a[entry] * v - v * lambda.cast<std::complex<double>>().asDiagonal()).norm() < 1e-12 * scale);
+        CHECK((v.adjoint() * v - ComplexMatrix::Identity(n, n)).norm() < 1e-12 * std::sqrt(double(n)));
+        CHECK((lambda - exact).cwiseAbs().maxCoeff() < 1e-12 * scale);
+        for (int i = 1; i < n; ++i) CHECK(lambda(i - 1) <= lambda(i));
+        CHECK(std::equal(vectors.begin() + static_cast<std::ptrdiff_t>(entry) * n * n,
+                         vectors.begin() + static_cast<std::ptrdiff_t>(entry + 1) * n * n,
+                         stored.begin() + static_cast<std::ptrdiff_t>(entry) * n * n));  // the next V0
+      }
+      CHECK(counters[0] == static_cast<unsigned long long>(batch));
+      CHECK(counters[2] < 20ull * batch);  // below the sweep cap
+      return std::pair{counters[1], counters[2]};
+    };
+    const auto [cold_warm, cold_sweeps] = solve("zeroed V0 (cold)");
+    CHECK(cold_warm == 0);
+    // Nearby: A + 1e-7 |A| E (E Hermitian, random): the eigenvectors move by ~1e-7 |A| / gap.
+    for (int entry = 0; entry < batch; ++entry) {
+      ComplexMatrix e(n, n);
+      for (int i = 0; i < n * n; ++i) e.data()[i] = {normal(rng), normal(rng)};
+      a[entry] += 1e-7 * a[entry].norm() / n * (e + e.adjoint());
+    }
+    const auto [near_warm, near_sweeps] = solve("nearby V0 (warm)");
+    CHECK(near_warm == static_cast<unsigned long long>(batch));
+    CHECK(near_sweeps < cold_sweeps);  // near diagonal: quadratic convergence from the first sweep
+    // Unrelated: new random matrices, V0 the eigenvectors of the old ones (unitary): warm, correct.
+    for (int entry = 0; entry < batch; ++entry) a[entry] = hermitian(n, entry);
+    const auto [unrelated_warm, unrelated_sweeps] = solve("unrelated V0 (warm)");
+    CHECK(unrelated_warm == static_cast<unsigned long long>(batch));
+    // Not unitary (1.001 V0, or NaN): the guard starts from the identity.
+    {
+      std::vector<std::complex<double>> stored(static_cast<std::size_t>(n) * n * batch);
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(stored.data(), previous, bytes, cudaMemcpyDeviceToHost));
+      for (auto& x : stored) x *= 1.001;
+      stored[1] = {std::nan(""), 0};  // entry 0 also has a NaN
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(previous, stored.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    for (int entry = 0; entry < batch; ++entry) a[entry] = hermitian(n, entry);
+    const auto [scaled_warm, scaled_sweeps] = solve("non-unitary V0 (cold)");
+    CHECK(scaled_warm == 0);
+    std::printf("jacobi warm start, n = %d: sweeps (3 matrices) cold %llu, nearby %llu, unrelated %llu, "
+                "non-unitary V0 %llu\n",
+                n, cold_sweeps, near_sweeps, unrelated_sweeps, scaled_sweeps);
+    cudaFree(matrices);
+    cudaFree(previous);
+    cudaFree(values);
+    cudaFree(stats);
+  }
+}
+
+TEST_CASE("clutter_filter: the Jacobi route's warm start over successive related ensembles, then an unrelated one, "
+          "matches LAPACK's SVD filter on every frame",
+          "[clutter_filter][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // 32 frames, tissue rank 1 (the pwi_disk chain's filter): tissue 40 dB over the rest
+  // (tissue_spectrum); each ensemble the one before plus 0.01 of the smallest component in fresh
+  // noise per sample (related: the eigenvectors move a little), then a fresh one (unrelated V0).
+  const std::int64_t frames = 32, lateral = 24, axial = 30, pixels = lateral * axial, tissue = 1;
+  const FrameMeta frame = ensemble_frame(frames, lateral, axial);
+  std::vector<std::vector<std::complex<float>>> xs{designed_ensemble(pixels, tissue_spectrum(frames, tissue), rng)};
+  const float step = 0.01f * 0.1f / std::sqrt(2.0f * static_cast<float>(pixels));
+  for (int run = 1; run < 5; ++run) {
+    xs.push_back(xs.back());
+    for (auto& v : xs.back()) v += std::complex<float>(step * normal(rng), step * normal(rng));
+  }
+  xs.push_back(designed_ensemble(pixels, tissue_spectrum(frames, tissue), rng));
+  std::int64_t related_sweeps[2] = {0, 0};  // cold, warm: the sweeps of the related ensembles
+  for (const bool warm : {false, true}) {
+    ClutterFilterParams params;  // eigensolver auto: the Jacobi route at 32 frames
+    params.tissue_rank = tissue;
+    params.warm_start = warm;
+    ClutterFilterStage stage(params);
+    CudaStageFrames runs(stage, frame);
+    REQUIRE(stage.cuda_eigen_route().kind == EigenRoute::Kind::jacobi);
+    for (std::size_t run = 0; run < xs.size(); ++run) {
+      INFO("seed " << seed << ", warm_start " << warm << ", run " << run);
+      const auto gpu = runs.run(xs[run]);
+      REQUIRE(gpu.size() == xs[run].size());
+      // As auto's case above: eigenvectors in double, the float projection's rounding
+      // sqrt(N) eps ||S|| / ||S_f|| with ||S|| / ||S_f|| ~ 100 (the 40 dB gap): ~7e-5 at most; 2e-4.
+      const double difference = relative_difference(lapack_filtered(xs[run], pixels, frames, tissue), gpu.data());
+      CHECK(difference < 2e-4);
+      const JacobiStats stats = stage.jacobi_stats();
+      CHECK(stats.solves == static_cast<std::int64_t>(run) + 1);
+      // The workspace's first frame starts cold (its V0 zeroed), every later one warm when asked.
+      CHECK(stats.warm == (warm ? static_cast<std::int64_t>(run) : 0));
+      if (run + 1 == xs.size() - 1) related_sweeps[warm] = stats.sweeps;
+      std::printf("clutter_filter jacobi %s, run %zu: vs LAPACK %.2e, sweeps so far %lld\n", warm ? "warm" : "cold",
+                  run, difference, static_cast<long long>(stats.sweeps));
+    }
+    // A re-configure (a live parameter) starts cold again.
+    CudaStageFrames again(stage, frame);
+    REQUIRE(again.run(xs[0]).size() == xs[0].size());
+    CHECK(stage.jacobi_stats().solves == 1);
+    CHECK(stage.jacobi_stats().warm == 0);
+  }
+  // The point of it: fewer sweeps from the previous eigenvectors (5 frames, the first cold in both).
+  CHECK(related_sweeps[1] < related_sweeps[0]);
 }
 
 TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the full solver on the device, counted, "
