@@ -8,11 +8,12 @@ StreamStates::StreamStates(std::size_t capacity) : capacity_(capacity) {
   if (capacity_ == 0) throw std::invalid_argument("at least one live stream is needed");
 }
 
-void StreamStates::configure(std::vector<std::size_t> bytes, MemoryKind kind) {
+void StreamStates::configure(std::vector<std::size_t> bytes, MemoryKind kind, std::shared_ptr<MemoryPool> pool) {
   entries_.clear();
   index_.clear();
   bytes_ = std::move(bytes);
   kind_ = kind;
+  pool_ = std::move(pool);
 }
 
 bool StreamStates::empty_state() const {
@@ -42,7 +43,7 @@ StreamStates::Entry& StreamStates::acquire(std::uint32_t stream_id, bool& evicte
     Entry fresh;  // built aside: a failed allocation leaves the table as it was
     fresh.buffers.resize(bytes_.size());
     for (std::size_t i = 0; i < bytes_.size(); ++i)
-      if (bytes_[i] > 0) fresh.buffers[i].reserve(kind_, bytes_[i]);
+      if (bytes_[i] > 0) fresh.buffers[i].reserve(kind_, bytes_[i], pool_);
     entries_.push_front(std::move(fresh));
   }
   Entry& entry = entries_.front();

@@ -26,7 +26,8 @@ class StreamStates {
   explicit StreamStates(std::size_t capacity);
 
   // Forgets every stream; new entries get `bytes[stage]` of `kind` memory, zeroed.
-  void configure(std::vector<std::size_t> bytes, MemoryKind kind);
+  // `pool`: where device and pinned state buffers come from (null: allocated directly).
+  void configure(std::vector<std::size_t> bytes, MemoryKind kind, std::shared_ptr<MemoryPool> pool = nullptr);
   // True when acquire(stream_id) would evict another stream (the caller may need to wait until no
   // work still reads the evicted buffers).
   bool would_evict(std::uint32_t stream_id) const;
@@ -44,6 +45,7 @@ class StreamStates {
   const std::size_t capacity_;
   std::vector<std::size_t> bytes_;
   MemoryKind kind_ = MemoryKind::host;
+  std::shared_ptr<MemoryPool> pool_;
   std::list<Entry> entries_;  // most recently used first
   std::unordered_map<std::uint32_t, std::list<Entry>::iterator> index_;
   std::uint64_t evictions_ = 0;

@@ -317,6 +317,74 @@ TEST_CASE("replaced stage instances are destroyed off the frame path, once their
 
 namespace {
 
+// Counts its destruction; its run_cpu() waits for `hold` (when given) on its first frame.
+class HeldStage : public Stage {
+ public:
+  HeldStage(std::atomic<int>* destroyed, Gate* hold) : destroyed_(destroyed), hold_(hold) {}
+  ~HeldStage() override { ++*destroyed_; }
+  StagePlan configure(const FrameMeta&, const TensorSpec& input, Backend) override {
+    return {.outputs = {{"held", input}}};
+  }
+  bool run_cpu(const StageIo& io) override {
+    if (hold_ && !held_once_) {
+      held_once_ = true;
+      hold_->pass();
+    }
+    std::memcpy(io.outputs[0], io.input, io.input_spec.byte_size());
+    return true;
+  }
+
+ private:
+  std::atomic<int>* destroyed_;
+  Gate* hold_;
+  bool held_once_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("a replaced instance is destroyed between two of the lane's frames, not while one is in flight",
+          "[live]") {
+  ThreadPool pool(2);
+  Collector got;
+  std::atomic<int> old_destroyed{0}, new_destroyed{0};
+  Gate hold;
+  {
+    // A wait far longer than the test: the old instance can only be destroyed once no frame is in flight.
+    PipelineExecutor executor("idle", {0},
+                              [&] {
+                                std::vector<PipelineStage> stages;
+                                stages.push_back({.label = "held",
+                                                  .stage = std::make_unique<HeldStage>(&old_destroyed, nullptr),
+                                                  .publish = true});
+                                return stages;
+                              },
+                              {.slots = 3, .queue_depth = 8, .pool = &pool, .retire_idle_wait = std::chrono::seconds(60)},
+                              got.callbacks());
+    REQUIRE(executor.submit(frame_of(0)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (executor.stats().total.processed < 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(executor.stats().total.processed == 1);
+    executor.update_stage(0, [&] { return std::make_unique<HeldStage>(&new_destroyed, &hold); }, 1);
+    REQUIRE(executor.submit(frame_of(1)));  // switches to the new instance, which holds the frame
+    REQUIRE(hold.wait_entered());
+    // The old setup has no frame left; the retire thread has it, and time to free it, but a frame is
+    // in flight.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(old_destroyed == 0);
+    hold.release();
+    while (old_destroyed == 0 && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(old_destroyed == 1);  // once the frame has finished
+    CHECK(new_destroyed == 0);  // the instance in use lives on
+    executor.drain();
+  }
+  CHECK(got.items.size() == 2);
+  CHECK(got.errors == 0);
+}
+
+namespace {
+
 // Copies its input (float64) to its output; counts its instances and the configurations of an
 // instance beyond its first (assertions stay on the test's thread: Catch is not thread-safe).
 class EchoStage : public Stage {
