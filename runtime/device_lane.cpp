@@ -466,11 +466,12 @@ void DeviceLane::wait_until_idle() {
 // Switches to the newest committed setup the frame's stated generation reaches: a pointer
 // exchange; whatever configuring it needed was done when it was prepared.
 void DeviceLane::switch_setup(std::uint64_t stated_generation) {
-  std::shared_ptr<Setup> next;
+  std::shared_ptr<Setup> previous;
   std::vector<Retired> skipped;  // committed, superseded before a frame ran them
   std::uint64_t changes = 0;
   {
     std::lock_guard lock(setup_mutex_);
+    std::shared_ptr<Setup> next;
     while (!pending_.empty() && pending_.front()->generation <= stated_generation) {
       if (next) skipped.push_back({.setup = std::move(next)});
       next = std::move(pending_.front());
@@ -478,44 +479,55 @@ void DeviceLane::switch_setup(std::uint64_t stated_generation) {
       ++changes;
     }
     update_pending_.store(!pending_.empty(), std::memory_order_relaxed);
-  }
-  if (!next) return;
-  const bool stale = !next->configured || next->configuration != configurations_.load(std::memory_order_relaxed);
-  if (stale && setup_->configured) {
-    // Prepared before the lane configured its instances for the frames it sees now (its first
-    // frames, or a new description): it is configured before this frame, keeping the streams'
-    // histories the lane has now and growing its buffers in place, as a change prepared after
-    // them would.
-    auto carried = std::make_shared<Setup>(*next);
-    carried->configured = false;
-    carried->states = setup_->states;
-    carried->buffers = setup_->buffers;
-    skipped.push_back({.setup = std::exchange(next, std::move(carried))});
+    if (!next) return;
+    const bool stale = !next->configured || next->configuration != configurations_.load(std::memory_order_relaxed);
+    if (stale && setup_->configured) {
+      // Prepared before the lane configured its instances for the frames it sees now (its first
+      // frames, or a new description): it is configured before this frame, keeping the streams'
+      // histories the lane has now and growing its buffers in place, as a change prepared after
+      // them would.
+      auto carried = std::make_shared<Setup>(*next);
+      carried->configured = false;
+      carried->states = setup_->states;
+      carried->buffers = setup_->buffers;
+      skipped.push_back({.setup = std::exchange(next, std::move(carried))});
+    }
+    // Taken from pending_ and made setup_ under one hold of the lock: prepare_stages builds the next
+    // change on pending_.back(), or on setup_ when none is pending. Between two holds it would see
+    // neither and build on the setup before, and the changes taken here would be lost to every later
+    // generation (H100, session 9: live_update_test's [cuda] case, 1 run in 5, a frame of generation
+    // 30 with the scale of generation 28).
+    previous = std::exchange(setup_, std::move(next));
   }
   if (!skipped.empty()) {
     std::lock_guard lock(retire_mutex_);
     for (Retired& setup : skipped) retired_.push_back(std::move(setup));
   }
   // (An unconfigured setup, prepared before the lane's first frame, gets its states when configured.)
-  if (next->configured && next->states != setup_->states) {
-    if (next->states_reset && setup_->states && setup_->states->live() > 0)
+  if (setup_->configured && setup_->states != previous->states) {
+    if (setup_->states_reset && previous->states && previous->states->live() > 0)
       state_resets_.fetch_add(1, std::memory_order_relaxed);
-    streams_live_.store(next->states->live(), std::memory_order_relaxed);
+    streams_live_.store(setup_->states->live(), std::memory_order_relaxed);
   }
-  generation_now_.store(next->generation, std::memory_order_relaxed);
+  generation_now_.store(setup_->generation, std::memory_order_relaxed);
   param_changes_.fetch_add(changes, std::memory_order_relaxed);
   failed_frame_.reset();  // a description the old parameters refused may suit the new ones
-  install(std::move(next));
+  retire_replaced(std::move(previous));
 }
 
 void DeviceLane::install(std::shared_ptr<Setup> next) {
-  // Spare result buffers have the size of the slots' result buffers.
-  const bool same_outputs = next->result_bytes == setup_->result_bytes;
-  Retired old;
+  std::shared_ptr<Setup> previous;
   {
     std::lock_guard lock(setup_mutex_);
-    old.setup = std::exchange(setup_, std::move(next));
+    previous = std::exchange(setup_, std::move(next));
   }
+  retire_replaced(std::move(previous));
+}
+
+void DeviceLane::retire_replaced(std::shared_ptr<Setup> previous) {
+  // Spare result buffers have the size of the slots' result buffers.
+  const bool same_outputs = setup_->result_bytes == previous->result_bytes;
+  Retired old{.setup = std::move(previous)};
   if (!same_outputs) {
     old.spares = std::move(spare_results_);  // freed with the old setup
     spare_results_.assign(setup_->published_outputs.size(), {});
@@ -658,7 +670,7 @@ void DeviceLane::acquire_stream_state(Slot& slot) {
     slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
   }
   bool evicted = false;
-  slot.state = &states.acquire(stream_id, evicted);
+  slot.state = &states.acquire(stream_id, evicted, slot.stream ? slot.stream->get() : nullptr);
   streams_live_.store(states.live(), std::memory_order_relaxed);
   if (evicted) {
     const std::uint64_t count = streams_evicted_.fetch_add(1, std::memory_order_relaxed) + 1;

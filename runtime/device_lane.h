@@ -251,6 +251,7 @@ class DeviceLane {
   void size_buffers(SlotBuffers& buffers, const Setup& setup) const;
   void switch_setup(std::uint64_t stated_generation);  // submit thread, before a frame starts
   void install(std::shared_ptr<Setup> next);       // submit thread: setup_ = next, the old one retired
+  void retire_replaced(std::shared_ptr<Setup> previous);  // submit thread: after setup_ changed
   bool ready_for(const FrameMeta& frame) const;    // setup_ is configured for `frame`
   void wait_until_idle();                          // no slot in flight
   void set_switching(bool switching);              // submit thread: a frame is switching setups

@@ -124,14 +124,19 @@ void Buffer::reserve(MemoryKind kind, std::size_t bytes, const std::shared_ptr<M
   capacity_ = bytes;
 }
 
-void zero_buffer(Buffer& buffer, std::size_t bytes) {
+void zero_buffer(Buffer& buffer, std::size_t bytes, [[maybe_unused]] GpuStream stream) {
   if (!buffer.data() || bytes == 0) return;
   if (buffer.kind() != MemoryKind::device) {
     std::memset(buffer.data(), 0, bytes);
     return;
   }
 #ifdef SONOPIPE_WITH_CUDA
-  SONOPIPE_CUDA_CHECK(cudaMemset(buffer.data(), 0, bytes));
+  if (stream) {
+    SONOPIPE_CUDA_CHECK(cudaMemsetAsync(buffer.data(), 0, bytes, stream));
+  } else {
+    SONOPIPE_CUDA_CHECK(cudaMemset(buffer.data(), 0, bytes));
+    SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  }
 #else
   no_cuda();
 #endif

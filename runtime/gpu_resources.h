@@ -58,7 +58,16 @@ class KeptBlocks {
 // - reserve() makes a pool hold more than is in use, so that later allocations up to that much
 //   (a live change to a larger shape) are served without the driver.
 // Everything returns to the driver when the pool goes (the last buffer from it is gone).
-// Callers free memory only once no work on the device reads it (a lane: once its frames finished).
+// The rule: release() only memory that no work on the device uses any more, as the host has seen
+// (an event or stream synchronised after that work). cudaFreeAsync on the side stream is ordered after
+// nothing the other streams do, and unlike cudaFree it does not wait for the device; every allocation
+// and free is on that one stream, so the pool's reuse policies (opportunistic, internal dependencies)
+// never pair a free with an allocation on another stream, and a block is handed out again only after
+// its free, which the caller issued after the host saw its last use finish. A device lane keeps the
+// rule: a slot lets go of its frame's setup after waiting for the frame's `done` event, a setup is
+// freed once no slot holds it, buffers grow in place only with no frame in flight, a stream state is
+// evicted only then; result buffers go back when the last receiver (e.g. a ZeroMQ I/O thread) has
+// read them, after the D2H was waited for.
 // Thread-safe. A build without CUDA throws std::logic_error on construction.
 class MemoryPool {
  public:
@@ -114,8 +123,10 @@ class Buffer {
   std::shared_ptr<MemoryPool> pool_;  // where data_ came from (null: cudaMalloc / cudaHostAlloc)
 };
 
-// Fills `bytes` of `buffer` with zeros (device memory through cudaMemset, synchronously).
-void zero_buffer(Buffer& buffer, std::size_t bytes);
+// Fills `bytes` of `buffer` with zeros. Device memory: cudaMemsetAsync on `stream`, so the work issued
+// there next sees zeros (cudaMemset would run on the legacy default stream, which the lane's
+// non-blocking streams are not ordered after); null `stream`: on the legacy stream, waited for.
+void zero_buffer(Buffer& buffer, std::size_t bytes, GpuStream stream = nullptr);
 
 // A CUDA stream (non-blocking with respect to the legacy default stream).
 class GpuStreamHandle {

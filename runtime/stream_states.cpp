@@ -26,7 +26,7 @@ bool StreamStates::would_evict(std::uint32_t stream_id) const {
   return !index_.contains(stream_id) && index_.size() >= capacity_;
 }
 
-StreamStates::Entry& StreamStates::acquire(std::uint32_t stream_id, bool& evicted) {
+StreamStates::Entry& StreamStates::acquire(std::uint32_t stream_id, bool& evicted, GpuStream stream) {
   evicted = false;
   if (auto found = index_.find(stream_id); found != index_.end()) {
     entries_.splice(entries_.begin(), entries_, found->second);
@@ -50,7 +50,7 @@ StreamStates::Entry& StreamStates::acquire(std::uint32_t stream_id, bool& evicte
   entry.stream_id = stream_id;
   entry.frames.assign(bytes_.size(), 0);
   for (std::size_t i = 0; i < bytes_.size(); ++i)
-    if (bytes_[i] > 0) zero_buffer(entry.buffers[i], bytes_[i]);  // a new stream starts its history afresh
+    if (bytes_[i] > 0) zero_buffer(entry.buffers[i], bytes_[i], stream);  // a new stream starts its history afresh
   index_.emplace(stream_id, entries_.begin());
   return entry;
 }

@@ -33,7 +33,9 @@ class StreamStates {
   bool would_evict(std::uint32_t stream_id) const;
   // The state of `stream_id`, made most recently used; created zeroed when new. `evicted` is set
   // when another stream was forgotten to make room.
-  Entry& acquire(std::uint32_t stream_id, bool& evicted);
+  // A new stream's buffers are zeroed on `stream` (device memory; null: the CPU), before the work the
+  // caller issues there next.
+  Entry& acquire(std::uint32_t stream_id, bool& evicted, GpuStream stream = nullptr);
 
   std::size_t live() const { return index_.size(); }
   const std::vector<std::size_t>& bytes() const { return bytes_; }  // per stage, as configured
