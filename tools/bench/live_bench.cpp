@@ -38,6 +38,11 @@
 #include "stages/registry.h"
 #include "tools/bench/commands.h"
 
+#ifdef SONOPIPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#include <cufft.h>
+#endif
+
 namespace sonopipe::bench {
 namespace {
 
@@ -51,6 +56,7 @@ struct LiveOptions {
   std::int64_t lines = 64, samples = 256;
   std::string chain = "upsample";
   std::string csv;
+  int configure_parts = 0;  // ncc: time the parts of a kernel change's configure this many times instead
 };
 
 std::int64_t now_ns() {
@@ -167,6 +173,90 @@ void print_row(const char* kind, const KindFigures& f) {
               percentile(f.to_frame_ms, 0.99), maximum(f.to_frame_ms), percentile(f.to_result_ms, 0.5),
               percentile(f.to_result_ms, 0.99), percentile(f.cost_ms, 0.5), percentile(f.cost_ms, 0.99),
               maximum(f.cost_ms));
+}
+
+// --configure-parts N (ncc chain, CUDA): what a kernel change's `set` spends, part by part, N times
+// with the kernel alternating between [31, 5] and [41, 5], on the frames of the run: the try on the CPU
+// (a new instance configured for Backend::cpu, as LiveParameters does), the new instance configured
+// for CUDA (all of it), destroying a CUDA instance, and, apart, the two cuFFT plans lewis makes for
+// that kernel (cufftPlanMany R2C + C2R of its FFT box and batch) and a cudaMalloc/cudaFree of 16 MiB.
+void run_configure_parts(const LiveOptions& options) {
+#ifdef SONOPIPE_WITH_CUDA
+  const StageRegistry& registry = builtin_stages();
+  FrameMeta frame;
+  frame.kind = FrameKind::rf;
+  frame.payload.dtype = DType::int16;
+  frame.payload.axes = {{"line", options.lines}, {"sample", options.samples}};
+  TensorSpec input = frame.payload;
+  input.dtype = DType::float32;
+  auto make = [&](const std::string& kernel) {
+    std::map<std::string, RawParam> raw;
+    for (const auto& [key, value] : std::map<std::string, std::string>{
+             {"method", "lewis"}, {"kernel", kernel}, {"search_min", "[-4, -2]"}, {"search_max", "[4, 2]"},
+             {"step", "[4, 1]"}}) {
+      std::string error;
+      if (!raw_param_from_yaml(value, raw[key], error)) throw std::invalid_argument(key + ": " + error);
+    }
+    return registry.find("ncc_track")->create(registry.find("ncc_track")->validate(raw));
+  };
+  auto ms_since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  auto good_fft_size = [](int m) {
+    for (int n = std::max(1, m);; ++n) {
+      int r = n;
+      for (int p : {2, 3, 5, 7})
+        while (r % p == 0) r /= p;
+      if (r == 1) return n;
+    }
+  };
+  std::map<std::string, std::vector<double>> parts;
+  // Warm-up: the first CUDA configure loads modules and creates cuFFT's context.
+  { auto warm = make("[31, 5]"); warm->configure(frame, input, Backend::cuda); }
+  for (int i = 0; i < options.configure_parts; ++i) {
+    const bool wide = i % 2 == 0;
+    const std::string kernel = wide ? "[41, 5]" : "[31, 5]";
+    auto t0 = std::chrono::steady_clock::now();
+    auto cpu = make(kernel);
+    const StagePlan plan = cpu->configure(frame, input, Backend::cpu);
+    parts["cpu try"].push_back(ms_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    auto gpu = make(kernel);
+    gpu->configure(frame, input, Backend::cuda);
+    parts["cuda configure"].push_back(ms_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    gpu.reset();
+    parts["cuda destroy"].push_back(ms_since(t0));
+    // lewis' plans: the box kernel + shifts - 1 per axis (cuFFT-friendly size), a batch of every point
+    // (its bound, batch_mb 256, holds them all here).
+    const int box[2] = {good_fft_size((wide ? 41 : 31) + 9 - 1), good_fft_size(5 + 5 - 1)};
+    const int points = static_cast<int>(plan.outputs[2].spec.element_count());
+    int n[2] = {box[1], box[0]};  // slowest first
+    cufftHandle forward = 0, inverse = 0;
+    t0 = std::chrono::steady_clock::now();
+    cufftPlanMany(&forward, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, points);
+    cufftPlanMany(&inverse, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, points);
+    parts["cufft plans (2)"].push_back(ms_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    cufftDestroy(forward);
+    cufftDestroy(inverse);
+    parts["cufft destroy (2)"].push_back(ms_since(t0));
+    void* block = nullptr;
+    t0 = std::chrono::steady_clock::now();
+    cudaMalloc(&block, std::size_t(16) << 20);
+    parts["cudaMalloc 16 MiB"].push_back(ms_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    cudaFree(block);
+    parts["cudaFree 16 MiB"].push_back(ms_since(t0));
+  }
+  std::printf("ncc_track kernel change, part by part (%d times, %lld x %lld RF): p50 / p99 / max ms\n",
+              options.configure_parts, static_cast<long long>(options.lines), static_cast<long long>(options.samples));
+  for (const auto& [part, ms] : parts)
+    std::printf("  %-20s %7.3f %7.3f %7.3f\n", part.c_str(), percentile(ms, 0.5), percentile(ms, 0.99), maximum(ms));
+#else
+  (void)options;
+  throw std::runtime_error("--configure-parts needs a CUDA build");
+#endif
 }
 
 void run(const LiveOptions& options) {
@@ -354,6 +444,8 @@ void add_live_bench(CLI::App& app) {
                       "changed between [31, 5] and [41, 5] (replan)")
       ->check(CLI::IsMember({"upsample", "ncc"}))->capture_default_str();
   command->add_option("--csv", options->csv, "write one line per change here");
+  command->add_option("--configure-parts", options->configure_parts,
+                      "ncc chain on CUDA: time the parts of a kernel change's configure this many times (no run)");
   command->callback([options] {
     spdlog::set_level(spdlog::level::warn);  // not a line per change
     std::printf("live parameters, %s backend, %.0f frames/s, %lld x %lld %s, convert -> %s, a change every %d "
@@ -361,7 +453,8 @@ void add_live_bench(CLI::App& app) {
                 options->backend.c_str(), options->rate_hz, static_cast<long long>(options->lines),
                 static_cast<long long>(options->samples), options->chain == "ncc" ? "RF" : "IQ",
                 options->chain == "ncc" ? "ncc_track" : "upsample", options->every);
-    run(*options);
+    if (options->configure_parts > 0) run_configure_parts(*options);
+    else run(*options);
   });
 }
 
