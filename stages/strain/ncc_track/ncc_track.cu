@@ -5,8 +5,12 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "stages/common/cuda_check.h"
@@ -42,6 +46,74 @@ T* device_alloc(std::size_t count, std::size_t& total) {
   return static_cast<T*>(p);
 }
 
+// cuFFT plans kept for reuse, by device and shape. Making a plan (cufftMakePlanMany) takes
+// milliseconds and destroying one waits for the device, so a live change of ncc_track's kernel paid
+// both on every change (H100, session 9: set -> next frame 14-19 ms at 250 Hz). A tracker takes a
+// plan for its shape here and gives it back when it goes; a plan is held by one tracker at a time
+// (its work area and stream are the holder's), and the trackers of one shape in turn reuse it.
+// Plans are made without a work area of their own (cufftSetAutoAllocation 0): the holder sets its.
+// At most kKeptPlans are kept (further ones are destroyed when given back). Never destroyed at exit
+// (the CUDA context may be gone by then): a process holds these few plans until it ends.
+class PlanCache {
+ public:
+  struct Key {
+    int device = 0, type = 0, rank = 0, batch = 0;
+    std::array<int, 3> n{};
+    bool operator<(const Key& other) const {
+      return std::tie(device, type, rank, batch, n) < std::tie(other.device, other.type, other.rank, other.batch, other.n);
+    }
+  };
+  static PlanCache& instance() {
+    static PlanCache* cache = new PlanCache;  // deliberately leaked, see above
+    return *cache;
+  }
+  // A kept plan of `key`'s shape, or a new one; `work_bytes` gets the work area it needs.
+  cufftHandle take(const Key& key, std::size_t& work_bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      auto found = kept_.find(key);
+      if (found != kept_.end()) {
+        const Kept kept = found->second;
+        kept_.erase(found);
+        work_bytes = kept.work_bytes;
+        return kept.plan;
+      }
+    }
+    cufftHandle plan = 0;
+    check_cufft(cufftCreate(&plan), "create");
+    try {
+      check_cufft(cufftSetAutoAllocation(plan, 0), "set auto allocation");
+      int n[3] = {key.n[0], key.n[1], key.n[2]};
+      check_cufft(cufftMakePlanMany(plan, key.rank, n, nullptr, 1, 0, nullptr, 1, 0,
+                                    static_cast<cufftType>(key.type), key.batch, &work_bytes),
+                  key.type == CUFFT_R2C ? "plan R2C" : "plan C2R");
+    } catch (...) {
+      cufftDestroy(plan);
+      throw;
+    }
+    return plan;
+  }
+  void give_back(const Key& key, cufftHandle plan, std::size_t work_bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      if (kept_.size() < kKeptPlans) {
+        kept_.emplace(key, Kept{plan, work_bytes});
+        return;
+      }
+    }
+    cufftDestroy(plan);
+  }
+
+ private:
+  static constexpr std::size_t kKeptPlans = 16;
+  struct Kept {
+    cufftHandle plan = 0;
+    std::size_t work_bytes = 0;
+  };
+  std::mutex mutex_;
+  std::multimap<Key, Kept> kept_;
+};
+
 }  // namespace
 
 struct NccTracker::Impl {
@@ -63,6 +135,9 @@ struct NccTracker::Impl {
   cufftComplex *window_spectra = nullptr, *region_spectra = nullptr;
   cufftHandle forward = 0, inverse = 0;
   bool forward_plan = false, inverse_plan = false;
+  PlanCache::Key forward_key{}, inverse_key{};
+  std::size_t forward_work = 0, inverse_work = 0;
+  void* fft_work = nullptr;  // shared by both plans (they run one after the other on one stream)
   // standard
   k::StandardLaunch standard{};
   k::StandardSums standard_sums{};
@@ -76,15 +151,15 @@ struct NccTracker::Impl {
   // Frees what exists, also after a constructor that threw half-way (the unique_ptr holding this
   // Impl is a finished member, so it is destroyed even though ~NccTracker never runs).
   ~Impl() {
-    if (forward_plan) cufftDestroy(forward);
-    if (inverse_plan) cufftDestroy(inverse);
+    if (forward_plan) PlanCache::instance().give_back(forward_key, forward, forward_work);
+    if (inverse_plan) PlanCache::instance().give_back(inverse_key, inverse, inverse_work);
     for (void* p : allocations())
       if (p) cudaFree(p);
   }
 
   std::vector<void*> allocations() const {
     return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra,
-            standard_scratch};
+            standard_scratch, fft_work};
   }
 
   k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
@@ -118,8 +193,11 @@ struct NccTracker::Impl {
   }
 };
 
-NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
-    : impl_(std::make_unique<Impl>()) {
+NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, ncc::Method method)
+    : impl_(std::make_unique<Impl>()), method_(method) {
+  const bool all = method == ncc::Method::auto_select;
+  const bool luo = all || method == ncc::Method::luo, lewis = all || method == ncc::Method::lewis;
+  const bool standard = all || method == ncc::Method::standard;
   Impl& m = *impl_;
   m.geo = geometry;
   const ncc::Geometry& g = m.geo;
@@ -135,16 +213,18 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
   std::size_t table_bytes = 0;
   const std::size_t reference_elements = k::table_elements(m.reference_extent);
   const std::size_t target_elements = k::table_elements(m.target_extent);
-  m.f2 = device_alloc<double>(reference_elements, table_bytes);
-  m.g2 = device_alloc<double>(target_elements, table_bytes);
-  if (g.zero_mean) {
-    m.f1 = device_alloc<double>(reference_elements, table_bytes);
-    m.g1 = device_alloc<double>(target_elements, table_bytes);
+  if (luo || lewis) {  // the energy tables (standard sums its own)
+    m.f2 = device_alloc<double>(reference_elements, table_bytes);
+    m.g2 = device_alloc<double>(target_elements, table_bytes);
+    if (g.zero_mean) {
+      m.f1 = device_alloc<double>(reference_elements, table_bytes);
+      m.g1 = device_alloc<double>(target_elements, table_bytes);
+    }
   }
   // luo: as many cross tables as fit in batch_bytes (at least one, at most one per shift).
   const std::size_t cross_bytes = reference_elements * sizeof(double);
   m.luo_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / cross_bytes, 1, shifts));
-  m.cross = device_alloc<double>(reference_elements * m.luo_batch, m.luo_bytes);
+  if (luo) m.cross = device_alloc<double>(reference_elements * m.luo_batch, m.luo_bytes);
   m.luo_bytes += table_bytes;
   // lewis: FFT boxes W + S - 1 per dimension, cuFFT-friendly sizes; batch of points.
   for (int d = 0; d < kDims; ++d)
@@ -153,26 +233,33 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
   m.spectrum_total = static_cast<std::size_t>(m.fft_size[0] / 2 + 1) * m.fft_size[1] * m.fft_size[2];
   const std::size_t per_point = 2 * m.fft_total * sizeof(float) + 2 * m.spectrum_total * sizeof(cufftComplex);
   m.lewis_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / per_point, 1, points));
-  m.windows = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
-  m.regions = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
-  m.window_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
-  m.region_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
-  int n[kDims], rank = 0;
-  for (int d = kDims - 1; d >= 0; --d)  // slowest first, dropping leading size-1 dimensions
-    if (rank > 0 || m.fft_size[d] > 1 || d == 0) n[rank++] = m.fft_size[d];
-  check_cufft(cufftPlanMany(&m.forward, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, m.lewis_batch),
-              "plan R2C");
-  m.forward_plan = true;
-  check_cufft(cufftPlanMany(&m.inverse, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, m.lewis_batch),
-              "plan C2R");
-  m.inverse_plan = true;
-  std::size_t work_forward = 0, work_inverse = 0;
-  cufftGetSize(m.forward, &work_forward);
-  cufftGetSize(m.inverse, &work_inverse);
-  m.lewis_bytes += work_forward + work_inverse + table_bytes;
+  if (lewis) {
+    m.windows = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
+    m.regions = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
+    m.window_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+    m.region_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+    PlanCache::Key key{.rank = 0, .batch = m.lewis_batch};
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&key.device));
+    for (int d = kDims - 1; d >= 0; --d)  // slowest first, dropping leading size-1 dimensions
+      if (key.rank > 0 || m.fft_size[d] > 1 || d == 0) key.n[key.rank++] = m.fft_size[d];
+    m.forward_key = key;
+    m.forward_key.type = CUFFT_R2C;
+    m.inverse_key = key;
+    m.inverse_key.type = CUFFT_C2R;
+    m.forward = PlanCache::instance().take(m.forward_key, m.forward_work);
+    m.forward_plan = true;
+    m.inverse = PlanCache::instance().take(m.inverse_key, m.inverse_work);
+    m.inverse_plan = true;
+    std::size_t work_bytes = 0;
+    m.fft_work = device_alloc<std::byte>(std::max(m.forward_work, m.inverse_work), work_bytes);
+    check_cufft(cufftSetWorkArea(m.forward, m.fft_work), "set work area");
+    check_cufft(cufftSetWorkArea(m.inverse, m.fft_work), "set work area");
+    m.lewis_bytes += work_bytes;
+  }
+  m.lewis_bytes += table_bytes;
   m.standard_ok = k::configure_standard(g, m.standard);
   const std::size_t sums_floats = k::standard_sums_floats(g, m.standard_sums);
-  m.standard_scratch = device_alloc<float>(sums_floats, m.standard_bytes);
+  if (standard) m.standard_scratch = device_alloc<float>(sums_floats, m.standard_bytes);
   k::StandardSums& s = m.standard_sums;
   s.reference_energy = m.standard_scratch;
   s.reference_sum = s.reference_energy + s.reference_elements;
@@ -190,6 +277,8 @@ void NccTracker::normalise(const float* in, float* out, std::size_t count, cudaS
 
 void NccTracker::correlate(ncc::Method method, const float* f, const float* g, cudaStream_t stream) {
   Impl& m = *impl_;
+  if (method_ != ncc::Method::auto_select && method != method_)
+    throw CudaError("ncc_track: correlate() with a method this tracker did not allocate for");
   const ncc::Geometry& geo = m.geo;
   if (method == ncc::Method::luo || method == ncc::Method::lewis)  // standard zeroes them in its first kernel
     SONOPIPE_CUDA_CHECK(cudaMemsetAsync(m.point_flags, 0, sizeof(unsigned) * geo.point_count(), stream));
@@ -246,6 +335,7 @@ void NccTracker::find_peaks(int rank, const float spacing[kDims], float* displac
 }
 
 ncc::Method NccTracker::fastest_method(std::string& why) {
+  if (method_ != ncc::Method::auto_select) throw CudaError("ncc_track: fastest_method() needs a tracker for auto");
   const ncc::Geometry& geo = impl_->geo;
   const std::size_t count = static_cast<std::size_t>(geo.frame[0]) * geo.frame[1] * geo.frame[2];
   std::vector<float> host(2 * count);
