@@ -5,6 +5,8 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <functional>
 #include <array>
 #include <cstdio>
 #include <map>
@@ -37,14 +39,34 @@ int good_fft_size(int m) {
   }
 }
 
-template <typename T>
-T* device_alloc(std::size_t count, std::size_t& total) {
-  if (count == 0) return nullptr;
-  void* p = nullptr;
-  SONOPIPE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
-  total += count * sizeof(T);
-  return static_cast<T*>(p);
-}
+// The tracker's buffers, carved from one cudaMalloc: one driver call when it is configured and one
+// cudaFree when it goes, instead of one per buffer (a live change of the kernel pays them on the
+// `set`). Each buffer starts on 256 bytes, as cudaMalloc's would (cuFFT, vector loads).
+class Carver {
+ public:
+  template <typename T>
+  void add(T*& target, std::size_t count, std::size_t& total) {
+    if (count == 0) return;
+    constexpr std::size_t kAlignment = 256;
+    offset_ = (offset_ + kAlignment - 1) / kAlignment * kAlignment;
+    const std::size_t at = offset_;
+    places_.push_back([&target, at](std::byte* block) { target = reinterpret_cast<T*>(block + at); });
+    offset_ += count * sizeof(T);
+    total += count * sizeof(T);
+  }
+  // Allocates the block (null when nothing was added) and points every buffer into it.
+  void* allocate() {
+    if (offset_ == 0) return nullptr;
+    void* block = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&block, offset_));
+    for (const auto& place : places_) place(static_cast<std::byte*>(block));
+    return block;
+  }
+
+ private:
+  std::size_t offset_ = 0;
+  std::vector<std::function<void(std::byte*)>> places_;
+};
 
 // cuFFT plans kept for reuse, by device and shape. Making a plan (cufftMakePlanMany) takes
 // milliseconds and destroying one waits for the device, so a live change of ncc_track's kernel paid
@@ -137,7 +159,8 @@ struct NccTracker::Impl {
   bool forward_plan = false, inverse_plan = false;
   PlanCache::Key forward_key{}, inverse_key{};
   std::size_t forward_work = 0, inverse_work = 0;
-  void* fft_work = nullptr;  // shared by both plans (they run one after the other on one stream)
+  std::byte* fft_work = nullptr;  // shared by both plans (they run one after the other on one stream)
+  void* block = nullptr;          // every buffer above (Carver)
   // standard
   k::StandardLaunch standard{};
   k::StandardSums standard_sums{};
@@ -153,13 +176,7 @@ struct NccTracker::Impl {
   ~Impl() {
     if (forward_plan) PlanCache::instance().give_back(forward_key, forward, forward_work);
     if (inverse_plan) PlanCache::instance().give_back(inverse_key, inverse, inverse_work);
-    for (void* p : allocations())
-      if (p) cudaFree(p);
-  }
-
-  std::vector<void*> allocations() const {
-    return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra,
-            standard_scratch, fft_work};
+    if (block) cudaFree(block);
   }
 
   k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
@@ -207,24 +224,25 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
   }
   const std::size_t points = static_cast<std::size_t>(g.point_count());
   const std::size_t shifts = static_cast<std::size_t>(g.shift_count());
-  m.maps = device_alloc<float>(points * shifts, m.common_bytes);
-  m.point_flags = device_alloc<unsigned>(points, m.common_bytes);
-  m.sum = device_alloc<double>(1, m.common_bytes);
+  Carver carve;
+  carve.add(m.maps, points * shifts, m.common_bytes);
+  carve.add(m.point_flags, points, m.common_bytes);
+  carve.add(m.sum, 1, m.common_bytes);
   std::size_t table_bytes = 0;
   const std::size_t reference_elements = k::table_elements(m.reference_extent);
   const std::size_t target_elements = k::table_elements(m.target_extent);
   if (luo || lewis) {  // the energy tables (standard sums its own)
-    m.f2 = device_alloc<double>(reference_elements, table_bytes);
-    m.g2 = device_alloc<double>(target_elements, table_bytes);
+    carve.add(m.f2, reference_elements, table_bytes);
+    carve.add(m.g2, target_elements, table_bytes);
     if (g.zero_mean) {
-      m.f1 = device_alloc<double>(reference_elements, table_bytes);
-      m.g1 = device_alloc<double>(target_elements, table_bytes);
+      carve.add(m.f1, reference_elements, table_bytes);
+      carve.add(m.g1, target_elements, table_bytes);
     }
   }
   // luo: as many cross tables as fit in batch_bytes (at least one, at most one per shift).
   const std::size_t cross_bytes = reference_elements * sizeof(double);
   m.luo_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / cross_bytes, 1, shifts));
-  if (luo) m.cross = device_alloc<double>(reference_elements * m.luo_batch, m.luo_bytes);
+  if (luo) carve.add(m.cross, reference_elements * m.luo_batch, m.luo_bytes);
   m.luo_bytes += table_bytes;
   // lewis: FFT boxes W + S - 1 per dimension, cuFFT-friendly sizes; batch of points.
   for (int d = 0; d < kDims; ++d)
@@ -234,10 +252,10 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
   const std::size_t per_point = 2 * m.fft_total * sizeof(float) + 2 * m.spectrum_total * sizeof(cufftComplex);
   m.lewis_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / per_point, 1, points));
   if (lewis) {
-    m.windows = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
-    m.regions = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
-    m.window_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
-    m.region_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.windows, m.fft_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.regions, m.fft_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.window_spectra, m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.region_spectra, m.spectrum_total * m.lewis_batch, m.lewis_bytes);
     PlanCache::Key key{.rank = 0, .batch = m.lewis_batch};
     SONOPIPE_CUDA_CHECK(cudaGetDevice(&key.device));
     for (int d = kDims - 1; d >= 0; --d)  // slowest first, dropping leading size-1 dimensions
@@ -250,16 +268,18 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
     m.forward_plan = true;
     m.inverse = PlanCache::instance().take(m.inverse_key, m.inverse_work);
     m.inverse_plan = true;
-    std::size_t work_bytes = 0;
-    m.fft_work = device_alloc<std::byte>(std::max(m.forward_work, m.inverse_work), work_bytes);
-    check_cufft(cufftSetWorkArea(m.forward, m.fft_work), "set work area");
-    check_cufft(cufftSetWorkArea(m.inverse, m.fft_work), "set work area");
-    m.lewis_bytes += work_bytes;
+    carve.add(m.fft_work, std::max(m.forward_work, m.inverse_work), m.lewis_bytes);
   }
   m.lewis_bytes += table_bytes;
   m.standard_ok = k::configure_standard(g, m.standard);
   const std::size_t sums_floats = k::standard_sums_floats(g, m.standard_sums);
-  if (standard) m.standard_scratch = device_alloc<float>(sums_floats, m.standard_bytes);
+  if (standard) carve.add(m.standard_scratch, sums_floats, m.standard_bytes);
+  m.block = carve.allocate();
+  if (lewis) {
+    check_cufft(cufftSetWorkArea(m.forward, m.fft_work), "set work area");
+    check_cufft(cufftSetWorkArea(m.inverse, m.fft_work), "set work area");
+  }
+  if (!m.standard_scratch) return;
   k::StandardSums& s = m.standard_sums;
   s.reference_energy = m.standard_scratch;
   s.reference_sum = s.reference_energy + s.reference_elements;
