@@ -49,7 +49,7 @@ namespace {
 struct LiveOptions {
   std::string backend = "cpu";
   double rate_hz = 1000;
-  int frames = 8000;
+  int frames = 9000;  // 100 warm-up, then about 220 changes of each kind (scale; replan + grow)
   int every = 20;
   int grow = 3;         // growth changes after the first one
   int neighbours = 8;   // frames after a change's first frame its cost is measured against
@@ -164,15 +164,17 @@ struct Change {
 };
 
 struct KindFigures {
-  std::vector<double> set_ms, to_frame_ms, to_result_ms, cost_ms;
+  // control_ms: the control frames of these changes (the frame halfway to the next change).
+  std::vector<double> set_ms, to_frame_ms, to_result_ms, cost_ms, control_ms;
 };
 
 void print_row(const char* kind, const KindFigures& f) {
-  std::printf("%-7s %4zu | %6.3f %6.3f | %6.3f %6.3f %6.3f | %6.3f %6.3f | %7.3f %7.3f %7.3f\n", kind,
-              f.cost_ms.size(), percentile(f.set_ms, 0.5), percentile(f.set_ms, 0.99), percentile(f.to_frame_ms, 0.5),
-              percentile(f.to_frame_ms, 0.99), maximum(f.to_frame_ms), percentile(f.to_result_ms, 0.5),
-              percentile(f.to_result_ms, 0.99), percentile(f.cost_ms, 0.5), percentile(f.cost_ms, 0.99),
-              maximum(f.cost_ms));
+  std::printf("%-7s %4zu | %6.3f %6.3f | %6.3f %6.3f %6.3f | %6.3f %6.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f\n",
+              kind, f.cost_ms.size(), percentile(f.set_ms, 0.5), percentile(f.set_ms, 0.99),
+              percentile(f.to_frame_ms, 0.5), percentile(f.to_frame_ms, 0.99), maximum(f.to_frame_ms),
+              percentile(f.to_result_ms, 0.5), percentile(f.to_result_ms, 0.99), percentile(f.cost_ms, 0.5),
+              percentile(f.cost_ms, 0.99), maximum(f.cost_ms), percentile(f.control_ms, 0.5),
+              percentile(f.control_ms, 0.99), maximum(f.control_ms));
 }
 
 // --configure-parts N (ncc chain, CUDA): what a kernel change's `set` spends, part by part, N times
@@ -378,7 +380,10 @@ void run(const LiveOptions& options) {
     std::optional<double> control_cost;
     if (halfway < frames && live.frames[halfway].published && live.frames[halfway].generation == change.generation)
       control_cost = live.cost(halfway, options.neighbours);
-    if (control_cost) control.cost_ms.push_back(*control_cost);
+    if (control_cost) {
+      control.cost_ms.push_back(*control_cost);
+      f.control_ms.push_back(*control_cost);
+    }
     if (csv)
       std::fprintf(csv, "%s,\"%s\",%llu,%.4f,%.4f,%.4f,%.4f,%.4f\n", change.kind.c_str(), change.value.c_str(),
                    static_cast<unsigned long long>(change.generation), change.set_ms, f.to_frame_ms.back(),
@@ -389,10 +394,10 @@ void run(const LiveOptions& options) {
   const auto settled = static_cast<std::size_t>(kWarmUpFrames);
   const std::vector<double> latencies = live.latencies(settled), bystander_latencies = bystander.latencies(settled);
   const double frame_latency_ms = percentile(latencies, 0.5);
-  std::printf("%-7s %4s | %13s | %20s | %13s | %23s\n", "change", "n", "set call", "to frame (A)", "to result",
-              "cost (B)");
-  std::printf("%-7s %4s | %6s %6s | %6s %6s %6s | %6s %6s | %7s %7s %7s\n", "", "", "p50", "p99", "p50", "p99", "max",
-              "p50", "p99", "p50", "p99", "max");
+  std::printf("%-7s %4s | %13s | %20s | %13s | %23s | %23s\n", "change", "n", "set call", "to frame (A)",
+              "to result", "cost (B)", "control frames' cost");
+  std::printf("%-7s %4s | %6s %6s | %6s %6s %6s | %6s %6s | %7s %7s %7s | %7s %7s %7s\n", "", "", "p50", "p99", "p50",
+              "p99", "max", "p50", "p99", "p50", "p99", "max", "p50", "p99", "max");
   for (const char* kind : {"scale", "replan", "grow"}) print_row(kind, figures[kind]);
   std::printf("%-7s %4zu | %13s | %20s | %13s | %7.3f %7.3f %7.3f\n", "control", control.cost_ms.size(), "-", "-",
               "-", percentile(control.cost_ms, 0.5), percentile(control.cost_ms, 0.99), maximum(control.cost_ms));
@@ -417,8 +422,9 @@ void run(const LiveOptions& options) {
   for (const char* kind : {"scale", "replan", "grow"}) {
     const KindFigures& f = figures[kind];
     const double a = percentile(f.to_frame_ms, 0.99), b = percentile(f.cost_ms, 0.99);
-    std::printf("%-7s goal A p99 %.3f <= %.3f ms: %s; goal B p99 %.3f <= %.3f ms: %s\n", kind, a, goal_a_ms,
-                a <= goal_a_ms ? "met" : "NOT met", b, frame_latency_ms, b <= frame_latency_ms ? "met" : "NOT met");
+    std::printf("%-7s goal A p99 %.3f <= %.3f ms: %s; goal B p99 %.3f <= %.3f ms: %s (control frames p99 %.3f)\n",
+                kind, a, goal_a_ms, a <= goal_a_ms ? "met" : "NOT met", b, frame_latency_ms,
+                b <= frame_latency_ms ? "met" : "NOT met", percentile(f.control_ms, 0.99));
   }
 }
 
