@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <array>
 #include <cstdio>
@@ -39,9 +40,54 @@ int good_fft_size(int m) {
   }
 }
 
-// The tracker's buffers, carved from one cudaMalloc: one driver call when it is configured and one
-// cudaFree when it goes, instead of one per buffer (a live change of the kernel pays them on the
-// `set`). Each buffer starts on 256 bytes, as cudaMalloc's would (cuFFT, vector loads).
+// Where the trackers' buffers come from: a stream-ordered pool of ncc_track's own per device, which
+// keeps what it has reserved. cudaMalloc takes the driver's locks (every stream's launches on the
+// device wait meanwhile) and cudaFree waits for the whole device; a live change of the kernel paid
+// both, on the `set` (a new tracker) and on the retire thread (the old one). A block is taken here
+// with cudaMallocFromPoolAsync on a side stream (the calling thread waits for that stream only: the
+// block is then ready for every stream) and given back with cudaFreeAsync there, so once the pool
+// holds the memory neither waits for the device. The rule: a block is given back only when no work
+// on the device uses it any more, as the host has seen (an event or stream synchronised after that
+// work): the free is ordered after nothing the other streams do (see ~NccTracker). Never destroyed
+// (the CUDA context may be gone at exit): a process keeps the peak of its trackers' memory.
+class TrackerMemory {
+ public:
+  static TrackerMemory& of_current_device() {
+    static std::mutex mutex;
+    static std::map<int, TrackerMemory*> pools;  // deliberately leaked, see above
+    int device = 0;
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard lock(mutex);
+    TrackerMemory*& pool = pools[device];
+    if (!pool) pool = new TrackerMemory(device);
+    return *pool;
+  }
+  void* allocate(std::size_t bytes) {
+    void* block = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMallocFromPoolAsync(&block, bytes, pool_, stream_));
+    SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return block;
+  }
+  void release(void* block) { cudaFreeAsync(block, stream_); }
+
+ private:
+  explicit TrackerMemory(int device) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    SONOPIPE_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
+    std::uint64_t keep_all = ~std::uint64_t{0};
+    SONOPIPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  cudaMemPool_t pool_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+// The tracker's buffers, carved from one block (TrackerMemory): one allocation when it is
+// configured and one free when it goes, instead of one per buffer. Each buffer starts on 256 bytes,
+// as cudaMalloc's would (cuFFT, vector loads).
 class Carver {
  public:
   template <typename T>
@@ -55,10 +101,9 @@ class Carver {
     total += count * sizeof(T);
   }
   // Allocates the block (null when nothing was added) and points every buffer into it.
-  void* allocate() {
+  void* allocate(TrackerMemory& memory) {
     if (offset_ == 0) return nullptr;
-    void* block = nullptr;
-    SONOPIPE_CUDA_CHECK(cudaMalloc(&block, offset_));
+    void* block = memory.allocate(offset_);
     for (const auto& place : places_) place(static_cast<std::byte*>(block));
     return block;
   }
@@ -160,7 +205,8 @@ struct NccTracker::Impl {
   PlanCache::Key forward_key{}, inverse_key{};
   std::size_t forward_work = 0, inverse_work = 0;
   std::byte* fft_work = nullptr;  // shared by both plans (they run one after the other on one stream)
-  void* block = nullptr;          // every buffer above (Carver)
+  void* block = nullptr;          // every buffer above (Carver), from `memory`
+  TrackerMemory* memory = nullptr;
   // standard
   k::StandardLaunch standard{};
   k::StandardSums standard_sums{};
@@ -176,7 +222,7 @@ struct NccTracker::Impl {
   ~Impl() {
     if (forward_plan) PlanCache::instance().give_back(forward_key, forward, forward_work);
     if (inverse_plan) PlanCache::instance().give_back(inverse_key, inverse, inverse_work);
-    if (block) cudaFree(block);
+    if (block) memory->release(block);
   }
 
   k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
@@ -274,7 +320,8 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
   m.standard_ok = k::configure_standard(g, m.standard);
   const std::size_t sums_floats = k::standard_sums_floats(g, m.standard_sums);
   if (standard) carve.add(m.standard_scratch, sums_floats, m.standard_bytes);
-  m.block = carve.allocate();
+  m.memory = &TrackerMemory::of_current_device();
+  m.block = carve.allocate(*m.memory);
   if (lewis) {
     check_cufft(cufftSetWorkArea(m.forward, m.fft_work), "set work area");
     check_cufft(cufftSetWorkArea(m.inverse, m.fft_work), "set work area");

@@ -21,6 +21,9 @@ class NccTracker {
   // once. lewis' cuFFT plans come from a process-wide cache of plans by shape (ncc_track.cu).
   NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes,
              ncc::Method method = ncc::Method::auto_select);
+  // Only once the work issued with it has finished, as the host has seen (an event or stream
+  // synchronised after it; a device lane frees a replaced stage after its frames): its memory goes
+  // back to a stream-ordered pool without waiting for the device (ncc_track.cu, TrackerMemory).
   ~NccTracker();
   NccTracker(const NccTracker&) = delete;
   NccTracker& operator=(const NccTracker&) = delete;
