@@ -160,12 +160,39 @@ struct Change {
   std::uint64_t generation = 0;
   std::int64_t called_ns = 0;
   double set_ms = 0;
+  // Parts of set_ms: the try on the CPU (LiveParameters' check), the executor's update_stage (the
+  // lanes' prepare) and, within it, the new instances' configure on the calling thread.
+  double check_ms = 0, apply_ms = 0, configure_ms = 0;
   int sequence_after = 0;  // the last frame submitted before the call
+};
+
+// A stage that times its configure() calls made on one thread (the bench's control thread) and
+// forwards everything to the stage it wraps: where a `set`'s time goes inside the lane's prepare.
+class TimedStage : public Stage {
+ public:
+  TimedStage(std::unique_ptr<Stage> inner, std::thread::id timed_thread, double* configure_ms)
+      : inner_(std::move(inner)), timed_thread_(timed_thread), configure_ms_(configure_ms) {}
+  StagePlan configure(const FrameMeta& frame, const TensorSpec& input, Backend backend) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    StagePlan plan = inner_->configure(frame, input, backend);
+    if (std::this_thread::get_id() == timed_thread_)
+      *configure_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return plan;
+  }
+  bool run_cpu(const StageIo& io) override { return inner_->run_cpu(io); }
+  bool run_cuda(const StageIo& io) override { return inner_->run_cuda(io); }
+  bool keeps_state() const override { return inner_->keeps_state(); }
+
+ private:
+  std::unique_ptr<Stage> inner_;
+  std::thread::id timed_thread_;
+  double* configure_ms_;
 };
 
 struct KindFigures {
   // control_ms: the control frames of these changes (the frame halfway to the next change).
   std::vector<double> set_ms, to_frame_ms, to_result_ms, cost_ms, control_ms;
+  std::vector<double> check_ms, apply_ms, configure_ms;  // parts of set_ms
 };
 
 void print_row(const char* kind, const KindFigures& f) {
@@ -276,11 +303,27 @@ void run(const LiveOptions& options) {
   const PipelineConfig bystander_config = live_pipeline(registry, "bystander", options.chain);
   PipelineExecutor other("bystander", {0}, [&] { return build_stages(bystander_config, registry); },
                          bystander_options, bystander.callbacks());
+  // The set's parts, timed on this thread (the control thread of the run).
+  double check_ms = 0, apply_ms = 0, configure_ms = 0;
+  const std::thread::id control_thread = std::this_thread::get_id();
+  const auto ms_since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
   LiveParameters parameters(
       {config}, registry,
       [&](std::size_t, std::size_t stage, const std::function<std::unique_ptr<Stage>()>& make,
-          std::uint64_t generation) { executor.update_stage(stage, make, generation); },
-      [&](std::size_t, std::size_t stage, Stage& candidate) { executor.check_stage(stage, candidate); });
+          std::uint64_t generation) {
+        const auto t0 = std::chrono::steady_clock::now();
+        executor.update_stage(
+            stage, [&, make] { return std::make_unique<TimedStage>(make(), control_thread, &configure_ms); },
+            generation);
+        apply_ms = ms_since(t0);
+      },
+      [&](std::size_t, std::size_t stage, Stage& candidate) {
+        const auto t0 = std::chrono::steady_clock::now();
+        executor.check_stage(stage, candidate);
+        check_ms = ms_since(t0);
+      });
 
   InputFrame input;
   const bool ncc = options.chain == "ncc";
@@ -342,9 +385,13 @@ void run(const LiveOptions& options) {
       change.value = std::to_string(current_factor);
       name = "live.upsample.factor";
     }
+    check_ms = apply_ms = configure_ms = 0;
     change.called_ns = now_ns();
     const LiveParameters::Outcome outcome = parameters.set(name, change.value, "bench");
     change.set_ms = (now_ns() - change.called_ns) * 1e-6;
+    change.check_ms = check_ms;
+    change.apply_ms = apply_ms;
+    change.configure_ms = configure_ms;
     if (!outcome.ok) {
       std::fprintf(stderr, "set %s %s refused: %s\n", name.c_str(), change.value.c_str(), outcome.error.c_str());
       continue;
@@ -364,7 +411,9 @@ void run(const LiveOptions& options) {
   std::map<std::string, KindFigures> figures;
   KindFigures control;
   std::FILE* csv = options.csv.empty() ? nullptr : std::fopen(options.csv.c_str(), "w");
-  if (csv) std::fprintf(csv, "kind,value,generation,set_ms,to_frame_ms,to_result_ms,cost_ms,control_cost_ms\n");
+  if (csv)
+    std::fprintf(csv, "kind,value,generation,set_ms,check_ms,apply_ms,configure_ms,to_frame_ms,to_result_ms,cost_ms,"
+                      "control_cost_ms\n");
   for (const Change& change : changes) {
     auto found = first_of.find(change.generation);
     if (found == first_of.end()) continue;  // superseded before a frame ran it
@@ -372,6 +421,9 @@ void run(const LiveOptions& options) {
     const std::optional<double> cost = live.cost(found->second, options.neighbours);
     KindFigures& f = figures[change.kind];
     f.set_ms.push_back(change.set_ms);
+    f.check_ms.push_back(change.check_ms);
+    f.apply_ms.push_back(change.apply_ms);
+    f.configure_ms.push_back(change.configure_ms);
     f.to_frame_ms.push_back((first.compute_start_ns - change.called_ns) * 1e-6);
     f.to_result_ms.push_back((first.published_ns - change.called_ns) * 1e-6);
     if (cost) f.cost_ms.push_back(*cost);
@@ -385,8 +437,9 @@ void run(const LiveOptions& options) {
       f.control_ms.push_back(*control_cost);
     }
     if (csv)
-      std::fprintf(csv, "%s,\"%s\",%llu,%.4f,%.4f,%.4f,%.4f,%.4f\n", change.kind.c_str(), change.value.c_str(),
-                   static_cast<unsigned long long>(change.generation), change.set_ms, f.to_frame_ms.back(),
+      std::fprintf(csv, "%s,\"%s\",%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", change.kind.c_str(),
+                   change.value.c_str(), static_cast<unsigned long long>(change.generation), change.set_ms,
+                   change.check_ms, change.apply_ms, change.configure_ms, f.to_frame_ms.back(),
                    f.to_result_ms.back(), cost.value_or(-1.0), control_cost.value_or(-1.0));
   }
   if (csv) std::fclose(csv);
@@ -417,6 +470,14 @@ void run(const LiveOptions& options) {
                           before->value)
                              .c_str()
                        : "before the first change");
+  }
+  std::printf("set call's parts, p50 / p99 ms: try on the CPU | update_stage (the lanes' prepare) | new instances' "
+              "configure within it\n");
+  for (const char* kind : {"scale", "replan", "grow"}) {
+    const KindFigures& f = figures[kind];
+    std::printf("%-7s %6.3f %6.3f | %6.3f %6.3f | %6.3f %6.3f\n", kind, percentile(f.check_ms, 0.5),
+                percentile(f.check_ms, 0.99), percentile(f.apply_ms, 0.5), percentile(f.apply_ms, 0.99),
+                percentile(f.configure_ms, 0.5), percentile(f.configure_ms, 0.99));
   }
   const double goal_a_ms = 1e3 / options.rate_hz + 1.0;
   for (const char* kind : {"scale", "replan", "grow"}) {

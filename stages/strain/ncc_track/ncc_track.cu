@@ -48,8 +48,10 @@ int good_fft_size(int m) {
 // block is then ready for every stream) and given back with cudaFreeAsync there, so once the pool
 // holds the memory neither waits for the device. The rule: a block is given back only when no work
 // on the device uses it any more, as the host has seen (an event or stream synchronised after that
-// work): the free is ordered after nothing the other streams do (see ~NccTracker). Never destroyed
-// (the CUDA context may be gone at exit): a process keeps the peak of its trackers' memory.
+// work): the free is ordered after nothing the other streams do (see ~NccTracker). The pool keeps up
+// to kKeepBytes it no longer hands out (more goes back to the driver when the side stream is waited
+// for), and all of it after an allocation it could not make. Never destroyed (the CUDA context may be
+// gone at exit).
 class TrackerMemory {
  public:
   static TrackerMemory& of_current_device() {
@@ -64,7 +66,13 @@ class TrackerMemory {
   }
   void* allocate(std::size_t bytes) {
     void* block = nullptr;
-    SONOPIPE_CUDA_CHECK(cudaMallocFromPoolAsync(&block, bytes, pool_, stream_));
+    const cudaError_t status = cudaMallocFromPoolAsync(&block, bytes, pool_, stream_);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      cudaStreamSynchronize(stream_);
+      cudaMemPoolTrimTo(pool_, 0);  // what a failed attempt reserved goes back (ncc_track_test)
+      check(status, "cudaMallocFromPoolAsync (the ncc_track tracker's block)", __FILE__, __LINE__);
+    }
     SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return block;
   }
@@ -77,10 +85,11 @@ class TrackerMemory {
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
     SONOPIPE_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
-    std::uint64_t keep_all = ~std::uint64_t{0};
-    SONOPIPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    std::uint64_t keep = kKeepBytes;
+    SONOPIPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
+  static constexpr std::uint64_t kKeepBytes = std::uint64_t(256) << 20;
   cudaMemPool_t pool_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };
