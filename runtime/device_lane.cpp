@@ -417,17 +417,27 @@ std::shared_ptr<DeviceLane::Setup> DeviceLane::prepare_stages(std::vector<StageU
   next->generation = generation;
   next->configured = false;
   next->states_reset = false;
+  std::vector<std::size_t> changed;
   for (StageUpdate& update : updates) {
     if (update.stage >= stages_.size() || !update.instance)
       throw std::invalid_argument("pipeline " + name_ + ": no stage " + std::to_string(update.stage) + " to update");
     next->instances[update.stage] = std::move(update.instance);
     next->makes[update.stage] = std::move(update.make);
+    changed.push_back(update.stage);
   }
   // Planned for the frames the lane configured last, unless it has configured its instances again
   // since (then the submit thread configures this setup when it switches to it).
   next->configuration = configurations_.load(std::memory_order_acquire);
-  if (!latest->configured || latest->configuration != next->configuration) return next;
   if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  if (!latest->configured || latest->configuration != next->configuration) {
+    // Not planned here; the new instances are still tried on the frames the lane configured last,
+    // so that one they cannot take is refused now (they are configured again when switched to).
+    const std::optional<Description> seen = description();
+    for (const std::size_t stage : changed)
+      if (seen && stage < seen->stage_inputs.size())
+        next->instances[stage]->configure(seen->frame, seen->stage_inputs[stage], options_.backend);
+    return next;
+  }
   plan(*next, latest->frame, latest.get());
   return next;
 }

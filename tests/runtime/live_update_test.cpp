@@ -739,6 +739,53 @@ std::uint64_t run_cuda_changes(int frame_count, std::chrono::microseconds frame_
 
 }  // namespace
 
+TEST_CASE("on CUDA the lanes try a change as they prepare it: one a device refuses throws from update_stage, "
+          "and the frames keep their generation",
+          "[live][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  // Refuses every configure, as a stage does with a value it cannot take for these frames.
+  class RefusingStage : public Stage {
+   public:
+    StagePlan configure(const FrameMeta&, const TensorSpec&, Backend) override {
+      throw StageError("refusing: cannot take these frames");
+    }
+    bool run_cpu(const StageIo&) override { return false; }
+  };
+  const StageRegistry& registry = builtin_stages();
+  std::mutex mutex;
+  std::vector<std::uint64_t> generations;
+  ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
+    std::lock_guard lock(mutex);
+    generations.push_back(r.param_generation);
+  }};
+  PipelineExecutor executor(
+      "refused", {0},
+      [&] {
+        std::vector<PipelineStage> stages;
+        stages.push_back({.label = "convert", .stage = registry.find("convert")->create(registry.find("convert")->validate({}))});
+        return stages;
+      },
+      {.backend = Backend::cuda, .slots = 2, .queue_depth = 8}, callbacks);
+  InputFrame frame;
+  frame.meta.kind = FrameKind::rf;
+  frame.meta.payload = {.dtype = DType::int16, .axes = {{"line", 4}, {"sample", 64}}};
+  auto values = std::make_shared<std::vector<std::int16_t>>(4 * 64, std::int16_t{7});
+  frame.payload = std::shared_ptr<const std::byte>(values, reinterpret_cast<const std::byte*>(values->data()));
+  frame.payload_bytes = values->size() * sizeof(std::int16_t);
+  frame.received_ns = 1;
+  REQUIRE(executor.submit(frame));
+  REQUIRE(processed_within(executor, 1));  // the lane knows its frames: a change is prepared for them
+  RefusingStage candidate;
+  CHECK_NOTHROW(executor.check_stage(0, candidate));  // not tried on the CPU on CUDA
+  CHECK_THROWS_WITH(executor.update_stage(0, [] { return std::make_unique<RefusingStage>(); }, 1),
+                    Catch::Contains("cannot take these frames"));
+  frame.meta.sequence = 1;
+  REQUIRE(executor.submit(frame));
+  executor.drain();
+  CHECK(executor.stats().total.param_generation == 0);
+  CHECK(generations == std::vector<std::uint64_t>{0, 0});
+}
+
 TEST_CASE("on CUDA, changes of scale and of upsampling factor under load: every result equals the CPU reference "
           "with the values of its generation",
           "[live][cuda]") {
