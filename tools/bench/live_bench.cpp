@@ -242,6 +242,16 @@ void run_configure_parts(const LiveOptions& options) {
   std::map<std::string, std::vector<double>> parts;
   // Warm-up: the first CUDA configure loads modules and creates cuFFT's context.
   { auto warm = make("[31, 5]"); warm->configure(frame, input, Backend::cuda); }
+  // Each CUDA instance runs two frames on a stream before it goes, as in a lane (its plans were
+  // last used there when the next instance of that shape takes them).
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  void *device_input = nullptr, *device_state = nullptr, *device_outputs = nullptr;
+  const std::size_t frame_bytes = static_cast<std::size_t>(input.byte_size());
+  cudaMalloc(&device_input, frame_bytes);
+  cudaMemset(device_input, 0, frame_bytes);
+  cudaMalloc(&device_state, 2 * frame_bytes);
+  cudaMalloc(&device_outputs, std::size_t(64) << 20);
   for (int i = 0; i < options.configure_parts; ++i) {
     const bool wide = i % 2 == 0;
     const std::string kernel = wide ? "[41, 5]" : "[31, 5]";
@@ -253,6 +263,22 @@ void run_configure_parts(const LiveOptions& options) {
     auto gpu = make(kernel);
     gpu->configure(frame, input, Backend::cuda);
     parts["cuda configure"].push_back(ms_since(t0));
+    {
+      std::vector<void*> outputs;  // the CPU plan's outputs: the same specs
+      std::size_t at = 0;
+      for (const StageOutput& out : plan.outputs) {
+        outputs.push_back(static_cast<std::byte*>(device_outputs) + at);
+        at += (out.spec.byte_size() + 255) / 256 * 256;
+      }
+      for (std::uint64_t n = 0; n < 2; ++n) {
+        const StageIo io{.frame = frame, .input_spec = input, .input = device_input, .outputs = outputs,
+                         .state = device_state, .stream = stream, .state_frames = n};
+        gpu->run_cuda(io);
+      }
+      t0 = std::chrono::steady_clock::now();
+      cudaStreamSynchronize(stream);
+      parts["cuda 2 frames, waited"].push_back(ms_since(t0));
+    }
     t0 = std::chrono::steady_clock::now();
     gpu.reset();
     parts["cuda destroy"].push_back(ms_since(t0));
@@ -278,6 +304,10 @@ void run_configure_parts(const LiveOptions& options) {
     cudaFree(block);
     parts["cudaFree 16 MiB"].push_back(ms_since(t0));
   }
+  cudaFree(device_input);
+  cudaFree(device_state);
+  cudaFree(device_outputs);
+  cudaStreamDestroy(stream);
   std::printf("ncc_track kernel change, part by part (%d times, %lld x %lld RF): p50 / p99 / max ms\n",
               options.configure_parts, static_cast<long long>(options.lines), static_cast<long long>(options.samples));
   for (const auto& [part, ms] : parts)
