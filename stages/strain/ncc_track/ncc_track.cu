@@ -122,14 +122,14 @@ class Carver {
   std::vector<std::function<void(std::byte*)>> places_;
 };
 
-// cuFFT plans kept for reuse, by device and shape. Making a plan (cufftMakePlanMany) takes
-// milliseconds and destroying one waits for the device, so a live change of ncc_track's kernel paid
-// both on every change (H100, session 9: set -> next frame 14-19 ms at 250 Hz). A tracker takes a
-// plan for its shape here and gives it back when it goes; a plan is held by one tracker at a time
-// (its work area and stream are the holder's), and the trackers of one shape in turn reuse it.
-// Plans are made without a work area of their own (cufftSetAutoAllocation 0): the holder sets its.
-// At most kKeptPlans are kept (further ones are destroyed when given back). Never destroyed at exit
-// (the CUDA context may be gone by then): a process holds these few plans until it ends.
+// cuFFT plans kept for reuse, by device and shape. Making a plan takes milliseconds (H100: 0.6-0.7
+// ms for lewis' two) and destroying one waits for the device, so a live change of ncc_track's kernel
+// paid both on every change (session 9: set -> next frame 14-19 ms at 250 Hz). A tracker takes a plan
+// for its shape here and gives it back when it goes; a plan is held by one tracker at a time (its
+// stream is the holder's), and the trackers of one shape in turn reuse it. A plan is made with a
+// work area from TrackerMemory (cufftSetAutoAllocation 0, then cufftSetWorkArea once) that stays
+// with it. At most kKeptPlans are kept (further ones are destroyed when given back). Never destroyed
+// at exit (the CUDA context may be gone by then): a process holds these few plans until it ends.
 class PlanCache {
  public:
   struct Key {
@@ -139,55 +139,64 @@ class PlanCache {
       return std::tie(device, type, rank, batch, n) < std::tie(other.device, other.type, other.rank, other.batch, other.n);
     }
   };
+  // A plan with the work area it was given when made (from TrackerMemory, kept with it): a plan
+  // taken again is used as it is, without cufftSetWorkArea.
+  struct Plan {
+    cufftHandle handle = 0;
+    void* work = nullptr;
+  };
   static PlanCache& instance() {
     static PlanCache* cache = new PlanCache;  // deliberately leaked, see above
     return *cache;
   }
-  // A kept plan of `key`'s shape, or a new one; `work_bytes` gets the work area it needs.
-  cufftHandle take(const Key& key, std::size_t& work_bytes) {
+  // A kept plan of `key`'s shape (made on the current device), or a new one.
+  Plan take(const Key& key) {
     {
       std::lock_guard lock(mutex_);
       auto found = kept_.find(key);
       if (found != kept_.end()) {
-        const Kept kept = found->second;
+        const Plan plan = found->second;
         kept_.erase(found);
-        work_bytes = kept.work_bytes;
-        return kept.plan;
+        return plan;
       }
     }
-    cufftHandle plan = 0;
-    check_cufft(cufftCreate(&plan), "create");
+    Plan plan;
+    check_cufft(cufftCreate(&plan.handle), "create");
     try {
-      check_cufft(cufftSetAutoAllocation(plan, 0), "set auto allocation");
+      check_cufft(cufftSetAutoAllocation(plan.handle, 0), "set auto allocation");
       int n[3] = {key.n[0], key.n[1], key.n[2]};
-      check_cufft(cufftMakePlanMany(plan, key.rank, n, nullptr, 1, 0, nullptr, 1, 0,
+      std::size_t work_bytes = 0;
+      check_cufft(cufftMakePlanMany(plan.handle, key.rank, n, nullptr, 1, 0, nullptr, 1, 0,
                                     static_cast<cufftType>(key.type), key.batch, &work_bytes),
                   key.type == CUFFT_R2C ? "plan R2C" : "plan C2R");
+      if (work_bytes > 0) {
+        plan.work = TrackerMemory::of_current_device().allocate(work_bytes);
+        check_cufft(cufftSetWorkArea(plan.handle, plan.work), "set work area");
+      }
     } catch (...) {
-      cufftDestroy(plan);
+      if (plan.work) TrackerMemory::of_current_device().release(plan.work);
+      cufftDestroy(plan.handle);
       throw;
     }
     return plan;
   }
-  void give_back(const Key& key, cufftHandle plan, std::size_t work_bytes) {
+  // As for a tracker's memory: only once the host has seen the work that used the plan finish.
+  void give_back(const Key& key, Plan plan) {
     {
       std::lock_guard lock(mutex_);
       if (kept_.size() < kKeptPlans) {
-        kept_.emplace(key, Kept{plan, work_bytes});
+        kept_.emplace(key, plan);
         return;
       }
     }
-    cufftDestroy(plan);
+    cufftDestroy(plan.handle);
+    if (plan.work) TrackerMemory::of_current_device().release(plan.work);
   }
 
  private:
   static constexpr std::size_t kKeptPlans = 16;
-  struct Kept {
-    cufftHandle plan = 0;
-    std::size_t work_bytes = 0;
-  };
   std::mutex mutex_;
-  std::multimap<Key, Kept> kept_;
+  std::multimap<Key, Plan> kept_;
 };
 
 }  // namespace
@@ -212,8 +221,7 @@ struct NccTracker::Impl {
   cufftHandle forward = 0, inverse = 0;
   bool forward_plan = false, inverse_plan = false;
   PlanCache::Key forward_key{}, inverse_key{};
-  std::size_t forward_work = 0, inverse_work = 0;
-  std::byte* fft_work = nullptr;  // shared by both plans (they run one after the other on one stream)
+  PlanCache::Plan forward_cached{}, inverse_cached{};  // with their work areas (PlanCache)
   void* block = nullptr;          // every buffer above (Carver), from `memory`
   TrackerMemory* memory = nullptr;
   // standard
@@ -229,8 +237,8 @@ struct NccTracker::Impl {
   // Frees what exists, also after a constructor that threw half-way (the unique_ptr holding this
   // Impl is a finished member, so it is destroyed even though ~NccTracker never runs).
   ~Impl() {
-    if (forward_plan) PlanCache::instance().give_back(forward_key, forward, forward_work);
-    if (inverse_plan) PlanCache::instance().give_back(inverse_key, inverse, inverse_work);
+    if (forward_plan) PlanCache::instance().give_back(forward_key, forward_cached);
+    if (inverse_plan) PlanCache::instance().give_back(inverse_key, inverse_cached);
     if (block) memory->release(block);
   }
 
@@ -319,11 +327,17 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
     m.forward_key.type = CUFFT_R2C;
     m.inverse_key = key;
     m.inverse_key.type = CUFFT_C2R;
-    m.forward = PlanCache::instance().take(m.forward_key, m.forward_work);
+    m.forward_cached = PlanCache::instance().take(m.forward_key);
+    m.forward = m.forward_cached.handle;
     m.forward_plan = true;
-    m.inverse = PlanCache::instance().take(m.inverse_key, m.inverse_work);
+    m.inverse_cached = PlanCache::instance().take(m.inverse_key);
+    m.inverse = m.inverse_cached.handle;
     m.inverse_plan = true;
-    carve.add(m.fft_work, std::max(m.forward_work, m.inverse_work), m.lewis_bytes);
+    for (const cufftHandle plan : {m.forward, m.inverse}) {
+      std::size_t work_bytes = 0;
+      cufftGetSize(plan, &work_bytes);
+      m.lewis_bytes += work_bytes;
+    }
   }
   m.lewis_bytes += table_bytes;
   m.standard_ok = k::configure_standard(g, m.standard);
@@ -331,10 +345,6 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
   if (standard) carve.add(m.standard_scratch, sums_floats, m.standard_bytes);
   m.memory = &TrackerMemory::of_current_device();
   m.block = carve.allocate(*m.memory);
-  if (lewis) {
-    check_cufft(cufftSetWorkArea(m.forward, m.fft_work), "set work area");
-    check_cufft(cufftSetWorkArea(m.inverse, m.fft_work), "set work area");
-  }
   if (!m.standard_scratch) return;
   k::StandardSums& s = m.standard_sums;
   s.reference_energy = m.standard_scratch;
