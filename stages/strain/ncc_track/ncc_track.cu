@@ -5,11 +5,11 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <array>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -55,10 +55,13 @@ int good_fft_size(int m) {
 class TrackerMemory {
  public:
   static TrackerMemory& of_current_device() {
-    static std::mutex mutex;
-    static std::map<int, TrackerMemory*> pools;  // deliberately leaked, see above
     int device = 0;
     SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    return of_device(device);
+  }
+  static TrackerMemory& of_device(int device) {
+    static std::mutex mutex;
+    static std::map<int, TrackerMemory*> pools;  // deliberately leaked, see above
     std::lock_guard lock(mutex);
     TrackerMemory*& pool = pools[device];
     if (!pool) pool = new TrackerMemory(device);
@@ -190,7 +193,7 @@ class PlanCache {
       }
     }
     cufftDestroy(plan.handle);
-    if (plan.work) TrackerMemory::of_current_device().release(plan.work);
+    if (plan.work) TrackerMemory::of_device(key.device).release(plan.work);
   }
 
  private:
