@@ -762,7 +762,8 @@ TEST_CASE("on CUDA the lanes try a change as they prepare it: one a device refus
       "refused", {0},
       [&] {
         std::vector<PipelineStage> stages;
-        stages.push_back({.label = "convert", .stage = registry.find("convert")->create(registry.find("convert")->validate({}))});
+        stages.push_back({.label = "convert", .stage = registry.find("convert")->create(registry.find("convert")->validate({})),
+                          .publish = true});
         return stages;
       },
       {.backend = Backend::cuda, .slots = 2, .queue_depth = 8}, callbacks);

@@ -50,7 +50,8 @@ int good_fft_size(int m) {
 // on the device uses it any more, as the host has seen (an event or stream synchronised after that
 // work): the free is ordered after nothing the other streams do (see ~NccTracker). The pool keeps up
 // to kKeepBytes it no longer hands out (more goes back to the driver when the side stream is waited
-// for), and all of it after an allocation it could not make. Never destroyed (the CUDA context may be
+// for), room for more trackers once it has grown (make_room), and none after an allocation it could
+// not make. Never destroyed (the CUDA context may be
 // gone at exit).
 class TrackerMemory {
  public:
@@ -68,6 +69,7 @@ class TrackerMemory {
     return *pool;
   }
   void* allocate(std::size_t bytes) {
+    const std::uint64_t reserved_before = attribute(cudaMemPoolAttrReservedMemCurrent);
     void* block = nullptr;
     const cudaError_t status = cudaMallocFromPoolAsync(&block, bytes, pool_, stream_);
     if (status != cudaSuccess) {
@@ -77,6 +79,7 @@ class TrackerMemory {
       check(status, "cudaMallocFromPoolAsync (the ncc_track tracker's block)", __FILE__, __LINE__);
     }
     SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (attribute(cudaMemPoolAttrReservedMemCurrent) > reserved_before) make_room();
     return block;
   }
   void release(void* block) { cudaFreeAsync(block, stream_); }
@@ -92,7 +95,28 @@ class TrackerMemory {
     SONOPIPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
+  std::uint64_t attribute(cudaMemPoolAttr which) const {
+    std::uint64_t value = 0;
+    cudaMemPoolGetAttribute(pool_, which, &value);
+    return value;
+  }
+  // The pool just grew (the driver mapped memory for it): it takes room for what follows now, at
+  // least 4 x what is in use (at most kKeepBytes). A live change makes its tracker while the one it
+  // replaces (and other pipelines' ones) still hold theirs; growing the pool then held every stream
+  // on the device: the first kernel change's configure took 66 ms and both pipelines' frames waited
+  // 60 ms (H100, result-3). So the pool grows at the first configure (the pipeline's start) and on a
+  // change only past that room. Best effort: without the memory, later allocations grow it as needed.
+  void make_room() {
+    const std::uint64_t room = std::min<std::uint64_t>(std::max<std::uint64_t>(4 * attribute(cudaMemPoolAttrUsedMemCurrent), kLeastRoom), kKeepBytes);
+    const std::uint64_t reserved = attribute(cudaMemPoolAttrReservedMemCurrent);
+    if (reserved >= room) return;
+    void* extra = nullptr;
+    if (cudaMallocFromPoolAsync(&extra, room - reserved, pool_, stream_) == cudaSuccess) cudaFreeAsync(extra, stream_);
+    cudaGetLastError();
+    cudaStreamSynchronize(stream_);
+  }
   static constexpr std::uint64_t kKeepBytes = std::uint64_t(256) << 20;
+  static constexpr std::uint64_t kLeastRoom = std::uint64_t(64) << 20;
   cudaMemPool_t pool_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };
