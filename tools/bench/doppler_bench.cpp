@@ -112,8 +112,9 @@ Work count(const ClutterFilterParams& p, double pixels, double frames, double bl
 }
 
 #ifdef SONOPIPE_WITH_CUDA
-// Median GPU ms of `stage` on the device copy of the ensemble.
-double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input, int repeats) {
+// Median GPU ms of `stage` on the device copy of the ensemble (and the mean, where `mean` is given:
+// a route that changes from frame to frame, as auto's subspace retry, shows there).
+double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input, int repeats, double* mean = nullptr) {
   const StagePlan plan = stage.configure(meta, meta.payload, Backend::cuda);
   std::vector<void*> outputs;
   for (const StageOutput& o : plan.outputs) {
@@ -140,6 +141,11 @@ double time_stage(Stage& stage, const FrameMeta& meta, const void* device_input,
     float ms = 0;
     SONOPIPE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     if (r >= 3) times.push_back(ms);
+  }
+  if (mean) {
+    double sum = 0;
+    for (float t : times) sum += t;
+    *mean = sum / static_cast<double>(times.size());
   }
   std::sort(times.begin(), times.end());
   cudaEventDestroy(start);
@@ -417,11 +423,15 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
     return double(v[v.size() / 2]);
   };
   const double total = median(total_ms);
-  std::printf("%-10s %-8s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (fallback %.2f)\n",
-              w.name, eigensolver == ClutterFilterParams::Eigensolver::automatic ? "auto" : route_name(clutter),
-              median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total,
-              gflop, staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
-              total <= goal_ms ? "met" : "not met", double(clutter.subspace_fallbacks()) / (repeats + 3));
+  const std::string route = eigensolver == ClutterFilterParams::Eigensolver::automatic
+                                ? std::string("auto/") + route_name(clutter)
+                                : std::string(route_name(clutter));
+  std::printf("%-10s %-14s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (subspace tries %.2f, "
+              "fallbacks %.2f)\n",
+              w.name, route.c_str(), median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total, gflop,
+              staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
+              total <= goal_ms ? "met" : "not met", double(clutter.subspace_attempts()) / (repeats + 3),
+              double(clutter.subspace_fallbacks()) / (repeats + 3));
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   cudaStreamDestroy(stream);
   cudaFree(device_input);
@@ -549,7 +559,7 @@ void run_chain_slots(const EnsembleWorkload& w, std::int64_t tissue_rank, std::i
 
 // The subspace route's convergence on the flow phantom (tools/sim/flow_sim.h, 20 dB SNR): the
 // fraction of fresh phantoms (seeds) that fell back, and the time, per block and iteration count.
-void run_subspace_cases(int repeats) {
+void run_small_kernel_cases() {
   {
     // The small kernels alone (small_eigen.cuh), median of 50 CUDA-event timings: Jacobi on random
     // Hermitian matrices (n = 16, 32; batch 1 and 49), Cholesky QR of n x b blocks.
@@ -585,16 +595,67 @@ void run_subspace_cases(int repeats) {
       return times[times.size() / 2] * 1e3;
     };
     std::printf("small kernels (us):");
-    for (const auto variant : {cuda::JacobiVariant::fused, cuda::JacobiVariant::two_phase})
+    for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased,
+                               cuda::JacobiVariant::circle, cuda::JacobiVariant::fused,
+                               cuda::JacobiVariant::two_phase})
       for (int n : {16, 32})
         for (int batch : {1, batch_max}) {
           const double us = time_it([&] {
             cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, batch, values, scratch, n,
                                            std::int64_t(n) * n, nullptr, variant);
           });
-          std::printf(" jacobi %s n %d batch %d: %.1f;", variant == cuda::JacobiVariant::fused ? "fused" : "two-phase",
-                      n, batch, us);
+          std::printf(" jacobi %s n %d batch %d: %.1f;", cuda::jacobi_variant_name(variant), n, batch, us);
         }
+    std::printf("\n");
+    // The mixed kernel's sweeps and time (n = 32, batch 1) on matrices like the pwi_disk chain's Gram:
+    // random IQ (S^H S of 4,096 x 32 unit noise: nearly a multiple of I), one clutter component 40 dB
+    // over it, the Gaussian Hermitian above, and a diagonal matrix (no sweep: the launch, load and
+    // store alone).
+    {
+      const int n = 32, pixels = 4096;
+      std::vector<std::vector<double2>> grams;
+      for (double clutter : {0.0, 100.0}) {
+        std::vector<std::complex<double>> x(static_cast<std::size_t>(pixels) * n), a(pixels), b(n);
+        for (auto& v : x) v = {normal(rng), normal(rng)};
+        for (auto& v : a) v = {normal(rng), normal(rng)};
+        for (auto& v : b) v = std::polar(1.0, 0.3 * double(&v - b.data()));  // a slow phase ramp
+        for (int f = 0; f < n; ++f)
+          for (int p = 0; p < pixels; ++p) x[f * std::size_t(pixels) + p] += clutter * a[p] * b[f];
+        std::vector<double2> g(static_cast<std::size_t>(n) * n);
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) {
+            std::complex<double> sum = 0;
+            for (int p = 0; p < pixels; ++p) sum += std::conj(x[i * std::size_t(pixels) + p]) * x[j * std::size_t(pixels) + p];
+            g[i + j * std::size_t(n)] = make_double2(sum.real(), sum.imag());
+          }
+        grams.push_back(std::move(g));
+      }
+      grams.emplace_back(host.begin(), host.begin() + n * n);
+      std::vector<double2> diagonal(static_cast<std::size_t>(n) * n, make_double2(0, 0));
+      for (int i = 0; i < n; ++i) diagonal[i + i * std::size_t(n)] = make_double2(1.0 + i, 0);
+      grams.push_back(diagonal);
+      const char* names[] = {"gram of noise", "gram, clutter 40 dB", "gaussian", "diagonal"};
+      int* sweeps = flags;
+      std::printf("jacobi n 32 (us, sweeps):");
+      for (std::size_t g = 0; g < grams.size(); ++g) {
+        SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
+                                       cudaMemcpyHostToDevice));
+        for (const auto variant :
+             {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased, cuda::JacobiVariant::circle,
+              cuda::JacobiVariant::fused}) {
+          const double us = time_it([&] {
+            cuda::hermitian_jacobi_batched(scratch, n, n, std::int64_t(n) * n, 1, values, scratch, n,
+                                           std::int64_t(n) * n, nullptr, variant, sweeps);
+          });
+          int done = -1;
+          if (variant != cuda::JacobiVariant::fused)
+            SONOPIPE_CUDA_CHECK(cudaMemcpy(&done, sweeps, sizeof(int), cudaMemcpyDeviceToHost));
+          std::printf(" %s %s %.1f (%d);", names[g], cuda::jacobi_variant_name(variant), us, done);
+        }
+      }
+      std::printf("\n");
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), host.size() * sizeof(double2), cudaMemcpyHostToDevice));
+    }
     for (int n : {64, 128, 200})
       for (int b : {16, 32}) {
         const double us =
@@ -610,6 +671,9 @@ void run_subspace_cases(int repeats) {
     cudaFree(values);
     cudaFree(flags);
   }
+}
+
+void run_subspace_cases(int repeats) {
   ThreadPool pool(std::max(2u, std::thread::hardware_concurrency()));
   for (std::int64_t frames : {64, 128}) {
     std::vector<sim::FlowIqResult> phantoms;
@@ -658,10 +722,67 @@ void run_subspace_cases(int repeats) {
 }
 #endif
 
+#ifdef SONOPIPE_WITH_CUDA
+// eigensolver auto against full and subspace, frame after frame on one configured stage (the
+// retry state carries over): fUS 65,536 x 200 at k = 20 with a gap at k and without (the bench's
+// rank-8 ensemble: k inside the noise), and the flow phantom (128 frames, 64 x 128, 20 dB SNR; k = 2:
+// converges, k = 4: no gap). Mean and median per frame, subspace attempts and fallbacks.
+void run_auto_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings) {
+  std::printf("\nauto's route frame after frame (%d frames after 3 warm-ups, one configured stage)\n", o.repeats);
+  std::printf("%-40s %-9s %9s %9s %9s %9s %9s %7s\n", "data", "asked", "route", "mean ms", "median ms", "attempts",
+              "fallback", "floor");
+  struct Data {
+    std::string name;
+    FrameMeta meta;
+    std::vector<std::complex<float>> iq;
+    std::int64_t tissue;
+  };
+  std::vector<Data> data;
+  {
+    Data flat{"fUS 65,536 x 200, k = 20, flat (rank 8)", {}, {}, 20};
+    flat.meta = ensemble(o, flat.iq);
+    data.push_back(std::move(flat));
+    Data gapped{"fUS 65,536 x 200, k = 20, gap at k", {}, {}, 20};
+    gapped.meta = ensemble(o, gapped.iq, true);
+    data.push_back(std::move(gapped));
+    ThreadPool pool(std::max(2u, std::thread::hardware_concurrency()));
+    sim::FlowSimConfig config;
+    config.seed = 1;
+    config.snr_db = 20;
+    config.frames = 128;
+    sim::FlowIqResult phantom = sim::simulate_flow_iq(config, &pool);
+    for (std::int64_t k : {2, 4})
+      data.push_back({"flow phantom 8,192 x 128, k = " + std::to_string(k), phantom.meta, phantom.iq, k});
+  }
+  for (const Data& d : data) {
+    void* device_input = nullptr;
+    SONOPIPE_CUDA_CHECK(cudaMalloc(&device_input, d.meta.payload.byte_size()));
+    SONOPIPE_CUDA_CHECK(cudaMemcpy(device_input, d.iq.data(), d.meta.payload.byte_size(), cudaMemcpyHostToDevice));
+    const double pixels = double(d.meta.payload.axes[1].size * d.meta.payload.axes[2].size);
+    const double frames = double(d.meta.payload.axes[0].size);
+    for (const auto& [eigensolver, asked] : {std::pair{ClutterFilterParams::Eigensolver::full, "full"},
+                                             std::pair{ClutterFilterParams::Eigensolver::subspace, "subspace"},
+                                             std::pair{ClutterFilterParams::Eigensolver::automatic, "auto"}}) {
+      ClutterFilterParams p;
+      p.tissue_rank = d.tissue;
+      p.eigensolver = eigensolver;
+      ClutterFilterStage stage(p);
+      double mean = 0;
+      const double median = time_stage(stage, d.meta, device_input, o.repeats, &mean);
+      const double floor_ms = count(p, pixels, frames, 1.0).floor_ms(ceilings);
+      std::printf("%-40s %-9s %9s %9.3f %9.3f %9lld %9lld %7.3f\n", d.name.c_str(), asked, route_name(stage), mean,
+                  median, static_cast<long long>(stage.subspace_attempts()),
+                  static_cast<long long>(stage.subspace_fallbacks()), floor_ms);
+    }
+    cudaFree(device_input);
+  }
+}
+#endif
+
 void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceilings) {
   std::printf("\nchain beamform (ensemble) -> clutter_filter svd -> doppler, device-resident channel IQ, the stages' "
               "run_cuda on one stream (median of %d)\n", o.repeats);
-  std::printf("%-10s %-8s %10s %10s %10s %10s %8s %8s %8s %9s %9s %7s\n", "workload", "route", "beamform", "clutter",
+  std::printf("%-10s %-14s %10s %10s %10s %10s %8s %8s %8s %9s %9s %7s\n", "workload", "route", "beamform", "clutter",
               "doppler", "chain ms", "GFLOP", "MB stage", "MB one", "floor st", "floor one", "goal");
 #ifdef SONOPIPE_WITH_CUDA
   int devices = 0;
@@ -677,6 +798,7 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     }
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, full);
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, subspace);
+    run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, automatic);  // subspace with retry (random data: falls back)
     return;
   }
 #endif
@@ -686,8 +808,10 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
 
 void run_doppler_bench(const DopplerBenchOptions& o) {
   for (const std::string& name : o.cases)
-    if (name != "stages" && name != "routes" && name != "chain" && name != "subspace" && name != "slots")
-      throw std::runtime_error("doppler bench: no case '" + name + "' (stages, routes, chain, subspace, slots)");
+    if (name != "stages" && name != "routes" && name != "routes32" && name != "chain" && name != "subspace" &&
+        name != "slots" && name != "kernels" && name != "auto")
+      throw std::runtime_error("doppler bench: no case '" + name +
+                               "' (stages, routes, routes32, chain, subspace, slots, kernels, auto)");
   const DeviceCeilings ceilings = device_ceilings(o.peak_tflops, o.peak_gb_per_s);
   std::printf("%s\n", ceilings.description.c_str());
   if (wanted(o, "routes")) {
@@ -700,6 +824,15 @@ void run_doppler_bench(const DopplerBenchOptions& o) {
     else
 #endif
       std::printf("routes: no CUDA device\n");
+  }
+  if (std::find(o.cases.begin(), o.cases.end(), "routes32") != o.cases.end()) {  // asked for by name only
+#ifdef SONOPIPE_WITH_CUDA
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+      run_svd_routes({designed("pwi_disk (251 x 251 pixels, 32 frames)", 251 * 251, 32, 4)}, o.repeats);
+    else
+#endif
+      std::printf("routes32: no CUDA device\n");
   }
   if (wanted(o, "stages")) run_stage_cases(o, ceilings);
   if (wanted(o, "chain")) run_chain_cases(o, ceilings);
@@ -720,6 +853,8 @@ void run_doppler_bench(const DopplerBenchOptions& o) {
                 "medians; fallbacks = seeds that fell back)\n");
     run_subspace_cases(std::max(5, o.repeats / 4));
   }
+  if (gpu && wanted(o, "kernels")) run_small_kernel_cases();
+  if (gpu && wanted(o, "auto")) run_auto_cases(o, ceilings);
 #endif
 }
 
@@ -730,9 +865,10 @@ void add_doppler_bench(CLI::App& app) {
   CLI::App* command = app.add_subcommand("doppler", "clutter_filter and doppler at fUS scale (65,536 x 200 Casorati)");
   command->add_option("--case", options->cases,
                       "cases (repeatable; default all): stages (the stages at fUS scale), routes (the SVD filter's "
-                      "library routes, fUS and pwi_disk shapes), chain (beamform + clutter_filter + doppler), "
+                      "library routes, fUS and pwi_disk shapes; routes32: the pwi_disk shape only, by name), chain (beamform + clutter_filter + doppler), "
                       "slots (the pwi_disk chain as the daemon's lane runs it), subspace (the subspace route's "
-                      "block and iterations on the flow phantom)");
+                      "block and iterations on the flow phantom), kernels (small_eigen.cuh's kernels alone), auto (eigensolver auto "
+                      "frame after frame against full and subspace, fUS and the flow phantom)");
   command->add_option("--repeats", options->repeats, "GPU repetitions (median)")->capture_default_str();
   command->add_option("--frames", options->frames, "ensemble length")->capture_default_str();
   command->add_option("--lateral", options->lateral, "pixels")->capture_default_str();

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "stages/common/cuda_check.h"
+#include "stages/doppler/clutter_filter/small_eigen.cuh"
 
 namespace sonopipe::bench {
 namespace {
@@ -346,6 +347,10 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
   solver_ok(cusolverDnXsyevjSetMaxSweeps(jacobi_tuned, 8), "SetMaxSweeps");
   solver_ok(cusolverDnXsyevjSetTolerance(jacobi_tuned_z, 1e-12), "SetTolerance");
   solver_ok(cusolverDnXsyevjSetMaxSweeps(jacobi_tuned_z, 12), "SetMaxSweeps");
+  syevjInfo_t jacobi_loose_z = nullptr;  // the eigenvectors to ~1e-7: the filter's 40 dB needs far less
+  solver_ok(cusolverDnCreateSyevjInfo(&jacobi_loose_z), "CreateSyevjInfo");
+  solver_ok(cusolverDnXsyevjSetTolerance(jacobi_loose_z, 1e-7), "SetTolerance");
+  solver_ok(cusolverDnXsyevjSetMaxSweeps(jacobi_loose_z, 6), "SetMaxSweeps");
   cusolverDnParams_t params = nullptr;
   solver_ok(cusolverDnCreateParams(&params), "CreateParams");
   const auto mode = CUSOLVER_EIG_MODE_VECTOR;
@@ -463,6 +468,20 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
     add_heevj_batched("C heevjBatched (batch 1)", false, jacobi_default);
     add_heevj_batched("Z heevjBatched (batch 1)", true, jacobi_default);
     add_heevj_batched("Z heevjBatched tol 1e-12, 12 sweeps", true, jacobi_tuned_z);
+    add_heevj_batched("Z heevjBatched tol 1e-7, 6 sweeps", true, jacobi_loose_z);
+    add_heevj_batched("C heevjBatched tol 1e-5, 8 sweeps", false, jacobi_tuned);
+    // The stage's own kernels (small_eigen.cuh), in place as the stage runs them.
+    for (const auto& [name, variant] : {std::pair{"Z small_eigen jacobi mixed", cuda::JacobiVariant::mixed},
+                                        std::pair{"Z small_eigen jacobi mixed_phased",
+                                                  cuda::JacobiVariant::mixed_phased},
+                                        std::pair{"Z small_eigen jacobi circle (stage)", cuda::JacobiVariant::circle},
+                                        std::pair{"Z small_eigen jacobi fused (before)", cuda::JacobiVariant::fused}})
+      routes.push_back({name, true, n - 1, -1, [=](void* a, cudaStream_t s) {
+                          auto* g = static_cast<double2*>(a);
+                          cuda::hermitian_jacobi_batched(g, n, n, std::int64_t(n) * n, 1, values, g, n,
+                                                         std::int64_t(n) * n, s, variant);
+                          return true;
+                        }});
   }
 
   // --- time each eigen route alone, then end to end with each projection; error of each.
@@ -732,6 +751,7 @@ void run_shape(const DesignedCasorati& shape, int repeats, cublasHandle_t blas, 
   cusolverDnDestroySyevjInfo(jacobi_default);
   cusolverDnDestroySyevjInfo(jacobi_tuned);
   cusolverDnDestroySyevjInfo(jacobi_tuned_z);
+  cusolverDnDestroySyevjInfo(jacobi_loose_z);
   SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -182,21 +182,23 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   EigenRoute route;
   if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == Eigensolver::full) return route;
   if (shape.frames <= kJacobiMaxFrames) {
-    // Every eigenvector (any rank choice, noise rank too), on request: the Jacobi kernel measured 0.35
-    // ms on a 32 x 32 matrix against cuSOLVER's 0.25 ms, and the small Gram and rank-update kernels
-    // 0.009 ms slower than cuBLAS in the pwi_disk chain (H100, docs/doppler.md): auto is full.
-    if (params.eigensolver == Eigensolver::jacobi) {
-      route.kind = EigenRoute::Kind::jacobi;
-      route.small_kernels = true;
-    }
+    // Every eigenvector (any rank choice, noise rank too) by the Jacobi kernel (float angles, double
+    // A and V: small_eigen.cuh), auto too: cuSOLVER's solvers take 0.25 ms on a 32 x 32 matrix
+    // (docs/doppler.md). The small Gram and rank-update kernels measured 0.009 ms slower than cuBLAS
+    // in the pwi_disk chain: on request (eigensolver jacobi) only.
+    route.kind = EigenRoute::Kind::jacobi;
+    route.small_kernels = params.eigensolver == Eigensolver::jacobi;
     return route;
   }
   // The dominant k-dimensional subspace alone: a fixed tissue rank and no noise rank (the smallest
   // eigenvectors are not in a dominant block; the similarity choice needs every spatial vector).
-  // Asked for only: measured slower than the full solver at fUS scale (docs/doppler.md).
+  // Half the full solver's time where the spectrum has a gap at k, the full solver's and the
+  // iteration's where it has none (docs/doppler.md): auto tries it and, after a fallback, takes the
+  // full solver for the next frames (SubspaceRetry); asked for, every frame tries it.
   const std::int64_t k = shape.tissue_rank;
-  if (params.eigensolver != Eigensolver::subspace || params.rank_choice != ClutterFilterParams::RankChoice::fixed ||
-      shape.noise_rank != 0 || k < 1 || shape.frames > kSubspaceMaxFrames)
+  if ((params.eigensolver != Eigensolver::subspace && params.eigensolver != Eigensolver::automatic) ||
+      params.rank_choice != ClutterFilterParams::RankChoice::fixed || shape.noise_rank != 0 || k < 1 ||
+      shape.frames > kSubspaceMaxFrames)
     return route;
   // Defaults: the fastest converged setting on the fUS shape (k = 20: block 24, 2 iterations, 1.42 ms
   // against 2.84 ms for the full route on the H100; docs/doppler.md).
@@ -205,6 +207,7 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   route.kind = EigenRoute::Kind::subspace;
   route.block = static_cast<int>(block);
   route.iterations = static_cast<int>(params.subspace_iterations > 0 ? params.subspace_iterations : 2);
+  route.retry = params.eigensolver == Eigensolver::automatic;
   return route;
 }
 
@@ -359,10 +362,12 @@ bool ClutterFilterStage::run_cuda(const StageIo& io) {
 }
 
 std::int64_t ClutterFilterStage::subspace_fallbacks() const { return gpu_ ? gpu_->subspace_fallbacks() : 0; }
+std::int64_t ClutterFilterStage::subspace_attempts() const { return gpu_ ? gpu_->subspace_attempts() : 0; }
 EigenRoute ClutterFilterStage::cuda_eigen_route() const { return gpu_ ? gpu_->route() : EigenRoute{}; }
 #else
 bool ClutterFilterStage::run_cuda(const StageIo& io) { return Stage::run_cuda(io); }
 std::int64_t ClutterFilterStage::subspace_fallbacks() const { return 0; }
+std::int64_t ClutterFilterStage::subspace_attempts() const { return 0; }
 EigenRoute ClutterFilterStage::cuda_eigen_route() const { return {}; }
 #endif
 

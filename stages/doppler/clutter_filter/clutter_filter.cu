@@ -11,6 +11,7 @@
 
 #include "stages/common/cuda_check.h"
 #include "stages/doppler/clutter_filter/small_eigen.cuh"
+#include "stages/doppler/clutter_filter/subspace_retry.h"
 
 namespace sonopipe::cuda {
 namespace {
@@ -358,7 +359,13 @@ struct ClutterFilterGpu::Impl {
   std::size_t start = 0, iterate = 0, reduced = 0, ritz_values = 0, ritz = 0, gram_ritz = 0, breakdown = 0,
               converged = 0;
   unsigned long long* fallbacks = nullptr;  // device counter of frames that took the full solver
-  cudaStream_t capture = nullptr;           // stream on which the fallback graphs are captured
+  // Its copy in mapped host memory, stored by the kernel that counts (the retry policy reads it
+  // at the next frame without a wait); `published_device` is its device address.
+  unsigned long long* published = nullptr;
+  unsigned long long* published_device = nullptr;
+  SubspaceRetry retry;             // route.retry (auto): when the next frame tries the subspace route
+  std::int64_t attempts = 0;       // frames that ran the subspace iteration
+  cudaStream_t capture = nullptr;  // stream on which the fallback graphs are captured
   // The fallback (full solver where the subspace iteration did not converge) is a CUDA graph with
   // a conditional node, made once per workspace (its pointers are the workspace's).
   std::vector<std::pair<void*, cudaGraphExec_t>> fallback_graphs;
@@ -381,7 +388,7 @@ struct ClutterFilterGpu::Impl {
       SONOPIPE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
       SONOPIPE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(capture, graph, nullptr, nullptr, 0,
                                                         cudaStreamCaptureModeRelaxed));
-      set_fallback_condition(handle, converged_flags, static_cast<int>(batch), fallbacks, capture);
+      set_fallback_condition(handle, converged_flags, static_cast<int>(batch), fallbacks, published_device, capture);
       SONOPIPE_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
       std::size_t count = 0;
       SONOPIPE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
@@ -483,6 +490,7 @@ struct ClutterFilterGpu::Impl {
   ~Impl() {
     clear_graphs();
     if (fallbacks) cudaFree(fallbacks);
+    if (published) cudaFreeHost(published);
     if (capture) cudaStreamDestroy(capture);
     destroy_update();
     if (solver_params) cusolverDnDestroyParams(solver_params);
@@ -528,6 +536,8 @@ struct ClutterFilterGpu::Impl {
 
 ClutterFilterGpu::ClutterFilterGpu() : impl_(std::make_unique<Impl>()) {}
 
+std::int64_t ClutterFilterGpu::subspace_attempts() const { return impl_->attempts; }
+
 std::int64_t ClutterFilterGpu::subspace_fallbacks() const {
   if (!impl_->fallbacks) return 0;
   unsigned long long count = 0;
@@ -551,7 +561,11 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   if (!m.fallbacks) {
     SONOPIPE_CUDA_CHECK(cudaMalloc(&m.fallbacks, sizeof(unsigned long long)));
     SONOPIPE_CUDA_CHECK(cudaMemset(m.fallbacks, 0, sizeof(unsigned long long)));
+    SONOPIPE_CUDA_CHECK(cudaHostAlloc(&m.published, sizeof(unsigned long long), cudaHostAllocMapped));
+    *m.published = 0;
+    SONOPIPE_CUDA_CHECK(cudaHostGetDevicePointer(&m.published_device, m.published, 0));
   }
+  m.retry = SubspaceRetry(*static_cast<volatile unsigned long long*>(m.published));
   m.clear_graphs();
   m.shape = shape;
   m.params = params;
@@ -749,23 +763,32 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   // 2. Every block's eigenvectors (columns ascending in eigenvalue, n x n per block, `eigen`):
   const int batch = static_cast<int>(m.blocks.size());
   const double2* eigen = grams;
+  // All blocks in one call, in place (their `info` stays on the device, unread: no host sync).
+  auto full_solver = [&] {
+    check_solver(cusolverDnXsyevBatched(m.solver, m.solver_params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n,
+                                        CUDA_C_64F, grams, n, CUDA_R_64F, device(m.eigenvalues), CUDA_C_64F,
+                                        device(m.solver_work), m.solver_bytes, nullptr, 0,
+                                        reinterpret_cast<int*>(device(m.info)), batch),
+                 "cusolverDnXsyevBatched");
+  };
   switch (m.route.kind) {
     case EigenRoute::Kind::full:
-      // all blocks in one call, in place (their `info` stays on the device, unread: no host sync).
-      check_solver(cusolverDnXsyevBatched(m.solver, m.solver_params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
-                                          n, CUDA_C_64F, grams, n, CUDA_R_64F, device(m.eigenvalues), CUDA_C_64F,
-                                          device(m.solver_work), m.solver_bytes, nullptr, 0,
-                                          reinterpret_cast<int*>(device(m.info)), batch),
-                   "cusolverDnXsyevBatched");
+      full_solver();
       break;
     case EigenRoute::Kind::jacobi:
-      // N <= 32 (eigensolver jacobi): one thread block per Gram matrix, in place.
+      // N <= 32 (auto, or eigensolver jacobi): one thread block per Gram matrix, in place.
       hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
                                reinterpret_cast<double*>(device(m.eigenvalues)), grams, n,
                                static_cast<std::int64_t>(nn), stream);
       break;
     case EigenRoute::Kind::subspace:
-      eigen = m.run_subspace(grams, base, stream);
+      // auto (retry): the count of fallbacks as the device last published it, read without a wait.
+      if (!m.route.retry || m.retry.try_subspace(*static_cast<volatile unsigned long long*>(m.published))) {
+        ++m.attempts;
+        eigen = m.run_subspace(grams, base, stream);
+      } else {
+        full_solver();
+      }
       break;
   }
   // 3. Per block: the similarity rank, the projection, the scatter.

@@ -6,9 +6,10 @@
 //                                  turns the removed subspace by eps_float lambda_1 / gap
 //   G = V diag(w) V^H              every block's at once (EigenRoute): cusolverDnXsyevBatched in
 //                                  double, in place, w ascending (no host workspace, info unread on
-//                                  the device); on request, N <= 32: a Jacobi kernel
-//                                  (small_eigen.cuh); a fixed tissue rank k: only the dominant k by
-//                                  block subspace iteration and Rayleigh-Ritz, the full solver in a
+//                                  the device); N <= 32 (auto): a Jacobi kernel (small_eigen.cuh,
+//                                  float angles, double A and V); a fixed tissue rank k from 33
+//                                  frames (auto, with SubspaceRetry): only the dominant k by block
+//                                  subspace iteration and Rayleigh-Ritz, the full solver in a
 //                                  conditional graph node where the device's convergence test fails
 //   [similarity] U = S V (V in float), |U| centred per column, C = |U|^T |U| normalised
 //                (cublasSsyrk), the tissue rank fitted on the device (one block of threads)
@@ -60,6 +61,8 @@ class ClutterFilterGpu {
   EigenRoute route() const;
   // Frames whose subspace iteration did not converge (the full solver ran); synchronises.
   std::int64_t subspace_fallbacks() const;
+  // Frames that ran the subspace iteration (auto's retry sends the others to the full solver).
+  std::int64_t subspace_attempts() const;
 
  private:
   struct Impl;

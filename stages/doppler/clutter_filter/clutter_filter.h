@@ -57,6 +57,9 @@ class ClutterFilterStage : public Stage {
   // Frames whose subspace iteration did not converge and took the full eigensolver (CUDA; reads a
   // device counter: synchronises, not for the frame path).
   std::int64_t subspace_fallbacks() const;
+  // Frames that ran the subspace iteration (with auto's retry, the others took the full solver
+  // directly); host count, no synchronisation.
+  std::int64_t subspace_attempts() const;
   // The route the CUDA plan runs (eigen_route(), or full where the subspace route's fallback graph
   // could not be made); full before a CUDA configure.
   EigenRoute cuda_eigen_route() const;

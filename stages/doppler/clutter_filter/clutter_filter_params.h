@@ -50,11 +50,12 @@ struct ClutterFilterShape {
 };
 
 // How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route(); auto is
-// full, with the small kernels up to 32 frames: the other two measured slower, docs/doppler.md):
+// jacobi up to 32 frames, subspace with retry where it applies, else full: docs/doppler.md):
 //   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched (with
 //             the small kernels at N <= 32 unless eigensolver is full);
-//   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi in double,
-//             small_eigen.cuh): cuSOLVER's solvers spend 0.25-0.35 ms on a 32 x 32 matrix;
+//   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi, A and V in
+//             double, the angles in float: small_eigen.cuh): cuSOLVER's solvers spend 0.25-0.35 ms
+//             on a 32 x 32 matrix;
 //   subspace  fixed tissue rank k, no noise rank, 32 < N <= kSubspaceMaxFrames, k < block <= 32:
 //             block subspace iteration on G (Zgemm + Cholesky QR), Rayleigh-Ritz with the Jacobi
 //             kernel, a convergence test on the device and, where it fails, the full solver inside
@@ -63,6 +64,9 @@ struct EigenRoute {
   enum class Kind { full, jacobi, subspace };
   Kind kind = Kind::full;
   int block = 0, iterations = 0;  // subspace only
+  // subspace, chosen by auto: after a fallback the next frames take the full solver directly
+  // (SubspaceRetry, subspace_retry.h); asked for (eigensolver subspace): every frame tries.
+  bool retry = false;
   // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
   // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.
   bool small_kernels = false;

@@ -250,6 +250,204 @@ jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   }
 }
 
+// The rotation with its angle found in float (the double-precision divide, square roots and hypot
+// of schur_rotation_fast were a long dependent chain in every round): t, c, s and e in float, with
+// the fast intrinsics (rsqrt, a 2-ulp divide), from the double entries of a matrix scaled to
+// |A|_F ~ 1, then c, s and e rescaled in double so that c^2 + s^2 = 1 and |e| = 1 to double
+// rounding (f = 1 / sqrt(r) = 1 - (r - 1) / 2 + 3 (r - 1)^2 / 8, error O(|r - 1|^3) ~ 1e-18). J is
+// then unitary in double, so A's eigenvalues and V's orthonormality are kept to double rounding;
+// only the zeroing is approximate: the rotated a_pq is ~1e-6 of its value before instead of 0,
+// which the next sweep's rotation of that pair removes. |a_pq| below 1e-18 (of the scaled |A|_F,
+// where x^2 + y^2 leaves float's normal range) is not rotated: far below the 1e-14 stop.
+__device__ Rotation schur_rotation_float_angle(double app, double aqq, double2 apq) {
+  const float x = static_cast<float>(apq.x), y = static_cast<float>(apq.y);
+  const float magnitude2 = fmaf(x, x, y * y);
+  if (!(magnitude2 > 1e-36f)) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  const float inverse = rsqrtf(magnitude2), magnitude = magnitude2 * inverse;
+  const float d = static_cast<float>(aqq - app);
+  // t = sign(tau) / (|tau| + sqrt(1 + tau^2)) with tau = d / (2 |a_pq|), multiplied through by 2 |a_pq|.
+  const float h = fmaf(d, d, 4 * magnitude2);  // > 0
+  const float t = __fdividef(copysignf(2 * magnitude, d), fabsf(d) + h * rsqrtf(h));
+  const float c = rsqrtf(fmaf(t, t, 1.0f));
+  double cd = c, sd = t * c;
+  const double r = fma(cd, cd, sd * sd) - 1;
+  const double f = fma(r, fma(0.375, r, -0.5), 1.0);
+  cd *= f;
+  sd *= f;
+  double ex = x * inverse, ey = -y * inverse;
+  const double q = fma(ex, ex, ey * ey) - 1;
+  const double g = fma(q, fma(0.375, q, -0.5), 1.0);
+  ex *= g;
+  ey *= g;
+  return {cd, sd, make_double2(ex, ey)};
+}
+
+// The rotation of pair (p, q) of a round from the round's input A (float angle); identity where q
+// is the padding of an odd n.
+__device__ inline Rotation pair_rotation(const double2* a, int m, int n, int p, int q) {
+  if (q >= n) return {1.0, 0.0, make_double2(1.0, 0.0)};
+  return schur_rotation_float_angle(a[p + p * m].x, a[q + q * m].x, a[p + q * m]);
+}
+
+// Four entries of a matrix (column-major, leading dimension m): rows r0, r1 of columns c0, c1.
+struct Quad {
+  double2 a00, a10, a01, a11;  // (r0, c0), (r1, c0), (r0, c1), (r1, c1)
+};
+__device__ inline Quad load_quad(const double2* in, int m, int r0, int r1, int c0, int c1) {
+  return {in[r0 + c0 * m], in[r1 + c0 * m], in[r0 + c1 * m], in[r1 + c1 * m]};
+}
+__device__ inline void store_quad(double2* out, int m, int r0, int r1, int c0, int c1, const Quad& x) {
+  out[r0 + c0 * m] = x.a00;
+  out[r1 + c0 * m] = x.a10;
+  out[r0 + c1 * m] = x.a01;
+  out[r1 + c1 * m] = x.a11;
+}
+
+// Columns c0, c1 of a quad times the rotation J of their pair: col 0' = c col 0 - s e col 1,
+// col 1' = s col 0 + c e col 1.
+__device__ inline Quad rotate_columns(const Quad& x, const Rotation& r) {
+  const double2 se = scale(r.s, r.e), ce = scale(r.c, r.e);
+  return {sub(scale(r.c, x.a00), mul(se, x.a01)), sub(scale(r.c, x.a10), mul(se, x.a11)),
+          add(scale(r.s, x.a00), mul(ce, x.a01)), add(scale(r.s, x.a10), mul(ce, x.a11))};
+}
+
+// Rows r0, r1 of a quad times J^H of their pair: row 0' = c row 0 - s conj(e) row 1,
+// row 1' = s row 0 + c conj(e) row 1.
+__device__ inline Quad rotate_rows(const Quad& x, const Rotation& r) {
+  const double2 sec = scale(r.s, conj(r.e)), cec = scale(r.c, conj(r.e));
+  return {sub(scale(r.c, x.a00), mul(sec, x.a10)), add(scale(r.s, x.a00), mul(cec, x.a10)),
+          sub(scale(r.c, x.a01), mul(sec, x.a11)), add(scale(r.s, x.a01), mul(cec, x.a11))};
+}
+
+// The mixed kernel: A and V in double, the rotations' angles in float (schur_rotation_float_angle),
+// A scaled by a power of two to |A|_F ~ 1 at the load (exact; the eigenvalues scaled back at the
+// end). A and V are double-buffered in dynamic shared memory (4 m^2 double2, 64 KiB at m = 32), so
+// a round reads one copy and writes the other. Thread (k, l) of a 16 x 16 grid writes the 2 x 2
+// block (pairs k, l) of J_k^H A J_l and rows k, k + m / 2 of V's pair-l columns; the round's pairs
+// come from a table made once (the tournament's integer divisions were a third of a round's
+// instructions). The round is latency-bound (result-1: ~1.3 us a round whatever the work), so its
+// chain is kept short: kRotationPhase = false, every thread computes the two rotations it needs
+// (one barrier a round); true, 16 threads compute the round's rotations while the others load their
+// block and rows, then a barrier (H100: 200 against 210 us at n = 32). kCircle (the stage's, with
+// the rotation phase): the circle method's storage below (172 us).
+// The circle method's storage (kCircle): pair i of every round is (slot i, slot i + m / 2), and
+// between rounds every index moves one step round the circle 1 -> 2 -> .. -> m/2 - 1 -> m - 1 ->
+// m - 2 -> .. -> m/2 -> 1 (slot 0 stays): a round writes its output at the slots of the next, so a
+// thread's rows and columns are the same slots every round (consecutive across a quarter-warp: no
+// bank conflict, no pair table) and after the m - 1 rounds of a sweep every index is home again.
+// The zero row and column of an odd n's padding rotate with the identity (a_pq = 0).
+__device__ inline int circle_next(int slot, int half, int m) {
+  if (slot == 0) return 0;
+  if (slot < half - 1) return slot + 1;  // top row, to the right
+  if (slot == half - 1) return m - 1;    // top right, down
+  if (slot == half) return 1;            // bottom left, up
+  return slot - 1;                       // bottom row, to the left
+}
+
+template <bool kRotationPhase, bool kCircle = false>
+__global__ void __launch_bounds__(kThreads, 1)  // 64 KiB of shared memory: few blocks an SM; no spills
+jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride,
+                    double* __restrict__ values, double2* vectors, int ldv, std::int64_t vectors_stride,
+                    int* __restrict__ sweeps) {
+  extern __shared__ double2 buffers[];  // A, A', V, V' (m x m each, column-major)
+  __shared__ double partial[kThreads / 32];
+  __shared__ uchar2 pairs[(kSmallEigenMax - 1) * (kSmallEigenMax / 2)];  // [round][pair] = (p, q)
+  __shared__ Rotation rotations[kSmallEigenMax / 2];                      // kRotationPhase
+  const int m = n + (n & 1);
+  const int half = m / 2, mm = m * m;
+  for (int t = threadIdx.x; t < (m - 1) * half; t += kThreads) {
+    int p = 0, q = 0;
+    tournament_pair(m, t / half, t % half, p, q);
+    pairs[t] = make_uchar2(static_cast<unsigned char>(p), static_cast<unsigned char>(q));
+  }
+  const double2* in = matrices + blockIdx.x * stride;
+  double2* a = buffers;
+  double2* v = buffers + 2 * mm;
+  const double frobenius2 = load_hermitian(in, n, lda, m, a, v, partial);  // barriers: the table is ready
+  // A <- A 2^-e with 2^e ~ |A|_F: the float angles see entries of order one.
+  const int exponent = frobenius2 > 0 && isfinite(frobenius2) ? ilogb(sqrt(frobenius2)) : 0;
+  for (int t = threadIdx.x; t < mm; t += kThreads) a[t] = scale(ldexp(1.0, -exponent), a[t]);
+  __syncthreads();
+  const double scaled2 = ldexp(frobenius2, -2 * exponent);
+  const int k = threadIdx.x & 15, l = threadIdx.x >> 4;
+  const bool active = k < half && l < half;
+  const int next_k0 = circle_next(k, half, m), next_k1 = circle_next(k + half, half, m);  // kCircle
+  const int next_l0 = circle_next(l, half, m), next_l1 = circle_next(l + half, half, m);
+  int current = 0, sweep = 0;
+  for (; sweep < kJacobiSweeps && m > 1; ++sweep) {
+    const double off2 = off_diagonal2(buffers + current * mm, m, partial);  // ends with a barrier
+    if (!(off2 > kJacobiTolerance * kJacobiTolerance * scaled2)) break;
+    for (int round = 0; round < m - 1; ++round) {
+      const double2* a_in = buffers + current * mm;
+      double2* a_out = buffers + (1 - current) * mm;
+      const double2* v_in = buffers + (2 + current) * mm;
+      double2* v_out = buffers + (3 - current) * mm;
+      if (kCircle) {
+        Quad block{}, rows{};
+        if (active) {  // loaded first: they do not depend on this round's rotations
+          block = load_quad(a_in, m, k, k + half, l, l + half);
+          rows = load_quad(v_in, m, k, k + half, l, l + half);
+        }
+        if (static_cast<int>(threadIdx.x) < half) {
+          const int p = threadIdx.x, q = p + half;
+          rotations[p] = schur_rotation_float_angle(a_in[p + p * m].x, a_in[q + q * m].x, a_in[p + q * m]);
+        }
+        __syncthreads();
+        if (active) {
+          const Rotation rl = rotations[l], rk = rotations[k];
+          store_quad(a_out, m, next_k0, next_k1, next_l0, next_l1, rotate_rows(rotate_columns(block, rl), rk));
+          store_quad(v_out, m, k, k + half, next_l0, next_l1, rotate_columns(rows, rl));
+        }
+        current = 1 - current;
+        __syncthreads();
+        continue;
+      }
+      const uchar2* round_pairs = pairs + round * half;
+      // Thread (k, l): the block of pairs k (rows) and l (columns) of A, and rows k, k + m / 2 of
+      // V's pair-l columns (consecutive rows across a quarter-warp: no bank conflict).
+      uchar2 pair_k = make_uchar2(0, 0), pair_l = make_uchar2(0, 0);
+      Quad block{}, rows{};
+      if (active) {  // loaded first: they do not depend on this round's rotations
+        pair_k = round_pairs[k];
+        pair_l = round_pairs[l];
+        block = load_quad(a_in, m, pair_k.x, pair_k.y, pair_l.x, pair_l.y);
+        rows = load_quad(v_in, m, k, k + half, pair_l.x, pair_l.y);
+      }
+      if (kRotationPhase) {
+        if (static_cast<int>(threadIdx.x) < half) {
+          const uchar2 pair = round_pairs[threadIdx.x];
+          rotations[threadIdx.x] = pair_rotation(a_in, m, n, pair.x, pair.y);
+        }
+        __syncthreads();
+      }
+      if (active) {
+        const Rotation rl = kRotationPhase ? rotations[l] : pair_rotation(a_in, m, n, pair_l.x, pair_l.y);
+        const Rotation rk = kRotationPhase ? rotations[k] : pair_rotation(a_in, m, n, pair_k.x, pair_k.y);
+        store_quad(a_out, m, pair_k.x, pair_k.y, pair_l.x, pair_l.y, rotate_rows(rotate_columns(block, rl), rk));
+        store_quad(v_out, m, k, k + half, pair_l.x, pair_l.y, rotate_columns(rows, rl));
+      }
+      current = 1 - current;
+      __syncthreads();
+    }
+  }
+  if (sweeps && threadIdx.x == 0) sweeps[blockIdx.x] = sweep;
+  const double2* a_final = buffers + current * mm;
+  const double2* v_final = buffers + (2 + current) * mm;
+  double* out_values = values + std::int64_t(blockIdx.x) * n;
+  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
+  for (int t = threadIdx.x; t < n * n; t += kThreads) {
+    const int row = t % n, i = t / n;
+    const double d = a_final[i + i * m].x;
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const double e = a_final[j + j * m].x;
+      rank += (e < d || (e == d && j < i)) ? 1 : 0;
+    }
+    out_vectors[row + rank * ldv] = v_final[row + i * m];
+    if (row == 0) out_values[rank] = ldexp(d, exponent);
+  }
+}
+
 // Shifted Cholesky QR 3 (fukaya2020): pass 0 factors Y^H Y + s I, s = 11 (n b + b (b + 1)) u |Y|_F^2,
 // passes 1 and 2 factor Y^H Y; each replaces Y by Y L^-H (C = L L^H). The factorisation is LDL^H
 // right-looking (one barrier per column), scaled to L at the end.
@@ -368,23 +566,55 @@ converged_kernel(const double2* __restrict__ gram, int n, const double2* __restr
 }
 
 __global__ void fallback_condition_kernel(cudaGraphConditionalHandle handle, const int* converged, int batch,
-                                          unsigned long long* fallbacks) {
+                                          unsigned long long* fallbacks, unsigned long long* published) {
   int all = 1;
   for (int i = 0; i < batch; ++i) all &= converged[i];
   cudaGraphSetConditional(handle, all ? 0u : 1u);
-  if (!all) atomicAdd(fallbacks, 1ull);
+  if (all) return;
+  const unsigned long long count = atomicAdd(fallbacks, 1ull) + 1;
+  if (published) {
+    *static_cast<volatile unsigned long long*>(published) = count;
+    __threadfence_system();
+  }
 }
 
 }  // namespace
 
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant) {
+                              JacobiVariant variant, int* sweeps) {
   if (n < 1 || n > kSmallEigenMax) throw CudaError("hermitian_jacobi_batched: n must be in [1, 32]");
-  if (variant == JacobiVariant::fused)
-    jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
-  else
-    jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+  const int m = n + (n & 1);
+  const auto mixed_bytes = static_cast<std::size_t>(4 * m * m) * sizeof(double2);  // A, A', V, V'
+  switch (variant) {
+    case JacobiVariant::mixed:
+      // Per function and device, on every call (a host-side attribute, no sync): 64 KiB at m = 32.
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<false><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
+                                                                           ldv, vectors_stride, sweeps);
+      break;
+    case JacobiVariant::mixed_phased:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values, vectors,
+                                                                          ldv, vectors_stride, sweeps);
+      break;
+    case JacobiVariant::circle:
+      SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(jacobi_mixed_kernel<true, true>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(mixed_bytes)));
+      jacobi_mixed_kernel<true, true><<<batch, kThreads, mixed_bytes, stream>>>(matrices, n, lda, stride, values,
+                                                                                vectors, ldv, vectors_stride, sweeps);
+      break;
+    case JacobiVariant::fused:
+      jacobi_fused_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv,
+                                                          vectors_stride);
+      break;
+    case JacobiVariant::two_phase:
+      jacobi_kernel<<<batch, kThreads, 0, stream>>>(matrices, n, lda, stride, values, vectors, ldv, vectors_stride);
+      break;
+  }
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 
@@ -421,8 +651,8 @@ void subspace_converged_batched(const double2* gram, int n, const double2* vecto
 }
 
 void set_fallback_condition(cudaGraphConditionalHandle handle, const int* converged, int batch,
-                            unsigned long long* fallbacks, cudaStream_t stream) {
-  fallback_condition_kernel<<<1, 1, 0, stream>>>(handle, converged, batch, fallbacks);
+                            unsigned long long* fallbacks, unsigned long long* published, cudaStream_t stream) {
+  fallback_condition_kernel<<<1, 1, 0, stream>>>(handle, converged, batch, fallbacks, published);
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

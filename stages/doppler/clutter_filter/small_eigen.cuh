@@ -18,13 +18,31 @@ inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batc
 // (n <= 32; the lower triangle is read, the diagonal's real part). Cyclic Jacobi (parallel
 // round-robin ordering) in double until the off-diagonal norm is below 1e-14 of the Frobenius norm
 // or 20 sweeps. `vectors` may be `matrices` (in place: each block reads its matrix before writing).
-// Variants (the same rotations and order): two_phase computes a round's rotations in a phase of its
-// own (n / 2 threads, then a barrier); fused has every thread compute the two it needs, one
-// read-barrier-write-barrier per round. The stage runs fused.
-enum class JacobiVariant { fused, two_phase };
+// Variants (the same order): two_phase computes a round's rotations in a phase of its own (n / 2
+// threads, then a barrier); fused has every thread compute the two it needs, one
+// read-barrier-write-barrier per round; both in double (the kernels before). mixed computes the
+// rotations' angles in float (made unitary in double, A scaled to |A|_F ~ 1; A and V stay double),
+// takes the round's pairs from a table and double-buffers A and V in shared memory (one barrier per
+// round); mixed_phased is mixed with the rotations in a phase of their own (16 threads, while the
+// others load; a second barrier); circle is mixed_phased in the circle method's storage (pairs
+// (i, i + m/2), the indices moved one step a round: no pair table, no shared-memory bank
+// conflicts). The stage runs circle, the fastest measured (H100, n = 32: 172 us; mixed_phased 200,
+// mixed 210, the double kernels before 340-351; docs/doppler.md). `sweeps` (the float-angle
+// variants; may be null): the sweeps each entry took.
+enum class JacobiVariant { mixed, mixed_phased, circle, fused, two_phase };
+inline const char* jacobi_variant_name(JacobiVariant variant) {
+  switch (variant) {
+    case JacobiVariant::mixed: return "mixed";
+    case JacobiVariant::mixed_phased: return "mixed_phased";
+    case JacobiVariant::circle: return "circle";
+    case JacobiVariant::fused: return "fused";
+    case JacobiVariant::two_phase: return "two_phase";
+  }
+  return "?";
+}
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
-                              JacobiVariant variant = JacobiVariant::fused);
+                              JacobiVariant variant = JacobiVariant::circle, int* sweeps = nullptr);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal
@@ -51,8 +69,9 @@ void subspace_converged_batched(const double2* gram, int n, const double2* vecto
                                 cudaStream_t stream);
 
 // Sets `handle` (a conditional node of the graph this kernel runs in) to 1 when an entry did not
-// converge, and then adds one to *fallbacks.
+// converge, and then adds one to *fallbacks and stores the new count into *published (mapped host
+// memory, read by the host without a wait; may be null).
 void set_fallback_condition(cudaGraphConditionalHandle handle, const int* converged, int batch,
-                            unsigned long long* fallbacks, cudaStream_t stream);
+                            unsigned long long* fallbacks, unsigned long long* published, cudaStream_t stream);
 
 }  // namespace sonopipe::cuda
