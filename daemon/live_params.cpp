@@ -175,9 +175,17 @@ LiveParameters::Outcome LiveParameters::set(const std::string& name, const std::
     return out;
   }
   const std::string old_value = entry(found.pipeline, found.stage, *found.decl).value;
-  const std::uint64_t generation = ++generations_[found.pipeline];
+  const std::uint64_t generation = generations_[found.pipeline] + 1;
   const StageInfo* info = found.info;
-  apply_(found.pipeline, found.stage, [info, values] { return info->create(values); }, generation);
+  try {
+    // The executor prepares the change on every device (configures the new instance there) and
+    // commits it only when all did: when one refuses, nothing changed, the generation included.
+    apply_(found.pipeline, found.stage, [info, values] { return info->create(values); }, generation);
+  } catch (const std::exception& e) {
+    out.error = name + ": the pipeline's devices refused it: " + log_safe(e.what(), 300);
+    return out;
+  }
+  generations_[found.pipeline] = generation;
   stage.params = std::move(values);
   set_at_[found.pipeline][found.stage][key] = generation;
   out.ok = true;

@@ -1,5 +1,6 @@
 #include "runtime/device_lane.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -131,7 +132,10 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
   if (options_.slots < 1) throw std::invalid_argument("slots must be at least 1");
   if (options_.backend == Backend::cpu && !options_.pool)
     throw std::invalid_argument("the CPU backend needs a thread pool");
-  if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  if (options_.backend == Backend::cuda) {
+    use_gpu_device(options_.device_id);
+    memory_ = std::make_shared<MemoryPool>(options_.device_id, options_.keep_pinned_bytes);
+  }
   setup_ = std::make_shared<Setup>();
   for (PipelineStage& stage : stages_) {
     setup_->instances.push_back(std::move(stage.stage));
@@ -302,7 +306,7 @@ void DeviceLane::plan(Setup& next, const FrameMeta& frame, const Setup* reuse) {
   } else {
     next.states_reset = same_frames && old->states != nullptr;
     next.states = std::make_shared<StreamStates>(options_.max_streams);
-    next.states->configure(std::move(state_bytes), data_memory);
+    next.states->configure(std::move(state_bytes), data_memory, memory_);
     if (next.states_reset)
       for (std::size_t i = 0; i < stages_.size(); ++i)
         if (i < old->states->bytes().size() && next.states->bytes()[i] != old->states->bytes()[i])
@@ -328,17 +332,17 @@ void DeviceLane::size_buffers(SlotBuffers& buffers, const Setup& setup) const {
     buffers.outputs[i].resize(plan.outputs.size());
     buffers.output_pointers[i].resize(plan.outputs.size());
     for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
-      buffers.outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size());
+      buffers.outputs[i][o].reserve(data_memory, plan.outputs[o].spec.byte_size(), memory_);
       buffers.output_pointers[i][o] = buffers.outputs[i][o].data();
     }
-    buffers.workspace[i].reserve(data_memory, plan.workspace_bytes);
-    buffers.staging[i].reserve(staging_memory, plan.host_staging_bytes);
+    buffers.workspace[i].reserve(data_memory, plan.workspace_bytes, memory_);
+    buffers.staging[i].reserve(staging_memory, plan.host_staging_bytes, memory_);
   }
   // Fresh result buffers: ones a receiver still holds stay alive until it lets go.
   buffers.results.clear();
   for (const std::size_t bytes : setup.result_bytes) {
     buffers.results.push_back(std::make_shared<Buffer>());
-    buffers.results.back()->reserve(staging_memory, bytes);
+    buffers.results.back()->reserve(staging_memory, bytes, memory_);
   }
   buffers.private_results.assign(setup.published_outputs.size(), nullptr);
   buffers.copy_results.assign(setup.published_outputs.size(), false);
@@ -363,10 +367,12 @@ void DeviceLane::configure(const FrameMeta& frame) {
   for (auto& slot : slots_) {
     // CPU: an aligned copy for unaligned payloads. CUDA: no pinned input unless the payload is
     // staged through the slot (SONOPIPE_STAGING=slot, enqueue_on_cuda).
-    if (options_.backend == Backend::cpu) slot->input_host.reserve(MemoryKind::host, frame.payload.byte_size());
+    if (options_.backend == Backend::cpu)
+      slot->input_host.reserve(MemoryKind::host, frame.payload.byte_size(), memory_);
     else if (switches_.staging == HostPathSwitches::Staging::slot)
-      slot->input_host.reserve(MemoryKind::pinned, frame.payload.byte_size());
-    if (options_.backend == Backend::cuda) slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size());
+      slot->input_host.reserve(MemoryKind::pinned, frame.payload.byte_size(), memory_);
+    if (options_.backend == Backend::cuda)
+      slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size(), memory_);
   }
   if (next->states_reset && setup_->states && setup_->states->live() > 0)
     state_resets_.fetch_add(1, std::memory_order_relaxed);
@@ -374,6 +380,19 @@ void DeviceLane::configure(const FrameMeta& frame) {
   configured_frame_ = frame;
   ever_configured_ = true;
   install(std::move(next));
+  reserve_headroom();
+}
+
+void DeviceLane::reserve_headroom() {
+  if (!memory_) return;
+  constexpr std::size_t kLeast = std::size_t(16) << 20;
+  try {
+    for (const MemoryKind kind : {MemoryKind::device, MemoryKind::pinned})
+      memory_->reserve(kind, std::min(std::max(2 * memory_->in_use(kind), kLeast), options_.reserve_bytes));
+  } catch (const std::exception& e) {
+    // Not this frame's problem: a later growth allocates from the driver, as without the room.
+    spdlog::warn("pipeline {}: reserving memory for live changes failed: {}", name_, e.what());
+  }
 }
 
 void DeviceLane::submit_loop() {
@@ -414,17 +433,27 @@ std::shared_ptr<DeviceLane::Setup> DeviceLane::prepare_stages(std::vector<StageU
   next->generation = generation;
   next->configured = false;
   next->states_reset = false;
+  std::vector<std::size_t> changed;
   for (StageUpdate& update : updates) {
     if (update.stage >= stages_.size() || !update.instance)
       throw std::invalid_argument("pipeline " + name_ + ": no stage " + std::to_string(update.stage) + " to update");
     next->instances[update.stage] = std::move(update.instance);
     next->makes[update.stage] = std::move(update.make);
+    changed.push_back(update.stage);
   }
   // Planned for the frames the lane configured last, unless it has configured its instances again
   // since (then the submit thread configures this setup when it switches to it).
   next->configuration = configurations_.load(std::memory_order_acquire);
-  if (!latest->configured || latest->configuration != next->configuration) return next;
   if (options_.backend == Backend::cuda) use_gpu_device(options_.device_id);
+  if (!latest->configured || latest->configuration != next->configuration) {
+    // Not planned here; the new instances are still tried on the frames the lane configured last,
+    // so that one they cannot take is refused now (they are configured again when switched to).
+    const std::optional<Description> seen = description();
+    for (const std::size_t stage : changed)
+      if (seen && stage < seen->stage_inputs.size())
+        next->instances[stage]->configure(seen->frame, seen->stage_inputs[stage], options_.backend);
+    return next;
+  }
   plan(*next, latest->frame, latest.get());
   return next;
 }
@@ -447,6 +476,14 @@ bool DeviceLane::ready_for(const FrameMeta& frame) const {
          same_description(frame, setup_->frame);
 }
 
+void DeviceLane::set_switching(bool switching) {
+  {
+    std::lock_guard lock(slot_mutex_);
+    switching_ = switching;
+  }
+  if (!switching) slot_changed_.notify_all();
+}
+
 void DeviceLane::wait_until_idle() {
   std::unique_lock lock(slot_mutex_);
   slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
@@ -455,11 +492,12 @@ void DeviceLane::wait_until_idle() {
 // Switches to the newest committed setup the frame's stated generation reaches: a pointer
 // exchange; whatever configuring it needed was done when it was prepared.
 void DeviceLane::switch_setup(std::uint64_t stated_generation) {
-  std::shared_ptr<Setup> next;
+  std::shared_ptr<Setup> previous;
   std::vector<Retired> skipped;  // committed, superseded before a frame ran them
   std::uint64_t changes = 0;
   {
     std::lock_guard lock(setup_mutex_);
+    std::shared_ptr<Setup> next;
     while (!pending_.empty() && pending_.front()->generation <= stated_generation) {
       if (next) skipped.push_back({.setup = std::move(next)});
       next = std::move(pending_.front());
@@ -467,44 +505,55 @@ void DeviceLane::switch_setup(std::uint64_t stated_generation) {
       ++changes;
     }
     update_pending_.store(!pending_.empty(), std::memory_order_relaxed);
-  }
-  if (!next) return;
-  const bool stale = !next->configured || next->configuration != configurations_.load(std::memory_order_relaxed);
-  if (stale && setup_->configured) {
-    // Prepared before the lane configured its instances for the frames it sees now (its first
-    // frames, or a new description): it is configured before this frame, keeping the streams'
-    // histories the lane has now and growing its buffers in place, as a change prepared after
-    // them would.
-    auto carried = std::make_shared<Setup>(*next);
-    carried->configured = false;
-    carried->states = setup_->states;
-    carried->buffers = setup_->buffers;
-    skipped.push_back({.setup = std::exchange(next, std::move(carried))});
+    if (!next) return;
+    const bool stale = !next->configured || next->configuration != configurations_.load(std::memory_order_relaxed);
+    if (stale && setup_->configured) {
+      // Prepared before the lane configured its instances for the frames it sees now (its first
+      // frames, or a new description): it is configured before this frame, keeping the streams'
+      // histories the lane has now and growing its buffers in place, as a change prepared after
+      // them would.
+      auto carried = std::make_shared<Setup>(*next);
+      carried->configured = false;
+      carried->states = setup_->states;
+      carried->buffers = setup_->buffers;
+      skipped.push_back({.setup = std::exchange(next, std::move(carried))});
+    }
+    // Taken from pending_ and made setup_ under one hold of the lock: prepare_stages builds the next
+    // change on pending_.back(), or on setup_ when none is pending. Between two holds it would see
+    // neither and build on the setup before, and the changes taken here would be lost to every later
+    // generation (H100, session 9: live_update_test's [cuda] case, 1 run in 5, a frame of generation
+    // 30 with the scale of generation 28).
+    previous = std::exchange(setup_, std::move(next));
   }
   if (!skipped.empty()) {
     std::lock_guard lock(retire_mutex_);
     for (Retired& setup : skipped) retired_.push_back(std::move(setup));
   }
   // (An unconfigured setup, prepared before the lane's first frame, gets its states when configured.)
-  if (next->configured && next->states != setup_->states) {
-    if (next->states_reset && setup_->states && setup_->states->live() > 0)
+  if (setup_->configured && setup_->states != previous->states) {
+    if (setup_->states_reset && previous->states && previous->states->live() > 0)
       state_resets_.fetch_add(1, std::memory_order_relaxed);
-    streams_live_.store(next->states->live(), std::memory_order_relaxed);
+    streams_live_.store(setup_->states->live(), std::memory_order_relaxed);
   }
-  generation_now_.store(next->generation, std::memory_order_relaxed);
+  generation_now_.store(setup_->generation, std::memory_order_relaxed);
   param_changes_.fetch_add(changes, std::memory_order_relaxed);
   failed_frame_.reset();  // a description the old parameters refused may suit the new ones
-  install(std::move(next));
+  retire_replaced(std::move(previous));
 }
 
 void DeviceLane::install(std::shared_ptr<Setup> next) {
-  // Spare result buffers have the size of the slots' result buffers.
-  const bool same_outputs = next->result_bytes == setup_->result_bytes;
-  Retired old;
+  std::shared_ptr<Setup> previous;
   {
     std::lock_guard lock(setup_mutex_);
-    old.setup = std::exchange(setup_, std::move(next));
+    previous = std::exchange(setup_, std::move(next));
   }
+  retire_replaced(std::move(previous));
+}
+
+void DeviceLane::retire_replaced(std::shared_ptr<Setup> previous) {
+  // Spare result buffers have the size of the slots' result buffers.
+  const bool same_outputs = setup_->result_bytes == previous->result_bytes;
+  Retired old{.setup = std::move(previous)};
   if (!same_outputs) {
     old.spares = std::move(spare_results_);  // freed with the old setup
     spare_results_.assign(setup_->published_outputs.size(), {});
@@ -519,7 +568,8 @@ void DeviceLane::install(std::shared_ptr<Setup> next) {
 }
 
 // Frees setups no longer switched to once no slot runs them: stage instances and buffers are
-// destroyed here (device frees synchronise), not on a frame's way.
+// destroyed here, not on a frame's way. The lane's buffers go back to its MemoryPool without waiting
+// for the device; what a stage holds itself is freed by its destructor.
 void DeviceLane::retire_loop() {
   if (options_.backend == Backend::cuda) {
     try {
@@ -545,6 +595,19 @@ void DeviceLane::retire_loop() {
     retiring_.store(!retired_.empty(), std::memory_order_relaxed);
     if (!unused.empty()) {
       lock.unlock();
+      // What a stage holds itself is freed by its destructor, on CUDA often with cudaFree or
+      // cufftDestroy, which wait for the whole device: between two of the lane's frames (no slot
+      // busy) rather than while one is in flight, when such a moment comes within retire_idle_wait
+      // (H100: ncc_track's first frame after a change 0.7 ms slower when its old instance was freed
+      // meanwhile).
+      {
+        std::unique_lock slots(slot_mutex_);
+        const auto idle = [&] {
+          return !switching_ && std::none_of(slots_.begin(), slots_.end(),
+                                             [](const std::unique_ptr<Slot>& slot) { return slot->busy; });
+        };
+        slot_changed_.wait_for(slots, options_.retire_idle_wait, [&] { return submit_finished_ || idle(); });
+      }
       unused.clear();
       lock.lock();
       continue;
@@ -557,10 +620,16 @@ void DeviceLane::retire_loop() {
 
 void DeviceLane::process(InputFrame& frame) {
   mark(frame.times, HostPoint::popped);
-  if (update_pending_.load(std::memory_order_acquire)) switch_setup(frame.param_generation);
+  if (update_pending_.load(std::memory_order_acquire)) {
+    // The frame that switches counts as in flight from here: the retire thread frees the setup it
+    // replaces once that frame has finished, not while it starts.
+    set_switching(true);
+    switch_setup(frame.param_generation);
+  }
   if (!ready_for(frame.meta)) {
     // A description that failed is refused as it was, without configuring (and planning) again.
     if (failed_frame_ && same_description(frame.meta, *failed_frame_)) {
+      set_switching(false);
       refuse(frame.meta, failed_why_);
       return;
     }
@@ -572,6 +641,7 @@ void DeviceLane::process(InputFrame& frame) {
     } catch (const std::exception& e) {
       failed_frame_ = frame.meta;
       failed_why_ = e.what();
+      set_switching(false);
       refuse(frame.meta, failed_why_);
       return;
     }
@@ -581,6 +651,7 @@ void DeviceLane::process(InputFrame& frame) {
     std::unique_lock lock(slot_mutex_);
     slot_changed_.wait(lock, [&] { return !slot.busy; });
     slot.busy = true;
+    switching_ = false;
   }
   slot.frame = std::move(frame);
   mark(slot.frame.times, HostPoint::slot);
@@ -627,7 +698,7 @@ void DeviceLane::acquire_stream_state(Slot& slot) {
     slot_changed_.wait(lock, [&] { return in_flight_.empty(); });
   }
   bool evicted = false;
-  slot.state = &states.acquire(stream_id, evicted);
+  slot.state = &states.acquire(stream_id, evicted, slot.stream ? slot.stream->get() : nullptr);
   streams_live_.store(states.live(), std::memory_order_relaxed);
   if (evicted) {
     const std::uint64_t count = streams_evicted_.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -11,9 +11,12 @@
 // N's kernels and frame N-1's D2H; results always leave in frame order.
 //
 // Buffers are sized by Stage::configure() and grow only when the input description changes, so
-// same-shaped frames never allocate. Stages that keep state run in frame order across slots (the
-// stream waits on the previous frame's event for that stage) and keep one state per stream id
-// (runtime/stream_states.h, at most `max_streams` live, least recently used evicted).
+// same-shaped frames never allocate. On CUDA the lane's device and pinned buffers come from its own
+// MemoryPool (runtime/gpu_resources.h): allocating and letting go of them while frames run (a live
+// change, a new description, a retired setup) never waits for the device. Stages that keep state
+// run in frame order across slots (the stream waits on the previous frame's event for that stage)
+// and keep one state per stream id (runtime/stream_states.h, at most `max_streams` live, least
+// recently used evicted).
 //
 // Result buffers a receiver still holds are parked as spares, at most `max_spare_results` per
 // published output; past that the result is written to a slot-private buffer and published as
@@ -25,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -58,6 +62,18 @@ struct ExecutorOptions {
   std::size_t trace_capacity = 0;  // keep the timelines of the last N frames (tests, benchmarks)
   std::size_t max_streams = 64;        // live per-stream states of stateful stages
   std::size_t max_spare_results = 8;   // parked result buffers per published output
+  // CUDA: pinned memory the lane lets go of while it runs (buffers replaced by a live change or a new
+  // description) is kept for reuse up to this many bytes, not freed (cudaFreeHost waits for the
+  // whole device); see MemoryPool.
+  std::size_t keep_pinned_bytes = std::size_t(64) << 20;
+  // CUDA: after configuring for a description the lane's pools hold, beyond what its buffers use,
+  // twice that again (at least 16 MiB, at most this, per device and pinned memory), so that a live
+  // change to a larger shape allocates without the driver (see MemoryPool).
+  std::size_t reserve_bytes = std::size_t(256) << 20;
+  // A setup a live change replaced is freed (its stage instances destroyed: on CUDA often cudaFree or
+  // cufftDestroy, which wait for the whole device) between two of the lane's frames, when no frame is
+  // in flight; after waiting this long for such a moment, anyway.
+  std::chrono::milliseconds retire_idle_wait{100};
 };
 
 // Where one frame's work sat in time, in ms since the executor started (CUDA: from the slot's
@@ -232,12 +248,15 @@ class DeviceLane {
   void process(InputFrame& frame);
   void acquire_stream_state(Slot& slot);
   void configure(const FrameMeta& frame);          // submit thread, nothing in flight
+  void reserve_headroom();                         // CUDA: the pools' room for growth
   void plan(Setup& next, const FrameMeta& frame, const Setup* reuse);
   void size_buffers(SlotBuffers& buffers, const Setup& setup) const;
   void switch_setup(std::uint64_t stated_generation);  // submit thread, before a frame starts
   void install(std::shared_ptr<Setup> next);       // submit thread: setup_ = next, the old one retired
+  void retire_replaced(std::shared_ptr<Setup> previous);  // submit thread: after setup_ changed
   bool ready_for(const FrameMeta& frame) const;    // setup_ is configured for `frame`
   void wait_until_idle();                          // no slot in flight
+  void set_switching(bool switching);              // submit thread: a frame is switching setups
   void run_on_cpu(Slot& slot);
   void enqueue_on_cuda(Slot& slot);
   void finish(Slot& slot);
@@ -256,6 +275,7 @@ class DeviceLane {
   const ExecutorOptions options_;
   const ExecutorCallbacks callbacks_;
   FrameQueue queue_;
+  std::shared_ptr<MemoryPool> memory_;  // CUDA: where the slots' and setups' buffers come from
 
   // What the frames the submit thread starts run: stage instances, their plans for one frame
   // description, every slot's buffers, the stream states (runtime/device_lane.cpp). Replaced, never
@@ -295,6 +315,7 @@ class DeviceLane {
   std::condition_variable slot_changed_;
   std::deque<std::size_t> in_flight_;  // slot indices in submission order
   bool submit_finished_ = false;
+  bool switching_ = false;  // the submit thread switched setups for a frame not yet on a slot (slot_mutex_)
 
   std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
   std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0};

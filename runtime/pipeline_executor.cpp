@@ -30,7 +30,7 @@ struct PipelineExecutor::Ticket {
 PipelineExecutor::PipelineExecutor(std::string name, std::vector<int> devices,
                                          const std::function<std::vector<PipelineStage>()>& make_stages,
                                          ExecutorOptions options, ExecutorCallbacks callbacks)
-    : name_(std::move(name)), devices_(std::move(devices)), callbacks_(std::move(callbacks)),
+    : name_(std::move(name)), devices_(std::move(devices)), backend_(options.backend), callbacks_(std::move(callbacks)),
       placement_(devices_.empty() ? 1 : devices_.size(), false) {
   if (devices_.empty()) throw std::invalid_argument("pipeline '" + name_ + "' has no devices");
   std::vector<std::vector<PipelineStage>> stage_sets;
@@ -181,6 +181,7 @@ void PipelineExecutor::update_stage(std::size_t stage, const std::function<std::
 }
 
 void PipelineExecutor::check_stage(std::size_t stage, Stage& instance) const {
+  if (backend_ == Backend::cuda) return;  // tried on the devices by update_stage (see the header)
   const std::optional<DeviceLane::Description> description = lanes_.front()->description();
   if (!description || stage >= description->stage_inputs.size()) return;
   instance.configure(description->frame, description->stage_inputs[stage], Backend::cpu);

@@ -26,13 +26,16 @@ class StreamStates {
   explicit StreamStates(std::size_t capacity);
 
   // Forgets every stream; new entries get `bytes[stage]` of `kind` memory, zeroed.
-  void configure(std::vector<std::size_t> bytes, MemoryKind kind);
+  // `pool`: where device and pinned state buffers come from (null: allocated directly).
+  void configure(std::vector<std::size_t> bytes, MemoryKind kind, std::shared_ptr<MemoryPool> pool = nullptr);
   // True when acquire(stream_id) would evict another stream (the caller may need to wait until no
   // work still reads the evicted buffers).
   bool would_evict(std::uint32_t stream_id) const;
   // The state of `stream_id`, made most recently used; created zeroed when new. `evicted` is set
   // when another stream was forgotten to make room.
-  Entry& acquire(std::uint32_t stream_id, bool& evicted);
+  // A new stream's buffers are zeroed on `stream` (device memory; null: the CPU), before the work the
+  // caller issues there next.
+  Entry& acquire(std::uint32_t stream_id, bool& evicted, GpuStream stream = nullptr);
 
   std::size_t live() const { return index_.size(); }
   const std::vector<std::size_t>& bytes() const { return bytes_; }  // per stage, as configured
@@ -44,6 +47,7 @@ class StreamStates {
   const std::size_t capacity_;
   std::vector<std::size_t> bytes_;
   MemoryKind kind_ = MemoryKind::host;
+  std::shared_ptr<MemoryPool> pool_;
   std::list<Entry> entries_;  // most recently used first
   std::unordered_map<std::uint32_t, std::list<Entry>::iterator> index_;
   std::uint64_t evictions_ = 0;

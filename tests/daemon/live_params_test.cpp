@@ -180,6 +180,33 @@ TEST_CASE("a refused set names the parameter and the rule, and changes nothing",
   CHECK(f.live->generation(0) == 0);
 }
 
+TEST_CASE("a change the executor refuses while preparing it is a one-line error, and changes nothing", "[live]") {
+  StageRegistry registry;
+  registry.add(make_stage_info<ToyStage>("toy", "every parameter type"));
+  const DaemonConfig config =
+      parse_config("pipelines:\n  - name: a\n    stages:\n      - {type: toy, params: {gain: 2}}\n", "test.yaml",
+                   registry);
+  bool refuse = true;
+  std::vector<std::uint64_t> applied;
+  LiveParameters live(config.pipelines, registry,
+                      [&](std::size_t, std::size_t, const std::function<std::unique_ptr<Stage>()>&, std::uint64_t g) {
+                        if (refuse) throw StageError("toy: the device cannot\nhold that");
+                        applied.push_back(g);
+                      });
+  const LiveParameters::Outcome refused = live.set("a.toy.gain", "3", "local");
+  CHECK_FALSE(refused.ok);
+  CHECK(refused.error.rfind("a.toy.gain: the pipeline's devices refused it: toy: the device cannot", 0) == 0);
+  CHECK(refused.error.find('\n') == std::string::npos);  // one line
+  CHECK(live.generation(0) == 0);
+  CHECK(live.get("a.toy.gain").entries.at(0).value == "2");
+  refuse = false;
+  const LiveParameters::Outcome accepted = live.set("a.toy.gain", "3", "local");
+  CHECK(accepted.ok);
+  CHECK(accepted.generation == 1);  // the refused change took no generation
+  CHECK(applied == std::vector<std::uint64_t>{1});
+  CHECK(live.get("a.toy.gain").entries.at(0).value == "3");
+}
+
 TEST_CASE("list answers every parameter under a prefix with its declaration", "[live]") {
   Fixture f;
   const v1::ControlReply all = f.ask("list", "");

@@ -179,7 +179,7 @@ StagePlan NccTrackStage::configure(const FrameMeta& frame, const TensorSpec& inp
   if (method_ == ncc::Method::auto_select && seen_before) method_ = remembered->second;
   if (backend == Backend::cuda) {
 #ifdef SONOPIPE_WITH_CUDA
-    gpu_ = std::make_unique<cuda::NccTracker>(geometry_, batch_bytes);
+    gpu_ = std::make_unique<cuda::NccTracker>(geometry_, batch_bytes, method_);
     if (method_ == ncc::Method::auto_select) method_ = resolve_auto_cuda();
     device_bytes_ = gpu_->device_bytes(method_);
 #else

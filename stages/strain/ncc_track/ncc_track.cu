@@ -5,8 +5,15 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "stages/common/cuda_check.h"
@@ -33,14 +40,191 @@ int good_fft_size(int m) {
   }
 }
 
-template <typename T>
-T* device_alloc(std::size_t count, std::size_t& total) {
-  if (count == 0) return nullptr;
-  void* p = nullptr;
-  SONOPIPE_CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
-  total += count * sizeof(T);
-  return static_cast<T*>(p);
-}
+// Where the trackers' buffers come from: a stream-ordered pool of ncc_track's own per device, which
+// keeps what it has reserved. cudaMalloc takes the driver's locks (every stream's launches on the
+// device wait meanwhile) and cudaFree waits for the whole device; a live change of the kernel paid
+// both, on the `set` (a new tracker) and on the retire thread (the old one). A block is taken here
+// with cudaMallocFromPoolAsync on a side stream (the calling thread waits for that stream only: the
+// block is then ready for every stream) and given back with cudaFreeAsync there, so once the pool
+// holds the memory neither waits for the device. The rule: a block is given back only when no work
+// on the device uses it any more, as the host has seen (an event or stream synchronised after that
+// work): the free is ordered after nothing the other streams do (see ~NccTracker). The pool keeps up
+// to kKeepBytes it no longer hands out (more goes back to the driver when the side stream is waited
+// for), room for more trackers once it has grown (make_room), and none after an allocation it could
+// not make. Never destroyed (the CUDA context may be
+// gone at exit).
+class TrackerMemory {
+ public:
+  static TrackerMemory& of_current_device() {
+    int device = 0;
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+    return of_device(device);
+  }
+  static TrackerMemory& of_device(int device) {
+    static std::mutex mutex;
+    static std::map<int, TrackerMemory*> pools;  // deliberately leaked, see above
+    std::lock_guard lock(mutex);
+    TrackerMemory*& pool = pools[device];
+    if (!pool) pool = new TrackerMemory(device);
+    return *pool;
+  }
+  void* allocate(std::size_t bytes) {
+    const std::uint64_t reserved_before = attribute(cudaMemPoolAttrReservedMemCurrent);
+    void* block = nullptr;
+    const cudaError_t status = cudaMallocFromPoolAsync(&block, bytes, pool_, stream_);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      cudaStreamSynchronize(stream_);
+      cudaMemPoolTrimTo(pool_, 0);  // what a failed attempt reserved goes back (ncc_track_test)
+      check(status, "cudaMallocFromPoolAsync (the ncc_track tracker's block)", __FILE__, __LINE__);
+    }
+    SONOPIPE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (attribute(cudaMemPoolAttrReservedMemCurrent) > reserved_before) make_room();
+    return block;
+  }
+  void release(void* block) { cudaFreeAsync(block, stream_); }
+
+ private:
+  explicit TrackerMemory(int device) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    SONOPIPE_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
+    std::uint64_t keep = kKeepBytes;
+    SONOPIPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+    SONOPIPE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  std::uint64_t attribute(cudaMemPoolAttr which) const {
+    std::uint64_t value = 0;
+    cudaMemPoolGetAttribute(pool_, which, &value);
+    return value;
+  }
+  // The pool just grew (the driver mapped memory for it): it takes room for what follows now, at
+  // least 4 x what is in use (at most kKeepBytes). A live change makes its tracker while the one it
+  // replaces (and other pipelines' ones) still hold theirs; growing the pool then held every stream
+  // on the device: the first kernel change's configure took 66 ms and both pipelines' frames waited
+  // 60 ms (H100, result-3). So the pool grows at the first configure (the pipeline's start) and on a
+  // change only past that room. Best effort: without the memory, later allocations grow it as needed.
+  void make_room() {
+    const std::uint64_t room = std::min<std::uint64_t>(std::max<std::uint64_t>(4 * attribute(cudaMemPoolAttrUsedMemCurrent), kLeastRoom), kKeepBytes);
+    const std::uint64_t reserved = attribute(cudaMemPoolAttrReservedMemCurrent);
+    if (reserved >= room) return;
+    void* extra = nullptr;
+    if (cudaMallocFromPoolAsync(&extra, room - reserved, pool_, stream_) == cudaSuccess) cudaFreeAsync(extra, stream_);
+    cudaGetLastError();
+    cudaStreamSynchronize(stream_);
+  }
+  static constexpr std::uint64_t kKeepBytes = std::uint64_t(256) << 20;
+  static constexpr std::uint64_t kLeastRoom = std::uint64_t(64) << 20;
+  cudaMemPool_t pool_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+// The tracker's buffers, carved from one block (TrackerMemory): one allocation when it is
+// configured and one free when it goes, instead of one per buffer. Each buffer starts on 256 bytes,
+// as cudaMalloc's would (cuFFT, vector loads).
+class Carver {
+ public:
+  template <typename T>
+  void add(T*& target, std::size_t count, std::size_t& total) {
+    if (count == 0) return;
+    constexpr std::size_t kAlignment = 256;
+    offset_ = (offset_ + kAlignment - 1) / kAlignment * kAlignment;
+    const std::size_t at = offset_;
+    places_.push_back([&target, at](std::byte* block) { target = reinterpret_cast<T*>(block + at); });
+    offset_ += count * sizeof(T);
+    total += count * sizeof(T);
+  }
+  // Allocates the block (null when nothing was added) and points every buffer into it.
+  void* allocate(TrackerMemory& memory) {
+    if (offset_ == 0) return nullptr;
+    void* block = memory.allocate(offset_);
+    for (const auto& place : places_) place(static_cast<std::byte*>(block));
+    return block;
+  }
+
+ private:
+  std::size_t offset_ = 0;
+  std::vector<std::function<void(std::byte*)>> places_;
+};
+
+// cuFFT plans kept for reuse, by device and shape. Making a plan takes milliseconds (H100: 0.6-0.7
+// ms for lewis' two) and destroying one waits for the device, so a live change of ncc_track's kernel
+// paid both on every change (session 9: set -> next frame 14-19 ms at 250 Hz). A tracker takes a plan
+// for its shape here and gives it back when it goes; a plan is held by one tracker at a time (its
+// stream is the holder's), and the trackers of one shape in turn reuse it. A plan is made with a
+// work area from TrackerMemory (cufftSetAutoAllocation 0, then cufftSetWorkArea once) that stays
+// with it. At most kKeptPlans are kept (further ones are destroyed when given back). Never destroyed
+// at exit (the CUDA context may be gone by then): a process holds these few plans until it ends.
+class PlanCache {
+ public:
+  struct Key {
+    int device = 0, type = 0, rank = 0, batch = 0;
+    std::array<int, 3> n{};
+    bool operator<(const Key& other) const {
+      return std::tie(device, type, rank, batch, n) < std::tie(other.device, other.type, other.rank, other.batch, other.n);
+    }
+  };
+  // A plan with the work area it was given when made (from TrackerMemory, kept with it): a plan
+  // taken again is used as it is, without cufftSetWorkArea.
+  struct Plan {
+    cufftHandle handle = 0;
+    void* work = nullptr;
+  };
+  static PlanCache& instance() {
+    static PlanCache* cache = new PlanCache;  // deliberately leaked, see above
+    return *cache;
+  }
+  // A kept plan of `key`'s shape (made on the current device), or a new one.
+  Plan take(const Key& key) {
+    {
+      std::lock_guard lock(mutex_);
+      auto found = kept_.find(key);
+      if (found != kept_.end()) {
+        const Plan plan = found->second;
+        kept_.erase(found);
+        return plan;
+      }
+    }
+    Plan plan;
+    check_cufft(cufftCreate(&plan.handle), "create");
+    try {
+      check_cufft(cufftSetAutoAllocation(plan.handle, 0), "set auto allocation");
+      int n[3] = {key.n[0], key.n[1], key.n[2]};
+      std::size_t work_bytes = 0;
+      check_cufft(cufftMakePlanMany(plan.handle, key.rank, n, nullptr, 1, 0, nullptr, 1, 0,
+                                    static_cast<cufftType>(key.type), key.batch, &work_bytes),
+                  key.type == CUFFT_R2C ? "plan R2C" : "plan C2R");
+      if (work_bytes > 0) {
+        plan.work = TrackerMemory::of_current_device().allocate(work_bytes);
+        check_cufft(cufftSetWorkArea(plan.handle, plan.work), "set work area");
+      }
+    } catch (...) {
+      if (plan.work) TrackerMemory::of_current_device().release(plan.work);
+      cufftDestroy(plan.handle);
+      throw;
+    }
+    return plan;
+  }
+  // As for a tracker's memory: only once the host has seen the work that used the plan finish.
+  void give_back(const Key& key, Plan plan) {
+    {
+      std::lock_guard lock(mutex_);
+      if (kept_.size() < kKeptPlans) {
+        kept_.emplace(key, plan);
+        return;
+      }
+    }
+    cufftDestroy(plan.handle);
+    if (plan.work) TrackerMemory::of_device(key.device).release(plan.work);
+  }
+
+ private:
+  static constexpr std::size_t kKeptPlans = 16;
+  std::mutex mutex_;
+  std::multimap<Key, Plan> kept_;
+};
 
 }  // namespace
 
@@ -63,6 +247,10 @@ struct NccTracker::Impl {
   cufftComplex *window_spectra = nullptr, *region_spectra = nullptr;
   cufftHandle forward = 0, inverse = 0;
   bool forward_plan = false, inverse_plan = false;
+  PlanCache::Key forward_key{}, inverse_key{};
+  PlanCache::Plan forward_cached{}, inverse_cached{};  // with their work areas (PlanCache)
+  void* block = nullptr;          // every buffer above (Carver), from `memory`
+  TrackerMemory* memory = nullptr;
   // standard
   k::StandardLaunch standard{};
   k::StandardSums standard_sums{};
@@ -76,15 +264,9 @@ struct NccTracker::Impl {
   // Frees what exists, also after a constructor that threw half-way (the unique_ptr holding this
   // Impl is a finished member, so it is destroyed even though ~NccTracker never runs).
   ~Impl() {
-    if (forward_plan) cufftDestroy(forward);
-    if (inverse_plan) cufftDestroy(inverse);
-    for (void* p : allocations())
-      if (p) cudaFree(p);
-  }
-
-  std::vector<void*> allocations() const {
-    return {maps, point_flags, sum, f2, f1, g2, g1, cross, windows, regions, window_spectra, region_spectra,
-            standard_scratch};
+    if (forward_plan) PlanCache::instance().give_back(forward_key, forward_cached);
+    if (inverse_plan) PlanCache::instance().give_back(inverse_key, inverse_cached);
+    if (block) memory->release(block);
   }
 
   k::EnergyTables energy() const { return {f2, f1, g2, g1}; }
@@ -118,8 +300,11 @@ struct NccTracker::Impl {
   }
 };
 
-NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
-    : impl_(std::make_unique<Impl>()) {
+NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, ncc::Method method)
+    : impl_(std::make_unique<Impl>()), method_(method) {
+  const bool all = method == ncc::Method::auto_select;
+  const bool luo = all || method == ncc::Method::luo, lewis = all || method == ncc::Method::lewis;
+  const bool standard = all || method == ncc::Method::standard;
   Impl& m = *impl_;
   m.geo = geometry;
   const ncc::Geometry& g = m.geo;
@@ -129,22 +314,25 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
   }
   const std::size_t points = static_cast<std::size_t>(g.point_count());
   const std::size_t shifts = static_cast<std::size_t>(g.shift_count());
-  m.maps = device_alloc<float>(points * shifts, m.common_bytes);
-  m.point_flags = device_alloc<unsigned>(points, m.common_bytes);
-  m.sum = device_alloc<double>(1, m.common_bytes);
+  Carver carve;
+  carve.add(m.maps, points * shifts, m.common_bytes);
+  carve.add(m.point_flags, points, m.common_bytes);
+  carve.add(m.sum, 1, m.common_bytes);
   std::size_t table_bytes = 0;
   const std::size_t reference_elements = k::table_elements(m.reference_extent);
   const std::size_t target_elements = k::table_elements(m.target_extent);
-  m.f2 = device_alloc<double>(reference_elements, table_bytes);
-  m.g2 = device_alloc<double>(target_elements, table_bytes);
-  if (g.zero_mean) {
-    m.f1 = device_alloc<double>(reference_elements, table_bytes);
-    m.g1 = device_alloc<double>(target_elements, table_bytes);
+  if (luo || lewis) {  // the energy tables (standard sums its own)
+    carve.add(m.f2, reference_elements, table_bytes);
+    carve.add(m.g2, target_elements, table_bytes);
+    if (g.zero_mean) {
+      carve.add(m.f1, reference_elements, table_bytes);
+      carve.add(m.g1, target_elements, table_bytes);
+    }
   }
   // luo: as many cross tables as fit in batch_bytes (at least one, at most one per shift).
   const std::size_t cross_bytes = reference_elements * sizeof(double);
   m.luo_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / cross_bytes, 1, shifts));
-  m.cross = device_alloc<double>(reference_elements * m.luo_batch, m.luo_bytes);
+  if (luo) carve.add(m.cross, reference_elements * m.luo_batch, m.luo_bytes);
   m.luo_bytes += table_bytes;
   // lewis: FFT boxes W + S - 1 per dimension, cuFFT-friendly sizes; batch of points.
   for (int d = 0; d < kDims; ++d)
@@ -153,26 +341,38 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes)
   m.spectrum_total = static_cast<std::size_t>(m.fft_size[0] / 2 + 1) * m.fft_size[1] * m.fft_size[2];
   const std::size_t per_point = 2 * m.fft_total * sizeof(float) + 2 * m.spectrum_total * sizeof(cufftComplex);
   m.lewis_batch = static_cast<int>(std::clamp<std::size_t>(batch_bytes / per_point, 1, points));
-  m.windows = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
-  m.regions = device_alloc<float>(m.fft_total * m.lewis_batch, m.lewis_bytes);
-  m.window_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
-  m.region_spectra = device_alloc<cufftComplex>(m.spectrum_total * m.lewis_batch, m.lewis_bytes);
-  int n[kDims], rank = 0;
-  for (int d = kDims - 1; d >= 0; --d)  // slowest first, dropping leading size-1 dimensions
-    if (rank > 0 || m.fft_size[d] > 1 || d == 0) n[rank++] = m.fft_size[d];
-  check_cufft(cufftPlanMany(&m.forward, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, m.lewis_batch),
-              "plan R2C");
-  m.forward_plan = true;
-  check_cufft(cufftPlanMany(&m.inverse, rank, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, m.lewis_batch),
-              "plan C2R");
-  m.inverse_plan = true;
-  std::size_t work_forward = 0, work_inverse = 0;
-  cufftGetSize(m.forward, &work_forward);
-  cufftGetSize(m.inverse, &work_inverse);
-  m.lewis_bytes += work_forward + work_inverse + table_bytes;
+  if (lewis) {
+    carve.add(m.windows, m.fft_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.regions, m.fft_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.window_spectra, m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+    carve.add(m.region_spectra, m.spectrum_total * m.lewis_batch, m.lewis_bytes);
+    PlanCache::Key key{.rank = 0, .batch = m.lewis_batch};
+    SONOPIPE_CUDA_CHECK(cudaGetDevice(&key.device));
+    for (int d = kDims - 1; d >= 0; --d)  // slowest first, dropping leading size-1 dimensions
+      if (key.rank > 0 || m.fft_size[d] > 1 || d == 0) key.n[key.rank++] = m.fft_size[d];
+    m.forward_key = key;
+    m.forward_key.type = CUFFT_R2C;
+    m.inverse_key = key;
+    m.inverse_key.type = CUFFT_C2R;
+    m.forward_cached = PlanCache::instance().take(m.forward_key);
+    m.forward = m.forward_cached.handle;
+    m.forward_plan = true;
+    m.inverse_cached = PlanCache::instance().take(m.inverse_key);
+    m.inverse = m.inverse_cached.handle;
+    m.inverse_plan = true;
+    for (const cufftHandle plan : {m.forward, m.inverse}) {
+      std::size_t work_bytes = 0;
+      cufftGetSize(plan, &work_bytes);
+      m.lewis_bytes += work_bytes;
+    }
+  }
+  m.lewis_bytes += table_bytes;
   m.standard_ok = k::configure_standard(g, m.standard);
   const std::size_t sums_floats = k::standard_sums_floats(g, m.standard_sums);
-  m.standard_scratch = device_alloc<float>(sums_floats, m.standard_bytes);
+  if (standard) carve.add(m.standard_scratch, sums_floats, m.standard_bytes);
+  m.memory = &TrackerMemory::of_current_device();
+  m.block = carve.allocate(*m.memory);
+  if (!m.standard_scratch) return;
   k::StandardSums& s = m.standard_sums;
   s.reference_energy = m.standard_scratch;
   s.reference_sum = s.reference_energy + s.reference_elements;
@@ -190,6 +390,8 @@ void NccTracker::normalise(const float* in, float* out, std::size_t count, cudaS
 
 void NccTracker::correlate(ncc::Method method, const float* f, const float* g, cudaStream_t stream) {
   Impl& m = *impl_;
+  if (method_ != ncc::Method::auto_select && method != method_)
+    throw CudaError("ncc_track: correlate() with a method this tracker did not allocate for");
   const ncc::Geometry& geo = m.geo;
   if (method == ncc::Method::luo || method == ncc::Method::lewis)  // standard zeroes them in its first kernel
     SONOPIPE_CUDA_CHECK(cudaMemsetAsync(m.point_flags, 0, sizeof(unsigned) * geo.point_count(), stream));
@@ -246,6 +448,7 @@ void NccTracker::find_peaks(int rank, const float spacing[kDims], float* displac
 }
 
 ncc::Method NccTracker::fastest_method(std::string& why) {
+  if (method_ != ncc::Method::auto_select) throw CudaError("ncc_track: fastest_method() needs a tracker for auto");
   const ncc::Geometry& geo = impl_->geo;
   const std::size_t count = static_cast<std::size_t>(geo.frame[0]) * geo.frame[1] * geo.frame[2];
   std::vector<float> host(2 * count);

@@ -16,9 +16,14 @@ namespace sonopipe::cuda {
 
 class NccTracker {
  public:
-  // Allocates every buffer (configure time). `batch_bytes` bounds the lewis spectra and the luo
-  // cross tables processed at once.
-  NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes);
+  // Allocates the buffers of `method` (configure time; auto_select: of every method, for
+  // fastest_method()). `batch_bytes` bounds the lewis spectra and the luo cross tables processed at
+  // once. lewis' cuFFT plans come from a process-wide cache of plans by shape (ncc_track.cu).
+  NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes,
+             ncc::Method method = ncc::Method::auto_select);
+  // Only once the work issued with it has finished, as the host has seen (an event or stream
+  // synchronised after it; a device lane frees a replaced stage after its frames): its memory goes
+  // back to a stream-ordered pool without waiting for the device (ncc_track.cu, TrackerMemory).
   ~NccTracker();
   NccTracker(const NccTracker&) = delete;
   NccTracker& operator=(const NccTracker&) = delete;
@@ -45,6 +50,7 @@ class NccTracker {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  ncc::Method method_;
 };
 
 }  // namespace sonopipe::cuda

@@ -546,6 +546,44 @@ TEST_CASE("each CUDA method matches the CPU reference on fresh random inputs", "
   }
 }
 
+TEST_CASE("lewis stages of one shape reuse cuFFT plans in turn and match the CPU reference, also with two alive at "
+          "once",
+          "[ncc_track][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  const auto seed = test::fresh_seed();
+  ThreadPool pool(2);
+  const std::map<std::string, RawParam> shape = {{"kernel", list({"31", "5"})}, {"search_min", list({"-4", "-2"})},
+                                                 {"search_max", list({"4", "2"})}, {"step", list({"4", "1"})}};
+  const TensorSpec spec = frame_spec({32, 256});
+  const int shift[3] = {1, -1, 0};
+  Pair pair = random_pair(spec, seed, shift, 0.5f);
+  auto cpu_params = shape;
+  cpu_params["method"] = item("standard");
+  auto cpu_stage = make_stage(cpu_params);
+  const Outputs expected = run_cpu(*cpu_stage, spec, {pair.f.data(), pair.g.data()}, pool);
+  auto lewis_params = shape;
+  lewis_params["method"] = item("lewis");
+  auto check = [&](const Outputs& got, const char* which) {
+    INFO(which << ", seed " << seed);
+    REQUIRE(got.produced == std::vector<bool>{false, true});
+    for (std::size_t i = 0; i < expected.displacement_samples.size(); ++i)
+      REQUIRE(std::fabs(got.displacement_samples[i] - expected.displacement_samples[i]) < 1e-3);  // as above
+    for (std::size_t p = 0; p < expected.correlation.size(); ++p)
+      REQUIRE(std::fabs(got.correlation[p] - expected.correlation[p]) < 1e-5);  // as above
+  };
+  // In turn: the second stage gets the first one's plans (given back when it went), with its own work area.
+  for (const char* which : {"first", "second, after the first went"}) {
+    auto stage = make_stage(lewis_params);
+    check(run_cuda(*stage, spec, {pair.f.data(), pair.g.data()}), which);
+  }
+  // At once: two stages of the shape alive, configured before either runs (a plan is held by one).
+  auto one = make_stage(lewis_params), two = make_stage(lewis_params);
+  one->configure(rf_frame(spec), spec, Backend::cuda);
+  two->configure(rf_frame(spec), spec, Backend::cuda);
+  check(run_cuda(*two, spec, {pair.f.data(), pair.g.data()}), "two alive, the second");
+  check(run_cuda(*one, spec, {pair.f.data(), pair.g.data()}), "two alive, the first");
+}
+
 TEST_CASE("a CUDA tracker whose construction fails half-way gives its device memory back", "[ncc_track][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
   // Leave ~1 GiB free, then ask for a tracker whose first buffers fit (maps, energy tables: ~0.3 GB
