@@ -6,6 +6,8 @@
 
 #include "runtime/gpu_device.h"
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
@@ -105,6 +107,7 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     ingest_ = std::make_unique<Ingest>(
         context_, config_, [this](InputFrame&& frame) { return pipelines_->dispatch(std::move(frame)); }, rejects_,
         secure_ingest);
+  if (ingest_) ingest_->set_timeline(timeline_.get());
   for (std::size_t i = 0; i < config_.pipelines.size(); ++i) {
     if (!pipelines_->has_own_ingest(i)) continue;
     DaemonConfig own = config_;
@@ -141,6 +144,7 @@ void Daemon::stop() { stop_requested_.store(true); }
 
 std::thread Daemon::guarded_thread(const char* what, std::function<void()> body) {
   return std::thread([this, what, body = std::move(body)] {
+    pthread_setname_np(pthread_self(), what);  // per-thread CPU accounting (sonopipe-bench core)
     std::string why;
     try {
       body();
@@ -219,6 +223,7 @@ int Daemon::run() {
   }
   drainer.join();
   drained_.store(true);
+  if (timeline_) timeline_->write();
   v1::Status final_status = status();
   publisher_->publish_status(final_status);
   publisher_->close(2000);

@@ -11,6 +11,8 @@
 
 #include <zmq.hpp>
 
+#include "runtime/host_timeline.h"
+
 #include "daemon/backend_choice.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
@@ -48,6 +50,8 @@ class Daemon {
   DaemonConfig config_;
   BackendSelection backend_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  // SONOPIPE_HOST_TIMELINE (runtime/host_timeline.h): each frame's trip, written at the stop.
+  std::unique_ptr<HostTimeline> timeline_ = HostTimeline::from_environment();
   zmq::context_t context_{2};  // two I/O threads: ingest and publish streams do not share one
   std::unique_ptr<CurveGate> curve_gate_;  // security.curve; outlives the sockets it guards
   RejectLog rejects_;

@@ -48,7 +48,8 @@ void FrameAdmission::refuse(wire::RejectReason reason, const std::string& detail
 
 FrameAdmission::Verdict FrameAdmission::admit(const void* header, std::size_t header_bytes,
                                               std::shared_ptr<const std::byte> payload, std::size_t payload_bytes,
-                                              bool pinned, std::int64_t received_ns, wire::DeliveryTag* delivery) {
+                                              bool pinned, std::int64_t received_ns, wire::DeliveryTag* delivery,
+                                              std::int64_t received_steady_ns) {
   received_.fetch_add(1, std::memory_order_relaxed);
   InputFrame frame;
   wire::DeliveryTag tag;
@@ -104,9 +105,18 @@ FrameAdmission::Verdict FrameAdmission::admit(const void* header, std::size_t he
   frame.payload_bytes = payload_bytes;
   frame.payload_pinned = pinned;
   frame.received_ns = received_ns;
+  FrameTimes* times = nullptr;
+  if (timeline_) {
+    times = timeline_->frame(frame.meta.sequence);
+    times->mark(HostPoint::received, received_steady_ns != 0 ? received_steady_ns : host_steady_ns());
+    frame.times = times;
+  }
   const std::uint32_t stream_id = frame.meta.stream_id;
   const std::string kind(frame_kind_name(frame.meta.kind));
-  if (dispatch_(std::move(frame))) return Verdict::accepted;
+  if (dispatch_(std::move(frame))) {
+    mark(times, HostPoint::admitted);
+    return Verdict::accepted;
+  }
   rejects_.reject(wire::RejectReason::no_pipeline,
                   "no pipeline takes kind " + kind + " from stream " + std::to_string(stream_id));
   return Verdict::refused;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "runtime/frame_queue.h"
+#include "runtime/host_timeline.h"
 #include "daemon/config.h"
 #include "wire/line_limiter.h"
 #include "daemon/reject_log.h"
@@ -36,13 +37,16 @@ class FrameAdmission {
 
   FrameAdmission(const DaemonConfig& config, Dispatch dispatch, RejectLog& rejects);
   void set_already_accepted(AlreadyAccepted check) { already_accepted_ = std::move(check); }
+  // Notes each admitted frame's trip there (SONOPIPE_HOST_TIMELINE); null: nowhere.
+  void set_timeline(HostTimeline* timeline) { timeline_ = timeline; }
 
   // The payload stays where `payload` points (shared with the pipelines until they are done);
   // `pinned`: it lies in page-locked memory the CUDA path may copy from directly. `delivery` (may
   // be null) receives the sender's delivery numbering when the header could be read.
+  // `received_steady_ns`: when the message was complete (host_steady_ns; for the timeline).
   Verdict admit(const void* header, std::size_t header_bytes, std::shared_ptr<const std::byte> payload,
                 std::size_t payload_bytes, bool pinned, std::int64_t received_ns,
-                wire::DeliveryTag* delivery = nullptr);
+                wire::DeliveryTag* delivery = nullptr, std::int64_t received_steady_ns = 0);
   // A message refused before admit() (wrong part count, bad slot descriptor): counted as received.
   void refuse(wire::RejectReason reason, const std::string& detail);
 
@@ -59,6 +63,7 @@ class FrameAdmission {
   std::atomic<std::uint64_t> missing_{0};       // sequence gaps, all streams
   std::atomic<std::uint64_t> duplicates_{0};    // resends of frames already accepted, not processed again
   AlreadyAccepted already_accepted_;
+  HostTimeline* timeline_ = nullptr;
   LineLimiter duplicate_lines_;                 // reader thread only
   SequenceTracker sequences_{kTrackedStreams};  // reader thread only
   LineLimiter gap_lines_, forgotten_lines_;     // reader thread only

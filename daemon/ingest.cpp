@@ -102,6 +102,7 @@ std::size_t Ingest::read_ready(KeepGoing keep_going) {
 
 void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {
   const std::int64_t received_ns = wall_clock_ns();
+  const std::int64_t received_steady_ns = host_steady_ns();
   if (part_count != 2) {
     admission_.refuse(wire::RejectReason::malformed_message,
                       "message has " + std::to_string(part_count) + " parts, expected [header][payload]");
@@ -114,7 +115,7 @@ void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) 
   const FrameAdmission::Verdict verdict =
       admission_.admit(parts[0].data(), parts[0].size(),
                        std::shared_ptr<const std::byte>(message, message->data<const std::byte>()), payload_bytes,
-                       false, received_ns, &delivery);
+                       false, received_ns, &delivery, received_steady_ns);
   if (acknowledger_ && delivery.requested()) {
     acknowledger_->record(delivery, verdict != FrameAdmission::Verdict::refused, Acknowledger::Clock::now());
     acknowledge(false);  // within a burst, at most one per sender per Acknowledger::kCoalesce

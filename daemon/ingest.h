@@ -38,6 +38,7 @@ class Ingest {
   // buffers at a stop are processed or counted, never lost silently. Runs on its own thread.
   void run(const std::atomic<bool>& stop);
   std::uint64_t received() const { return admission_.received(); }
+  void set_timeline(HostTimeline* timeline) { admission_.set_timeline(timeline); }
   std::uint64_t read_at_stop() const { return read_at_stop_.load(std::memory_order_relaxed); }
   std::uint64_t discarded_at_stop() const { return discarded_at_stop_.load(std::memory_order_relaxed); }
   std::uint64_t missing() const { return admission_.missing(); }

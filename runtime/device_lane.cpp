@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include "sdk/thread_pool.h"
@@ -97,7 +98,7 @@ struct DeviceLane::Retired {
 
 struct DeviceLane::Slot {
   // Memory: host for the CPU backend; device (+ pinned host for copies) for CUDA.
-  Buffer input_host;                      // pinned staging of the payload (CUDA), aligned copy (CPU)
+  Buffer input_host;                      // aligned copy (CPU); pinned staging (CUDA, SONOPIPE_STAGING=slot)
   Buffer input_device;
   // [published output] the receiver's memory the result is written into instead (claim_result).
   std::vector<std::shared_ptr<ResultClaim>> claims;
@@ -162,10 +163,21 @@ DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
     epoch_ = std::make_unique<GpuEvent>();
     epoch_->record(slots_[0]->stream->get());
     epoch_->synchronize();
+    epoch_steady_ns_ = host_steady_ns();
   }
-  submit_thread_ = std::thread([this] { submit_loop(); });
-  completion_thread_ = std::thread([this] { completion_loop(); });
-  retire_thread_ = std::thread([this] { retire_loop(); });
+  // Named for per-thread CPU accounting (sonopipe-bench core reads /proc/<pid>/task/*).
+  submit_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "lane-submit");
+    submit_loop();
+  });
+  completion_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "lane-complete");
+    completion_loop();
+  });
+  retire_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "lane-retire");
+    retire_loop();
+  });
 }
 
 DeviceLane::~DeviceLane() { drain(); }
@@ -353,8 +365,12 @@ void DeviceLane::configure(const FrameMeta& frame) {
     throw;
   }
   for (auto& slot : slots_) {
-    const MemoryKind staging_memory = options_.backend == Backend::cuda ? MemoryKind::pinned : MemoryKind::host;
-    slot->input_host.reserve(staging_memory, frame.payload.byte_size(), memory_);
+    // CPU: an aligned copy for unaligned payloads. CUDA: no pinned input unless the payload is
+    // staged through the slot (SONOPIPE_STAGING=slot, enqueue_on_cuda).
+    if (options_.backend == Backend::cpu)
+      slot->input_host.reserve(MemoryKind::host, frame.payload.byte_size(), memory_);
+    else if (switches_.staging == HostPathSwitches::Staging::slot)
+      slot->input_host.reserve(MemoryKind::pinned, frame.payload.byte_size(), memory_);
     if (options_.backend == Backend::cuda)
       slot->input_device.reserve(MemoryKind::device, frame.payload.byte_size(), memory_);
   }
@@ -603,6 +619,7 @@ void DeviceLane::retire_loop() {
 }
 
 void DeviceLane::process(InputFrame& frame) {
+  mark(frame.times, HostPoint::popped);
   if (update_pending_.load(std::memory_order_acquire)) {
     // The frame that switches counts as in flight from here: the retire thread frees the setup it
     // replaces once that frame has finished, not while it starts.
@@ -637,6 +654,7 @@ void DeviceLane::process(InputFrame& frame) {
     switching_ = false;
   }
   slot.frame = std::move(frame);
+  mark(slot.frame.times, HostPoint::slot);
   slot.setup = setup_;
   slot.buffers = setup_->buffers[next_slot_].get();
   slot.generation = setup_->generation;
@@ -761,7 +779,10 @@ void DeviceLane::release_staged_payload(Slot& slot) {
   // pinned input (a pinned payload is read by the H2D still in flight: it stays until completion).
   // Handing it back now, not a frame later at completion, keeps fewer receive buffers alive: the
   // allocator gives ZeroMQ's next receive memory that is already mapped instead of fresh pages.
-  if (options_.backend == Backend::cpu || !slot.frame.payload_pinned) slot.frame.payload.reset();
+  if (options_.backend == Backend::cpu || !slot.frame.payload_pinned) {
+    slot.frame.payload.reset();
+    mark(slot.frame.times, HostPoint::payload_released);
+  }
 }
 
 void DeviceLane::release_idle_spares(std::size_t output) {
@@ -805,14 +826,25 @@ void DeviceLane::run_on_cpu(Slot& slot) {
 void DeviceLane::enqueue_on_cuda(Slot& slot) {
   GpuStream stream = slot.stream->get();
   const std::size_t bytes = slot.frame.payload_bytes;
-  // Pageable bytes from the socket go through the slot's pinned buffer so the H2D is asynchronous.
+  // Pageable bytes from the socket go to the driver as they are: cudaMemcpyAsync copies them
+  // through its own small pinned buffers, each sent while the next is filled, and returns once the
+  // last piece is in them (the payload may then be let go of; only this slot's stream, idle here,
+  // is waited for). Staging the whole frame into the slot's pinned input first (SONOPIPE_STAGING=
+  // slot, before 2026-11-26) wrote and read 5.5 MB more of host memory per channel frame, which
+  // made ZeroMQ's receive copy on the I/O thread, the daemon's bottleneck, about 30 % dearer
+  // (docs/host-path.md). Pinned payloads (shared memory) are copied asynchronously as they are.
   const void* host_input = slot.frame.payload.get();
-  if (!slot.frame.payload_pinned) {
+  const bool staged = !slot.frame.payload_pinned && switches_.staging == HostPathSwitches::Staging::slot;
+  if (staged) {
+    mark(slot.frame.times, HostPoint::staging_begin);
     stage_into_pinned(slot.input_host.data(), host_input, bytes);
+    mark(slot.frame.times, HostPoint::staging_end);
     host_input = slot.input_host.data();
   }
   slot.start->record(stream);
+  if (!staged && !slot.frame.payload_pinned) mark(slot.frame.times, HostPoint::staging_begin);
   copy_to_device_async(slot.input_device.data(), host_input, bytes, stream);
+  if (!staged && !slot.frame.payload_pinned) mark(slot.frame.times, HostPoint::staging_end);
   slot.after_h2d->record(stream);
   // The frame's own pinned memory (e.g. a producer's shared-memory slot) goes back when its copy
   // is done, before the rest of the frame: the completion thread waits for after_h2d first. (A
@@ -852,6 +884,7 @@ void DeviceLane::enqueue_on_cuda(Slot& slot) {
   }
   slot.done->record(stream);
   slot.produced = produced;
+  mark(slot.frame.times, HostPoint::issued);
 }
 
 void DeviceLane::stage_into_pinned(void* pinned, const void* payload, std::size_t bytes) {
@@ -887,6 +920,7 @@ void DeviceLane::completion_loop() {
     }
     Slot& slot = *slots_[index];
     finish(slot);
+    FrameTimes* const times = slot.frame.times;
     slot.frame.payload.reset();  // hand the socket's buffer back now, not when the slot is reused
     // Let go of the frame's setup; the retire thread frees a replaced one once no slot holds it.
     slot.buffers = nullptr;
@@ -897,6 +931,7 @@ void DeviceLane::completion_loop() {
       in_flight_.pop_front();
       slot.busy = false;
     }
+    mark(times, HostPoint::slot_free);
     slot_changed_.notify_all();
   }
 }
@@ -913,6 +948,7 @@ void DeviceLane::finish(Slot& slot) {
       }
       slot.done->synchronize();
       const std::int64_t seen_done_ns = wall_clock_ns();
+      mark(slot.frame.times, HostPoint::done_seen);
       const double h2d = slot.after_h2d->milliseconds_since(*slot.start);
       double stages_ms = 0.0;
       const GpuEvent* previous = slot.after_h2d.get();
@@ -928,6 +964,15 @@ void DeviceLane::finish(Slot& slot) {
       busy_ms = h2d + stages_ms + d2h;
       timing.compute_end_ns = seen_done_ns - static_cast<std::int64_t>(d2h * 1e6);
       timing.compute_start_ns = timing.compute_end_ns - static_cast<std::int64_t>(stages_ms * 1e6);
+      if (slot.frame.times) {
+        // The GPU's instants on the host clock, through the epoch event (within its sync's latency).
+        const double start_ms = slot.start->milliseconds_since(*epoch_);
+        auto at = [&](double ms) { return epoch_steady_ns_ + static_cast<std::int64_t>(ms * 1e6); };
+        slot.frame.times->mark(HostPoint::gpu_start, at(start_ms));
+        slot.frame.times->mark(HostPoint::gpu_h2d_end, at(start_ms + h2d));
+        slot.frame.times->mark(HostPoint::gpu_stages_end, at(start_ms + h2d + stages_ms));
+        slot.frame.times->mark(HostPoint::gpu_done, at(start_ms + busy_ms));
+      }
       if (options_.trace_capacity > 0) {
         const double start_ms = slot.start->milliseconds_since(*epoch_);
         record_trace({slot.frame.meta.sequence, start_ms, start_ms + h2d, start_ms + h2d + stages_ms,
@@ -998,6 +1043,7 @@ void DeviceLane::finish(Slot& slot) {
     }
   }
   for (auto& claim : slot.claims) claim.reset();  // a frame that produced nothing: abandoned
+  mark(slot.frame.times, HostPoint::published);
   const std::int64_t now_steady = steady_ns();
   latency_ms_.add(ms_between(slot.frame.received_ns, wall_clock_ns()));
   if (last_completion_steady_ns_ != 0) interval_ms_.add(ms_between(last_completion_steady_ns_, now_steady));

@@ -2,8 +2,9 @@
 // in front, a ring of slots, a submit thread and a completion thread.
 //
 // Data flow per frame: the submit thread takes the next frame from the queue, waits for the next
-// slot in the ring to be free, and issues the frame's work on that slot — on CUDA: copy into the
-// slot's pinned input, H2D on the slot's stream, every stage on that stream, D2H of the published
+// slot in the ring to be free, and issues the frame's work on that slot — on CUDA: H2D on the
+// slot's stream (from pageable memory through the driver's pinned buffers, or straight from a
+// pinned payload), every stage on that stream, D2H of the published
 // outputs, events between the steps; on the CPU: every stage in turn, each parallelised on the
 // thread pool. The completion thread takes slots in submission order, waits for their work (CUDA
 // event), publishes their results and frees the slot. With S slots, frame N+1's H2D overlaps frame
@@ -42,6 +43,7 @@
 #include "sdk/backend.h"
 #include "runtime/frame_queue.h"
 #include "runtime/gpu_resources.h"
+#include "runtime/host_timeline.h"
 #include "runtime/pipeline_def.h"
 #include "runtime/sample_window.h"
 #include "runtime/stream_states.h"
@@ -262,7 +264,7 @@ class DeviceLane {
   void prepare_result_buffers(Slot& slot);
   void release_idle_spares(std::size_t output);
   void release_staged_payload(Slot& slot);
-  void stage_into_pinned(void* pinned, const void* payload, std::size_t bytes);
+  void stage_into_pinned(void* pinned, const void* payload, std::size_t bytes);  // SONOPIPE_STAGING=slot
   void report_stage_error(const FrameMeta& frame, const std::string& why);
   void refuse(const FrameMeta& frame, const std::string& why);
   void report_frame_done(const FrameMeta& frame);
@@ -323,6 +325,8 @@ class DeviceLane {
   std::int64_t last_completion_steady_ns_ = 0;
   const std::int64_t started_steady_ns_;
   std::unique_ptr<GpuEvent> epoch_;  // CUDA: time origin of the traces
+  std::int64_t epoch_steady_ns_ = 0;  // host_steady_ns() when epoch_ was seen done (timeline)
+  const HostPathSwitches switches_ = host_path_switches_from_environment();
   mutable std::mutex trace_mutex_;
   std::deque<FrameTrace> traces_;
 

@@ -18,6 +18,8 @@
 
 namespace sonopipe {
 
+struct FrameTimes;  // runtime/host_timeline.h
+
 enum class OverflowPolicy { block, drop_oldest };
 
 std::string_view overflow_policy_name(OverflowPolicy policy);  // "block", "drop_oldest"
@@ -39,6 +41,8 @@ struct InputFrame {
   // (PipelineExecutor over several devices: the pipeline's generation when it dispatched the frame,
   // so every lane switches on the same frame). The default: the newest the lane has.
   std::uint64_t param_generation = std::numeric_limits<std::uint64_t>::max();
+  // Where the frame's trip is noted (SONOPIPE_HOST_TIMELINE, runtime/host_timeline.h); null: nowhere.
+  FrameTimes* times = nullptr;
 };
 
 class FrameQueue {

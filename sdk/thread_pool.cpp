@@ -1,12 +1,18 @@
 #include "sdk/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 namespace sonopipe {
 
 ThreadPool::ThreadPool(int threads) {
   threads = size_for(threads);
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "pool");  // per-thread CPU accounting (sonopipe-bench core)
+      worker_loop();
+    });
 }
 
 ThreadPool::~ThreadPool() {

@@ -149,3 +149,42 @@ TEST_CASE("sequence gaps are counted per stream, and the number of remembered st
   }
   CHECK(tracker.arrive(1, sequence + 5, forgot) == 5);
 }
+
+TEST_CASE("with a timeline, admission notes when each accepted frame was received and queued; without, nothing",
+          "[ingest][timeline]") {
+  DaemonConfig config;
+  RejectLog rejects;
+  std::vector<FrameTimes*> dispatched;
+  FrameAdmission admission(config, [&](InputFrame&& frame) { dispatched.push_back(frame.times); return true; },
+                           rejects);
+  std::vector<float> samples(64, 1.0f);
+  auto payload = std::shared_ptr<const std::byte>(std::make_shared<std::vector<float>>(samples),
+                                                  reinterpret_cast<const std::byte*>(samples.data()));
+  FrameMeta meta;
+  meta.kind = FrameKind::rf;
+  meta.payload.dtype = DType::float32;
+  meta.payload.axes = {{"sample", 64, 1.0, "", 0.0}};
+  auto admit = [&](std::uint64_t sequence, std::int64_t received_steady_ns) {
+    meta.sequence = sequence;
+    const std::string bytes = wire::frame_header_from_meta(meta).SerializeAsString();
+    return admission.admit(bytes.data(), bytes.size(), payload, samples.size() * 4, false, 0, nullptr,
+                           received_steady_ns);
+  };
+  REQUIRE(admit(1, 0) == FrameAdmission::Verdict::accepted);
+  REQUIRE(dispatched.size() == 1);
+  CHECK(dispatched[0] == nullptr);
+
+  HostTimeline timeline("unused.csv", 16);
+  admission.set_timeline(&timeline);
+  const std::int64_t received = host_steady_ns();
+  REQUIRE(admit(2, received) == FrameAdmission::Verdict::accepted);
+  REQUIRE(dispatched.size() == 2);
+  REQUIRE(dispatched[1] == timeline.find(2));
+  CHECK(dispatched[1]->at[static_cast<std::size_t>(HostPoint::received)].load() == received);
+  CHECK(dispatched[1]->at[static_cast<std::size_t>(HostPoint::admitted)].load() >= received);
+  // A refused frame gets no record.
+  meta.payload.axes = {{"sample", 65, 1.0, "", 0.0}};  // no longer matches the payload's size
+  CHECK(admit(3, host_steady_ns()) == FrameAdmission::Verdict::refused);
+  CHECK(dispatched.size() == 2);
+  CHECK(timeline.find(3) == nullptr);
+}

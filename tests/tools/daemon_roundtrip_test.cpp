@@ -129,3 +129,23 @@ TEST_CASE("sonopipe-bench core runs against the real daemon and prints its table
   // The overlap column is for CUDA only: a CPU run must not invent one.
   CHECK(run.output.find(" ms = ") == std::string::npos);
 }
+
+TEST_CASE("sonopipe-bench core --timeline reads the daemon's timeline back and every thread's CPU time",
+          "[tools][daemon][bench]") {
+  const auto run = test::run_tool({test::binary_path("tools/bench/sonopipe-bench"), "core", "--daemon",
+                                   test::binary_path("daemon/sonopiped"), "--backend", "cpu", "--sizes-mb", "0.0625",
+                                   "--transports", "ipc", "--frames", "10", "--latency-frames", "5", "--warmup", "2",
+                                   "--repeats", "2", "--stall-frames", "0", "--timeline"},
+                                  seconds(120));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  // Both runs' frames (2 x 10) and the latency run's (5) were found in the daemon's file.
+  CHECK(run.output.find("daemon timeline, throughput runs: 20 frames") != std::string::npos);
+  CHECK(run.output.find("latency run (one frame in flight): 5 frames") != std::string::npos);
+  CHECK(run.output.find("received -> published (the daemon's part)") != std::string::npos);
+  // The daemon's named threads, and the relay's own threads (its context is apart from the bench's).
+  CHECK(run.output.find("lane-submit: ") != std::string::npos);
+  CHECK(run.output.find("ZMQbg/IO/0: ") != std::string::npos);
+  CHECK(run.output.find("relay: ZMQbg/IO/0: ") != std::string::npos);
+  CHECK(run.output.find("relay sockets: split contexts") != std::string::npos);
+}

@@ -58,8 +58,14 @@
 #include <numbers>
 #include <random>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "shm/consumer.h"
 #include "shm/producer.h"
@@ -100,6 +106,74 @@ struct CoreOptions {
   std::size_t stall_frames = 40;     // 0: no stalled-subscriber run
   std::size_t max_queued_bytes = 0;  // 0: the daemon's default
   std::string shm_write = "every";   // shm: the producer copies the payload into every slot, or "first" time only
+  // The relay's sockets: "split" = its PULL and PUB in a context of their own with the daemon's two
+  // I/O threads (ingest on the first, publish on the second), the bench's PUSH and SUB in another,
+  // as with the daemon; "shared" = all four in one context of two I/O threads (before 2026-11-26).
+  std::string relay = "split";
+  std::string relay_output = "constant";  // or "rotating": the relay publishes from 8 buffers in turn
+  bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
+};
+
+// CPU time of a process's threads from /proc/<pid>/task/<tid>/schedstat (ns on a CPU, ns waiting
+// for one, time slices), summed per thread name (or per label given for a tid).
+struct ThreadCpu {
+  std::int64_t run_ns = 0, wait_ns = 0, slices = 0;
+};
+using ThreadCpuTable = std::map<std::string, ThreadCpu>;
+
+std::set<pid_t> thread_ids(pid_t pid) {
+  std::set<pid_t> ids;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error))
+    ids.insert(static_cast<pid_t>(std::stol(entry.path().filename().string())));
+  return ids;
+}
+
+// Every thread of `pid` under its name; `relay`: those tids under "relay: <name>" (`only_relay`:
+// the others left out, else they are counted under their own names).
+ThreadCpuTable thread_cpu(pid_t pid, const std::set<pid_t>& relay = {}, bool only_relay = false) {
+  ThreadCpuTable table;
+  for (pid_t tid : thread_ids(pid)) {
+    const bool in_relay = relay.contains(tid);
+    if (only_relay && !in_relay) continue;
+    std::string name;
+    {
+      std::ifstream comm("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+      std::getline(comm, name);
+    }
+    if (in_relay) name = "relay: " + name;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat");
+    ThreadCpu cpu;
+    if (!(stat >> cpu.run_ns >> cpu.wait_ns >> cpu.slices)) continue;
+    ThreadCpu& sum = table[name];
+    sum.run_ns += cpu.run_ns;
+    sum.wait_ns += cpu.wait_ns;
+    sum.slices += cpu.slices;
+  }
+  return table;
+}
+
+// after - before, added to `total`.
+void add_thread_cpu(ThreadCpuTable& total, const ThreadCpuTable& before, const ThreadCpuTable& after) {
+  for (const auto& [name, cpu] : after) {
+    ThreadCpu base;
+    if (auto it = before.find(name); it != before.end()) base = it->second;
+    ThreadCpu& sum = total[name];
+    sum.run_ns += cpu.run_ns - base.run_ns;
+    sum.wait_ns += cpu.wait_ns - base.wait_ns;
+    sum.slices += cpu.slices - base.slices;
+  }
+}
+
+pid_t this_thread_id() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
+
+// A timed thread waits at its end until its CPU time has been read (an exited thread's is gone).
+struct CountedGate {
+  std::atomic<bool> counted{false};
+  void linger() const {
+    while (!counted.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  void release() { counted.store(true, std::memory_order_release); }
 };
 
 // One synthetic frame: RF lines of kSamplesPerLine samples, int16 or float32, random (never
@@ -205,6 +279,13 @@ struct Row {
   // Latency legs (ms, p50 / p99): sent -> daemon received, received -> published, published -> bench got it.
   double in_p50_ms = 0, in_p99_ms = 0, out_p50_ms = 0, out_p99_ms = 0;
   double relay_p50_ms = std::nan(""), relay_p99_ms = std::nan("");  // the relay's latency run, one in flight
+  // Summed over the throughput runs: the daemon's threads and the bench's during the daemon's runs;
+  // the relay's (--relay split: "relay: ...") and the bench's during the relay's runs.
+  ThreadCpuTable daemon_threads, bench_threads, relay_threads, bench_threads_relay;
+  std::size_t daemon_frames_timed = 0, relay_frames_timed = 0;
+  std::vector<std::pair<std::uint64_t, std::size_t>> throughput_sequences;  // [first sequence, frames] per run
+  std::vector<std::pair<std::uint64_t, std::size_t>> latency_sequences;     // the latency run's
+  std::string timeline, latency_timeline;  // the summary of SONOPIPE_HOST_TIMELINE over the throughput runs (--timeline)
 };
 
 // A stalled subscriber's cost (one per transport, at the largest frame size).
@@ -316,14 +397,21 @@ double raw_zeromq_fps(const std::string& transport, const std::string& directory
   return static_cast<double>(count) / std::chrono::duration<double>(last - first_send).count();
 }
 
+constexpr std::size_t kRotatingOutputs = 8;  // --relay-output rotating: about the daemon's slots and spares
+
 // Raw ZeroMQ relay: the daemon's I/O without its work. PUSH -> [PULL -> PUB] -> SUB, the relay
 // thread publishing an output-sized payload per frame as the daemon does ([topic][header][payload]).
 // Returns frames/s (N pushed as fast as they go); with `latency_ms`, sends the N frames one at a
 // time instead, as the daemon's latency run does, and gives their round trips (0 returned).
 double raw_relay(const std::string& transport, const std::string& directory, const BenchFrame& frame,
-                 std::size_t output_bytes, std::size_t count, std::size_t warmup,
-                 std::vector<double>* latency_ms = nullptr) {
+                 std::size_t output_bytes, std::size_t count, std::size_t warmup, bool split_contexts,
+                 bool rotating_outputs, std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
+  // Split: the relay's own context, its sockets on the daemon's I/O threads (ingest bit 0, publish
+  // bit 1); the bench's PUSH and SUB in another context, as against the daemon.
+  const std::set<pid_t> threads_before = thread_ids(::getpid());
   zmq::context_t context(2);
+  zmq::context_t bench_context(2);
+  zmq::context_t& client_context = split_contexts ? bench_context : context;
   auto endpoint_for = [&](zmq::socket_t& socket, const std::string& name) {
     if (transport == "tcp") {
       socket.bind("tcp://127.0.0.1:*");
@@ -333,8 +421,18 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     socket.bind(endpoint);
     return endpoint;
   };
-  zmq::socket_t relay_in(context, zmq::socket_type::pull), relay_out(context, zmq::socket_type::pub),
-      sub(context, zmq::socket_type::sub);
+  zmq::socket_t relay_in(context, zmq::socket_type::pull), relay_out(context, zmq::socket_type::pub);
+  if (split_contexts) {
+    relay_in.set(zmq::sockopt::affinity, std::uint64_t{1} << 0);
+    relay_out.set(zmq::sockopt::affinity, std::uint64_t{1} << 1);
+  }
+  // The relay context's threads (its I/O threads start with its first socket), for --timeline's
+  // per-thread CPU table.
+  std::set<pid_t> relay_threads;
+  if (split_contexts)
+    for (pid_t tid : thread_ids(::getpid()))
+      if (!threads_before.contains(tid)) relay_threads.insert(tid);
+  zmq::socket_t sub(client_context, zmq::socket_type::sub);
   for (zmq::socket_t* s : {&relay_in, &relay_out, &sub}) s->set(zmq::sockopt::linger, 0);
   relay_out.set(zmq::sockopt::sndhwm, 0);
   sub.set(zmq::sockopt::rcvhwm, 0);
@@ -343,25 +441,34 @@ double raw_relay(const std::string& transport, const std::string& directory, con
   const std::string in_endpoint = endpoint_for(relay_in, "relay-in.ipc");
   const std::string out_endpoint = endpoint_for(relay_out, "relay-out.ipc");
   {
-    tools::PeerWatch watch(context, sub);
+    tools::PeerWatch watch(client_context, sub);
     sub.connect(out_endpoint);
     if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("relay: no handshake");
     std::this_thread::sleep_for(kSubscriptionMargin);
   }
-  const std::vector<std::byte> output(output_bytes, std::byte{1});
+  // The payload it publishes: one constant buffer, or (--relay-output rotating) the next of
+  // kRotatingOutputs, as the daemon publishes from its slots' and spares' result buffers in turn.
+  const std::size_t outputs = rotating_outputs ? kRotatingOutputs : 1;
+  const std::vector<std::vector<std::byte>> output(outputs, std::vector<std::byte>(output_bytes, std::byte{1}));
   const std::string topic = tools::result_topic("bench", "relay");
+  std::atomic<pid_t> relay_tid{0};
+  CountedGate counted;
   std::thread relay([&] {
+    pthread_setname_np(pthread_self(), "relay");
+    relay_tid.store(this_thread_id());
     std::vector<zmq::message_t> parts;
     for (std::size_t i = 0; i < warmup + count && tools::receive_message(relay_in, parts); ++i) {
       relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       relay_out.send(parts[0], zmq::send_flags::sndmore);
-      relay_out.send(zmq::message_t(const_cast<std::byte*>(output.data()), output.size(), nullptr, nullptr),
+      const std::vector<std::byte>& payload = output[i % outputs];
+      relay_out.send(zmq::message_t(const_cast<std::byte*>(payload.data()), payload.size(), nullptr, nullptr),
                      zmq::send_flags::none);
     }
+    counted.linger();
   });
   BenchFrame copy = frame;
   const std::string header = header_for(copy, 0);
-  zmq::socket_t push(context, zmq::socket_type::push);
+  zmq::socket_t push(client_context, zmq::socket_type::push);
   push.set(zmq::sockopt::linger, -1);
   push.connect(in_endpoint);
   std::vector<zmq::message_t> parts;
@@ -374,6 +481,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
       ++received;
       if (i >= warmup) latency_ms->push_back(std::chrono::duration<double, std::milli>(SteadyClock::now() - sent).count());
     }
+    counted.release();
     relay.join();
     if (received < warmup + count)
       throw std::runtime_error("raw relay latency run received " + std::to_string(received) + " of " +
@@ -382,17 +490,32 @@ double raw_relay(const std::string& transport, const std::string& directory, con
   }
   SteadyClock::time_point first_send;
   WarmupGate gate;
+  ThreadCpuTable cpu_before;
   std::thread sender([&] {
+    pthread_setname_np(pthread_self(), "bench-sender");
     for (std::size_t i = 0; i < warmup; ++i) tools::send_frame(push, header, zero_copy(frame), false);
     gate.wait();
     first_send = SteadyClock::now();
     for (std::size_t i = 0; i < count; ++i) tools::send_frame(push, header, zero_copy(frame), false);
+    counted.linger();
   });
   std::size_t warmed = 0, received = 0;
   while (warmed < warmup && tools::receive_message(sub, parts)) ++warmed;
+  while (relay_tid.load() == 0) std::this_thread::yield();
+  relay_threads.insert(relay_tid.load());
+  if (split_contexts) cpu_before = thread_cpu(::getpid(), relay_threads);
   gate.open();
   while (warmed == warmup && received < count && tools::receive_message(sub, parts)) ++received;
   const auto last = SteadyClock::now();
+  if (split_contexts && row) {
+    const ThreadCpuTable after = thread_cpu(::getpid(), relay_threads);
+    ThreadCpuTable relay_side, bench_side;
+    for (const auto& [name, cpu] : after) (name.rfind("relay: ", 0) == 0 ? relay_side : bench_side)[name] = cpu;
+    add_thread_cpu(row->relay_threads, cpu_before, relay_side);
+    add_thread_cpu(row->bench_threads_relay, cpu_before, bench_side);
+    row->relay_frames_timed += count;
+  }
+  counted.release();
   sender.join();
   relay.join();
   if (received < count)
@@ -550,11 +673,16 @@ double daemon_throughput(tools::DaemonLauncher& daemon, DaemonClient& client, co
   const std::uint64_t first_sequence = sequence;
   sequence += options.frames;
   const long faults_before = minor_faults(daemon.pid());
+  row.throughput_sequences.emplace_back(first_sequence, options.frames);
+  const ThreadCpuTable cpu_before = thread_cpu(daemon.pid()), bench_before = thread_cpu(::getpid());
   const auto start = SteadyClock::now();
+  CountedGate counted;
   std::thread sender([&] {
+    pthread_setname_np(pthread_self(), "bench-sender");
     BenchFrame local = frame;  // own header state; the payload is shared read-only
     for (std::size_t i = 0; i < options.frames; ++i)
       client.send(header_for(local, first_sequence + i), frame);
+    counted.linger();
   });
   std::size_t results = 0;
   std::int64_t received_ns = 0;
@@ -564,10 +692,15 @@ double daemon_throughput(tools::DaemonLauncher& daemon, DaemonClient& client, co
       ++results;
     }
   } catch (...) {
+    counted.release();
     sender.join();
     throw;
   }
   const double seconds = tools::seconds_since(start);
+  add_thread_cpu(row.daemon_threads, cpu_before, thread_cpu(daemon.pid()));
+  add_thread_cpu(row.bench_threads, bench_before, thread_cpu(::getpid()));
+  row.daemon_frames_timed += options.frames;
+  counted.release();
   sender.join();
   if (const long faults_after = minor_faults(daemon.pid()); faults_before >= 0 && faults_after >= 0)
     row.faults_per_frame = static_cast<double>(faults_after - faults_before) / static_cast<double>(options.frames);
@@ -607,6 +740,7 @@ void measure_latency(tools::DaemonLauncher& daemon, DaemonClient& client, BenchF
   }
   std::vector<double> e2e_ms, daemon_ms, in_ms, out_ms;
   const long faults_before = minor_faults(daemon.pid());
+  row.latency_sequences.emplace_back(sequence, options.latency_frames);
   for (std::size_t i = 0; i < options.latency_frames; ++i) {
     const std::uint64_t expected = sequence;
     const std::int64_t sent_ns = tools::wall_clock_ns();
@@ -645,6 +779,107 @@ void measure_latency(tools::DaemonLauncher& daemon, DaemonClient& client, BenchF
 
 double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }
 
+// The daemon's host-path timeline (SONOPIPE_HOST_TIMELINE, runtime/host_timeline.h) over the
+// throughput runs of `row`: per step, the median and p90 over frames, in ms; and the pace of each
+// point (median interval between consecutive frames passing it), which names the slowest step.
+std::string summarise_timeline(const std::string& path,
+                               const std::vector<std::pair<std::uint64_t, std::size_t>>& sequences) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return "no timeline at " + path;
+  std::vector<std::string> names;
+  {
+    std::istringstream header(line);
+    for (std::string name; std::getline(header, name, ',');) names.push_back(name);
+  }
+  auto column = [&](const std::string& name) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+  };
+  std::map<std::uint64_t, std::vector<std::int64_t>> frames;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::vector<std::int64_t> values;
+    for (std::string field; std::getline(fields, field, ',');) values.push_back(std::stoll(field));
+    if (values.size() == names.size()) frames[static_cast<std::uint64_t>(values[0])] = values;
+  }
+  struct Step {
+    const char* label;
+    const char* from;
+    const char* to;
+  };
+  static constexpr Step steps[] = {
+      {"received -> admitted (checks, queue push)", "received", "admitted"},
+      {"received -> popped (queue wait)", "received", "popped"},
+      {"popped -> slot free (slot wait)", "popped", "slot"},
+      {"host part of the upload (the driver's copy from pageable memory)", "staging_begin", "staging_end"},
+      {"slot -> issued (submit thread's work)", "slot", "issued"},
+      {"issued -> payload released", "issued", "payload_released"},
+      {"GPU H2D", "gpu_start", "gpu_h2d_end"},
+      {"GPU stages", "gpu_h2d_end", "gpu_stages_end"},
+      {"GPU D2H", "gpu_stages_end", "gpu_done"},
+      {"GPU done -> seen by the completion thread", "gpu_done", "done_seen"},
+      {"seen -> published", "done_seen", "published"},
+      {"published -> slot free", "published", "slot_free"},
+      {"received -> published (the daemon's part)", "received", "published"},
+  };
+  static constexpr const char* paces[] = {"received", "popped", "staging_end", "gpu_start", "gpu_h2d_end",
+                                          "gpu_done", "done_seen", "published"};
+  std::ostringstream out;
+  std::size_t counted = 0;
+  std::map<std::string, std::vector<double>> step_ms, pace_ms;
+  for (const auto& [first, count] : sequences) {
+    const std::vector<std::int64_t>* previous = nullptr;
+    for (std::uint64_t sequence = first; sequence < first + count; ++sequence) {
+      const auto it = frames.find(sequence);
+      if (it == frames.end()) {
+        previous = nullptr;
+        continue;
+      }
+      const std::vector<std::int64_t>& f = it->second;
+      ++counted;
+      for (const Step& step : steps) {
+        const int a = column(step.from), b = column(step.to);
+        if (a >= 0 && b >= 0 && f[a] != 0 && f[b] != 0) step_ms[step.label].push_back((f[b] - f[a]) * 1e-6);
+      }
+      if (previous)
+        for (const char* point : paces) {
+          const int c = column(point);
+          if (c >= 0 && f[c] != 0 && (*previous)[c] != 0) pace_ms[point].push_back((f[c] - (*previous)[c]) * 1e-6);
+        }
+      previous = &f;
+    }
+  }
+  out << counted << " frames; ms p50 / p90:";
+  for (const Step& step : steps) {
+    const auto& v = step_ms[step.label];
+    if (v.empty()) continue;
+    out << "\n      " << step.label << ": " << fixed(percentile(v, 0.5), 3) << " / " << fixed(percentile(v, 0.9), 3);
+  }
+  out << "\n    pace (interval between consecutive frames at each point), ms p50 / p90:";
+  for (const char* point : paces) {
+    const auto& v = pace_ms[point];
+    if (v.empty()) continue;
+    out << "\n      " << point << ": " << fixed(percentile(v, 0.5), 3) << " / " << fixed(percentile(v, 0.9), 3);
+  }
+  return out.str();
+}
+
+std::string thread_table(const ThreadCpuTable& table, std::size_t frames) {
+  if (frames == 0 || table.empty()) return "-";
+  std::vector<std::pair<std::string, ThreadCpu>> rows(table.begin(), table.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.run_ns > b.second.run_ns; });
+  std::ostringstream out;
+  for (const auto& [name, cpu] : rows) {
+    if (cpu.run_ns < 100 * static_cast<std::int64_t>(frames)) continue;  // under 0.1 us per frame
+    const double per = 1e-6 / static_cast<double>(frames);
+    out << "\n      " << name << ": " << fixed(cpu.run_ns * per, 3) << " ms on CPU, " << fixed(cpu.wait_ns * per, 3)
+        << " ms runnable but waiting, " << fixed(static_cast<double>(cpu.slices) / static_cast<double>(frames), 1)
+        << " time slices";
+  }
+  return out.str();
+}
+
 // One point: warm-up, R throughput runs of the daemon alternating with raw and relay runs (each
 // W untimed frames first), the daemon's timing, the latency run.
 void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame, const CoreOptions& options,
@@ -658,7 +893,8 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
       row.raw_runs.push_back(raw_shm_fps(frame, options.frames, options.shm_write == "first"));
     } else {
       row.raw_runs.push_back(raw_zeromq_fps(transport, directory, frame, options.frames, options.warmup));
-      row.relay_runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup));
+      row.relay_runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
+                                         options.relay == "split", options.relay_output == "rotating", nullptr, &row));
     }
   }
   row.daemon_fps = median(row.daemon_runs);
@@ -669,7 +905,8 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   if (transport != "shm") {
     // The same latency run through the relay, with the same settling frames: the transport's own tail.
     std::vector<double> relay_ms;
-    raw_relay(transport, directory, frame, row.output_bytes, options.latency_frames, 10, &relay_ms);
+    raw_relay(transport, directory, frame, row.output_bytes, options.latency_frames, 10, options.relay == "split",
+              options.relay_output == "rotating", &relay_ms);
     row.relay_p50_ms = percentile(relay_ms, 0.50);
     row.relay_p99_ms = percentile(relay_ms, 0.99);
   }
@@ -786,6 +1023,21 @@ void print_table(const std::vector<Row>& rows) {
   for (const Row& r : rows)
     std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0)
               << " (latency run " << fixed(r.latency_faults_per_frame, 1) << ");";
+  std::cout << "\nper-thread CPU per frame in the throughput runs (/proc/<pid>/task/*/schedstat, summed per thread "
+               "name):";
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon:" << thread_table(r.daemon_threads, r.daemon_frames_timed);
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB the bench during the daemon's runs:"
+              << thread_table(r.bench_threads, r.daemon_frames_timed);
+    if (!r.relay_threads.empty())
+      std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB relay:" << thread_table(r.relay_threads, r.relay_frames_timed)
+                << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB the bench during the relay's runs:"
+                << thread_table(r.bench_threads_relay, r.relay_frames_timed);
+    if (!r.timeline.empty())
+      std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon timeline, throughput runs: " << r.timeline
+                << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon timeline, latency run (one frame in flight): "
+                << r.latency_timeline;
+  }
   std::cout << "\n(raw = ZeroMQ PUSH -> PULL of the input frame, one hop; relay = PUSH -> PULL -> PUB -> SUB with the "
                "daemon's output size, its I/O without its work;\n latency in ms: e2e = frame sent -> result received, one "
                "in flight; dmn = the daemon's received -> published; GB/s counts input bytes)\n";
@@ -879,6 +1131,9 @@ void run_core_bench(const CoreOptions& options_in) {
     const fs::path dir = work / transport;
     fs::create_directories(dir);
     const tools::DaemonEndpoints endpoints = tools::pick_endpoints(transport, dir.string());
+    const std::string timeline_path = (dir / "timeline.csv").string();
+    if (options.timeline) ::setenv("SONOPIPE_HOST_TIMELINE", timeline_path.c_str(), 1);
+    const std::size_t first_row = rows.size();
     tools::DaemonLauncher daemon(options.daemon, daemon_config(endpoints, options, max_bytes), endpoints.control,
                                  dir.string(), std::chrono::seconds(30));
     const v1::Status first = daemon.status();
@@ -907,6 +1162,13 @@ void run_core_bench(const CoreOptions& options_in) {
     }
     const int code = daemon.stop(std::chrono::seconds(20));
     if (code != 0) std::cerr << "warning: sonopiped exited with " << code << ":\n" << daemon.log_tail();
+    if (options.timeline) {
+      ::unsetenv("SONOPIPE_HOST_TIMELINE");
+      for (std::size_t i = first_row; i < rows.size(); ++i) {
+        rows[i].timeline = summarise_timeline(timeline_path, rows[i].throughput_sequences);
+        rows[i].latency_timeline = summarise_timeline(timeline_path, rows[i].latency_sequences);
+      }
+    }
   }
   std::cout << "sonopipe-bench core: " << options.daemon << ", backend " << backend_line << "\n"
             << (options.pipeline == "beamform" ? std::string("convert -> beamform, int16 channel RF 11 x 128 x 2048 -> 256 x 1024")
@@ -916,7 +1178,8 @@ void run_core_bench(const CoreOptions& options_in) {
             << " frames per throughput run, " << options.repeats << " runs per point (daemon, raw, relay alternating; "
             << "medians), " << options.latency_frames << " frames for latency after 10 untimed, " << options.warmup
             << " untimed warm-up frames before every run (daemon, raw and relay alike); slots " << options.slots << ", queue " << options.queue_depth
-            << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "") << "\n";
+            << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "")
+            << "; relay sockets: " << options.relay << " contexts, relay output " << options.relay_output << "\n";
   print_table(rows);
   print_goals(rows, stalls);
   if (own_dir && !options.keep) fs::remove_all(work);
@@ -960,6 +1223,16 @@ void add_core_bench(CLI::App& app) {
                       "shm: the bench copies each frame into its slot (every), or into each slot the first time only "
                       "(first: a producer whose hardware writes the slot, the daemon's own rate)")
       ->capture_default_str()->check(CLI::IsMember({"every", "first"}));
+  command->add_option("--relay", options->relay,
+                      "split: the relay's PULL and PUB in a context of their own on the daemon's two I/O threads, "
+                      "the bench's PUSH and SUB in another (as with the daemon); shared: all four in one context")
+      ->capture_default_str()->check(CLI::IsMember({"split", "shared"}));
+  command->add_option("--relay-output", options->relay_output,
+                      "constant: the relay publishes one buffer (always in the cache); rotating: 8 buffers in turn, "
+                      "as the daemon publishes from its result buffers in turn")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating"}));
+  command->add_flag("--timeline", options->timeline,
+                    "the daemon notes each frame's host path (SONOPIPE_HOST_TIMELINE); printed per row");
   command->add_option("--max-queued-bytes", options->max_queued_bytes,
                       "the daemon's publish.max_queued_bytes (0: its default)")->capture_default_str();
   command->callback([options] { run_core_bench(*options); });
