@@ -94,6 +94,25 @@ __device__ double off_diagonal2(const double2* a, int m, double* partial) {
   return block_sum(local, partial);
 }
 
+// The converged block's eigenpairs in ascending order (the rank of each diagonal entry, ties by
+// index): values scaled back by 2^exponent (the kernels that scale A to |A|_F ~ 1), vectors as
+// columns; with next_previous also the warm start's copy (leading dimension n).
+__device__ void store_ascending(const double2* a, const double2* v, int m, int n, int exponent, double* out_values,
+                                double2* out_vectors, int ldv, double2* next_previous) {
+  for (int t = threadIdx.x; t < n * n; t += blockDim.x) {
+    const int row = t % n, i = t / n;
+    const double d = a[i + i * m].x;
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const double e = a[j + j * m].x;
+      rank += (e < d || (e == d && j < i)) ? 1 : 0;
+    }
+    out_vectors[row + rank * ldv] = v[row + i * m];
+    if (next_previous) next_previous[row + rank * n] = v[row + i * m];
+    if (row == 0) out_values[rank] = ldexp(d, exponent);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
 jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t stride, double* __restrict__ values,
               double2* vectors, int ldv, std::int64_t vectors_stride) {
@@ -148,20 +167,8 @@ jacobi_kernel(const double2* __restrict__ matrices, int n, int lda, std::int64_t
       __syncthreads();
     }
   }
-  // Ascending order: the rank of each eigenvalue (ties by index).
-  double* out_values = values + std::int64_t(blockIdx.x) * n;
-  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
-  for (int t = threadIdx.x; t < n * n; t += blockDim.x) {
-    const int row = t % n, i = t / n;
-    const double d = a[i + i * m].x;
-    int rank = 0;
-    for (int j = 0; j < n; ++j) {
-      const double e = a[j + j * m].x;
-      rank += (e < d || (e == d && j < i)) ? 1 : 0;
-    }
-    out_vectors[row + rank * ldv] = v[row + i * m];
-    if (row == 0) out_values[rank] = d;
-  }
+  store_ascending(a, v, m, n, 0, values + std::int64_t(blockIdx.x) * n, vectors + blockIdx.x * vectors_stride, ldv,
+                  nullptr);
 }
 
 // The same rotation with fewer dependent double-precision operations (the latency of a round): with
@@ -235,19 +242,8 @@ jacobi_fused_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
       __syncthreads();
     }
   }
-  double* out_values = values + std::int64_t(blockIdx.x) * n;
-  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
-  for (int t = threadIdx.x; t < n * n; t += blockDim.x) {
-    const int row = t % n, i = t / n;
-    const double d = a[i + i * m].x;
-    int rank = 0;
-    for (int j = 0; j < n; ++j) {
-      const double e = a[j + j * m].x;
-      rank += (e < d || (e == d && j < i)) ? 1 : 0;
-    }
-    out_vectors[row + rank * ldv] = v[row + i * m];
-    if (row == 0) out_values[rank] = d;
-  }
+  store_ascending(a, v, m, n, 0, values + std::int64_t(blockIdx.x) * n, vectors + blockIdx.x * vectors_stride, ldv,
+                  nullptr);
 }
 
 // The rotation with its angle found in float (the double-precision divide, square roots and hypot
@@ -483,21 +479,9 @@ jacobi_mixed_kernel(const double2* __restrict__ matrices, int n, int lda, std::i
   }
   const double2* a_final = buffers + current * mm;
   const double2* v_final = buffers + (2 + current) * mm;
-  double* out_values = values + std::int64_t(blockIdx.x) * n;
-  double2* out_vectors = vectors + blockIdx.x * vectors_stride;
-  double2* next_previous = previous ? previous + blockIdx.x * std::int64_t(n) * n : nullptr;
-  for (int t = threadIdx.x; t < n * n; t += kThreads) {
-    const int row = t % n, i = t / n;
-    const double d = a_final[i + i * m].x;
-    int rank = 0;
-    for (int j = 0; j < n; ++j) {
-      const double e = a_final[j + j * m].x;
-      rank += (e < d || (e == d && j < i)) ? 1 : 0;
-    }
-    out_vectors[row + rank * ldv] = v_final[row + i * m];
-    if (next_previous) next_previous[row + rank * n] = v_final[row + i * m];
-    if (row == 0) out_values[rank] = ldexp(d, exponent);
-  }
+  store_ascending(a_final, v_final, m, n, exponent, values + std::int64_t(blockIdx.x) * n,
+                  vectors + blockIdx.x * vectors_stride, ldv,
+                  previous ? previous + blockIdx.x * std::int64_t(n) * n : nullptr);
 }
 
 // Shifted Cholesky QR 3 (fukaya2020): pass 0 factors Y^H Y + s I, s = 11 (n b + b (b + 1)) u |Y|_F^2,
