@@ -6,11 +6,33 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "tests/support/test_support.h"
 
 using namespace sonopipe;
+
+namespace {
+
+// A 64-sample float32 RF frame of ones: what the admission tests send again and again.
+struct RfFrame {
+  std::shared_ptr<const std::byte> payload;
+  std::size_t payload_bytes;
+  FrameMeta meta;
+};
+
+RfFrame ones_rf_frame() {
+  auto samples = std::make_shared<std::vector<float>>(64, 1.0f);
+  RfFrame frame{std::shared_ptr<const std::byte>(samples, reinterpret_cast<const std::byte*>(samples->data())),
+                samples->size() * sizeof(float), FrameMeta{}};
+  frame.meta.kind = FrameKind::rf;
+  frame.meta.payload.dtype = DType::float32;
+  frame.meta.payload.axes = {{"sample", 64, 1.0, "", 0.0}};
+  return frame;
+}
+
+}  // namespace
 
 TEST_CASE("payload_is_finite finds a NaN or Inf anywhere in every float type", "[ingest]") {
   std::mt19937_64 rng(test::fresh_seed());
@@ -87,13 +109,8 @@ TEST_CASE("resends reach a restarted daemon after newer frames without counting 
                            rejects);
   std::set<std::uint64_t> accepted_indices;
   admission.set_already_accepted([&](const wire::DeliveryTag& tag) { return accepted_indices.contains(tag.resend_of); });
-  std::vector<float> samples(64, 1.0f);
-  auto payload = std::shared_ptr<const std::byte>(std::make_shared<std::vector<float>>(samples),
-                                                  reinterpret_cast<const std::byte*>(samples.data()));
-  FrameMeta meta;
-  meta.kind = FrameKind::rf;
-  meta.payload.dtype = DType::float32;
-  meta.payload.axes = {{"sample", 64, 1.0, "", 0.0}};
+  RfFrame frame = ones_rf_frame();
+  FrameMeta& meta = frame.meta;
   std::uint64_t next_index = 601;  // the sender's send indices after the restart
   auto send = [&](std::uint64_t sequence, std::uint64_t send_index, std::uint64_t resend_of) {
     meta.sequence = sequence;
@@ -102,7 +119,7 @@ TEST_CASE("resends reach a restarted daemon after newer frames without counting 
     header.set_send_index(send_index);
     header.set_resend_of(resend_of);
     const std::string bytes = header.SerializeAsString();
-    const auto verdict = admission.admit(bytes.data(), bytes.size(), payload, samples.size() * 4, false, 0);
+    const auto verdict = admission.admit(bytes.data(), bytes.size(), frame.payload, frame.payload_bytes, false, 0);
     if (verdict == FrameAdmission::Verdict::accepted) accepted_indices.insert(send_index);
     return verdict;
   };
@@ -157,17 +174,12 @@ TEST_CASE("with a timeline, admission notes when each accepted frame was receive
   std::vector<FrameTimes*> dispatched;
   FrameAdmission admission(config, [&](InputFrame&& frame) { dispatched.push_back(frame.times); return true; },
                            rejects);
-  std::vector<float> samples(64, 1.0f);
-  auto payload = std::shared_ptr<const std::byte>(std::make_shared<std::vector<float>>(samples),
-                                                  reinterpret_cast<const std::byte*>(samples.data()));
-  FrameMeta meta;
-  meta.kind = FrameKind::rf;
-  meta.payload.dtype = DType::float32;
-  meta.payload.axes = {{"sample", 64, 1.0, "", 0.0}};
+  RfFrame frame = ones_rf_frame();
+  FrameMeta& meta = frame.meta;
   auto admit = [&](std::uint64_t sequence, std::int64_t received_steady_ns) {
     meta.sequence = sequence;
     const std::string bytes = wire::frame_header_from_meta(meta).SerializeAsString();
-    return admission.admit(bytes.data(), bytes.size(), payload, samples.size() * 4, false, 0, nullptr,
+    return admission.admit(bytes.data(), bytes.size(), frame.payload, frame.payload_bytes, false, 0, nullptr,
                            received_steady_ns);
   };
   REQUIRE(admit(1, 0) == FrameAdmission::Verdict::accepted);
