@@ -15,7 +15,7 @@
 #   They are no RUN_SERIAL: the build starts first (COST) and overlaps the other tests, and the
 #   harnesses share the cores with them.
 set(SONOPIPE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
-set(SONOPIPE_FUZZ_SMOKE_SECONDS 12 CACHE STRING "Seconds each libFuzzer harness runs under CTest")
+set(SONOPIPE_FUZZ_SMOKE_SECONDS 10 CACHE STRING "Seconds each libFuzzer harness runs under CTest")
 if(NOT SONOPIPE_FUZZ)
   find_program(SONOPIPE_FUZZ_CLANG NAMES clang++-14 clang++)
 endif()
