@@ -378,9 +378,11 @@ void run_configure_parts(const LiveOptions& options) {
 
 // --probe-first-change (ncc, CUDA): before the run's first kernel change, the control thread does
 // its suspected parts one at a time, with frames running and a pause between them, so that each
-// one's effect on the frames shows apart: cuFFT's two plans for the new kernel's FFT box (as lewis
-// makes them, made from scratch here), then one execution of them on a stream of its own (waited
-// for). The set itself follows: what it still costs is what these did not take from it.
+// one's effect on the frames shows apart: a stream-ordered pool of its own growing by 64 MiB (as
+// ncc_track's pool grows when a new tracker does not fit), cuFFT's two plans for the new kernel's
+// FFT box (as lewis' plan cache makes them: no auto allocation, a work area from that pool), then
+// two executions of them on a stream of its own (each waited for). The set itself follows: what it
+// still costs is what these did not take from it.
 struct FirstChangeProbe {
   struct Step {
     std::string name;
@@ -394,6 +396,7 @@ struct FirstChangeProbe {
   float* real = nullptr;
   cufftComplex* spectra = nullptr;
   cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
   bool armed = false;
 
   // CPU only (no device work while frames run): the [41, 5] tracker's points, for the plans' batch.
@@ -432,6 +435,14 @@ struct FirstChangeProbe {
         cudaMemset(real, 0, elements * sizeof(float)) != cudaSuccess ||
         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
       throw std::runtime_error("--probe-first-change: device buffers");
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    cudaGetDevice(&props.location.id);
+    std::uint64_t keep = std::uint64_t(1) << 30;
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+      throw std::runtime_error("--probe-first-change: memory pool");
     armed = true;
   }
   bool ready() const { return armed; }
@@ -448,9 +459,26 @@ struct FirstChangeProbe {
     };
     int n[2] = {box[1], box[0]};  // slowest first
     cufftHandle forward = 0, inverse = 0;
+    void* block = nullptr;
+    timed("a stream-ordered pool grows by 64 MiB", [&] {
+      cudaMallocFromPoolAsync(&block, std::size_t(64) << 20, pool, stream);
+      cudaFreeAsync(block, stream);  // kept by the pool (its release threshold): room for the work areas
+      cudaStreamSynchronize(stream);
+    });
     timed("cuFFT plans R2C + C2R of the new box (made)", [&] {
-      cufftPlanMany(&forward, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, points);
-      cufftPlanMany(&inverse, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, points);
+      std::size_t work_bytes[2] = {0, 0};
+      cufftCreate(&forward);
+      cufftCreate(&inverse);
+      cufftSetAutoAllocation(forward, 0);
+      cufftSetAutoAllocation(inverse, 0);
+      cufftMakePlanMany(forward, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, points, &work_bytes[0]);
+      cufftMakePlanMany(inverse, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, points, &work_bytes[1]);
+      // The work areas from the pool (they fit in what it just took).
+      void* work = nullptr;
+      cudaMallocFromPoolAsync(&work, std::max<std::size_t>(std::max(work_bytes[0], work_bytes[1]), 256), pool, stream);
+      cudaStreamSynchronize(stream);
+      cufftSetWorkArea(forward, work);
+      cufftSetWorkArea(inverse, work);
     });
     timed("their first execution (own stream, waited)", [&] {
       cufftSetStream(forward, stream);
