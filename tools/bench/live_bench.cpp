@@ -69,6 +69,7 @@ struct LiveOptions {
   int configure_parts = 0;  // ncc: time the parts of a kernel change's configure this many times instead
   bool probe_first_change = false;  // ncc, CUDA: take the run's first kernel change apart (frames running)
   bool pinned_input = false;        // CUDA: frames in pinned host memory (as from shm://), not pageable
+  std::vector<std::string> warm_fft;  // CUDA: 2-D R2C/C2R sizes ("9x49") planned and run once before the frames
 };
 
 std::int64_t now_ns() {
@@ -501,6 +502,46 @@ struct FirstChangeProbe {
 #endif
 };
 
+// --warm-fft: before the frames, each 2-D size is planned (R2C and C2R, a batch of 64) and run once
+// on a stream of its own, waited for: does having loaded cuFFT's kernels for these sizes take the
+// first kernel change's stall away? Timed, printed.
+void warm_fft_sizes(const std::vector<std::string>& sizes) {
+#ifdef SONOPIPE_WITH_CUDA
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  for (const std::string& size : sizes) {
+    int n[2] = {0, 0};
+    if (std::sscanf(size.c_str(), "%dx%d", &n[0], &n[1]) != 2 || n[0] < 1 || n[1] < 1)
+      throw std::invalid_argument("--warm-fft " + size + ": expected AxB (slowest first), e.g. 9x49");
+    constexpr int kBatch = 64;
+    const std::size_t elements = static_cast<std::size_t>(kBatch) * n[0] * n[1];
+    void *real = nullptr, *spectra = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    cufftHandle forward = 0, inverse = 0;
+    if (cudaMalloc(&real, elements * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&spectra, elements * sizeof(cufftComplex)) != cudaSuccess ||
+        cudaMemsetAsync(real, 0, elements * sizeof(float), stream) != cudaSuccess ||
+        cufftPlanMany(&forward, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, kBatch) != CUFFT_SUCCESS ||
+        cufftPlanMany(&inverse, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, kBatch) != CUFFT_SUCCESS ||
+        cufftSetStream(forward, stream) != CUFFT_SUCCESS || cufftSetStream(inverse, stream) != CUFFT_SUCCESS ||
+        cufftExecR2C(forward, static_cast<float*>(real), static_cast<cufftComplex*>(spectra)) != CUFFT_SUCCESS ||
+        cufftExecC2R(inverse, static_cast<cufftComplex*>(spectra), static_cast<float*>(real)) != CUFFT_SUCCESS ||
+        cudaStreamSynchronize(stream) != cudaSuccess)
+      throw std::runtime_error("--warm-fft " + size + ": a CUDA or cuFFT call failed");
+    std::printf("warm-fft %s: planned and run in %.3f ms\n", size.c_str(),
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cufftDestroy(forward);
+    cufftDestroy(inverse);
+    cudaFree(real);
+    cudaFree(spectra);
+  }
+  cudaStreamDestroy(stream);
+#else
+  (void)sizes;
+  throw std::runtime_error("--warm-fft needs a CUDA build");
+#endif
+}
+
 void run(const LiveOptions& options) {
   const StageRegistry& registry = builtin_stages();
   const Backend backend = options.backend == "cuda" ? Backend::cuda : Backend::cpu;
@@ -565,6 +606,7 @@ void run(const LiveOptions& options) {
   }
   FirstChangeProbe probe;
   if (options.probe_first_change) probe.prepare(options);
+  if (!options.warm_fft.empty()) warm_fft_sizes(options.warm_fft);
 
   // The changes: scale and factor alternate; factor changes go between 4 and the largest factor so
   // far, except --grow + 1 that raise it (the first factor change, then spread over the run).
@@ -848,6 +890,10 @@ void add_live_bench(CLI::App& app) {
   command->add_flag("--pinned-input", options->pinned_input,
                     "CUDA: frames in pinned host memory (copied asynchronously, as from shm://) instead of "
                     "pageable memory (the driver's staged copy, as from tcp/ipc)");
+  command->add_option("--warm-fft", options->warm_fft,
+                      "CUDA: 2-D FFT sizes (AxB, slowest first) planned and run once before the frames (does "
+                      "loading cuFFT's kernels for them take a first kernel change's stall away?)")
+      ->delimiter(',');
   command->add_option("--configure-parts", options->configure_parts,
                       "ncc chain on CUDA: time the parts of a kernel change's configure this many times (no run)");
   command->callback([options] {
