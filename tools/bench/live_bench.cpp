@@ -39,6 +39,10 @@
 #include <thread>
 #include <tuple>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "daemon/live_params.h"
@@ -70,6 +74,10 @@ struct LiveOptions {
   bool probe_first_change = false;  // ncc, CUDA: take the run's first kernel change apart (frames running)
   bool pinned_input = false;        // CUDA: frames in pinned host memory (as from shm://), not pageable
   std::vector<std::string> warm_fft;  // CUDA: 2-D R2C/C2R sizes ("9x49") planned and run once before the frames
+  int fft_patient_jit = -1;           // --warm-fft's plans: NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT (-1: cuFFT's default)
+  // --probe-first-change's steps in this process, or the new box's plans made in another process
+  // first (this program, --warm-fft), whose CUDA JIT cache the set then finds.
+  std::string probe_mode = "steps";
 };
 
 std::int64_t now_ns() {
@@ -447,8 +455,13 @@ struct FirstChangeProbe {
     armed = true;
   }
   bool ready() const { return armed; }
+  std::string mode = "steps";
   void run(double rate_hz) {
     armed = false;
+    if (mode == "process") {
+      run_elsewhere();
+      return;
+    }
     const auto pause = std::chrono::milliseconds(std::max(30, static_cast<int>(8e3 / rate_hz)));
     auto timed = [&](const char* name, const auto& body) {
       Step step{.name = name, .begin_ns = now_ns()};
@@ -495,6 +508,25 @@ struct FirstChangeProbe {
     });
     // Kept (destroying a plan waits for the device) until the process ends.
   }
+  // The new box's plans made (and run) by another process: this program, `live --frames 0
+  // --warm-fft`, with this one's environment (its CUDA JIT cache); waited for.
+  void run_elsewhere() {
+    Step step{.name = "the new box's plans made in another process", .begin_ns = now_ns()};
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string size = std::to_string(box[1]) + "x" + std::to_string(box[0]);
+    std::vector<std::string> words = {"sonopipe-bench", "live", "--backend", "cuda", "--frames", "0", "--warm-fft", size};
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    pid_t child = 0;
+    int status = -1;
+    if (posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0 ||
+        waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      std::fprintf(stderr, "--probe-mode process: the other process failed (status %d)\n", status);
+    step.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    steps.push_back(step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
 #else
   void prepare(const LiveOptions&) { throw std::runtime_error("--probe-first-change needs a CUDA build"); }
   bool ready() const { return false; }
@@ -505,7 +537,7 @@ struct FirstChangeProbe {
 // --warm-fft: before the frames, each 2-D size is planned (R2C and C2R, a batch of 64) and run once
 // on a stream of its own, waited for: does having loaded cuFFT's kernels for these sizes take the
 // first kernel change's stall away? Timed, printed.
-void warm_fft_sizes(const std::vector<std::string>& sizes) {
+void warm_fft_sizes(const std::vector<std::string>& sizes, int patient_jit) {
 #ifdef SONOPIPE_WITH_CUDA
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -518,18 +550,35 @@ void warm_fft_sizes(const std::vector<std::string>& sizes) {
     void *real = nullptr, *spectra = nullptr;
     const auto t0 = std::chrono::steady_clock::now();
     cufftHandle forward = 0, inverse = 0;
+    long long patient[2] = {-2, -2};  // the property as the plans have it (-2: not readable)
+    const auto plan = [&](cufftHandle& handle, cufftType type, long long& patient_now) {
+      std::size_t work = 0;
+      if (cufftCreate(&handle) != CUFFT_SUCCESS) return false;
+      if (patient_jit >= 0 &&
+          cufftSetPlanPropertyInt64(handle, NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT, patient_jit) != CUFFT_SUCCESS)
+        return false;
+      if (cufftGetPlanPropertyInt64(handle, NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT, &patient_now) != CUFFT_SUCCESS)
+        patient_now = -2;
+      return cufftMakePlanMany(handle, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, kBatch, &work) == CUFFT_SUCCESS;
+    };
     if (cudaMalloc(&real, elements * sizeof(float)) != cudaSuccess ||
         cudaMalloc(&spectra, elements * sizeof(cufftComplex)) != cudaSuccess ||
         cudaMemsetAsync(real, 0, elements * sizeof(float), stream) != cudaSuccess ||
-        cufftPlanMany(&forward, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, kBatch) != CUFFT_SUCCESS ||
-        cufftPlanMany(&inverse, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, kBatch) != CUFFT_SUCCESS ||
+        !plan(forward, CUFFT_R2C, patient[0]) || !plan(inverse, CUFFT_C2R, patient[1]) ||
         cufftSetStream(forward, stream) != CUFFT_SUCCESS || cufftSetStream(inverse, stream) != CUFFT_SUCCESS ||
         cufftExecR2C(forward, static_cast<float*>(real), static_cast<cufftComplex*>(spectra)) != CUFFT_SUCCESS ||
         cufftExecC2R(inverse, static_cast<cufftComplex*>(spectra), static_cast<float*>(real)) != CUFFT_SUCCESS ||
         cudaStreamSynchronize(stream) != cudaSuccess)
       throw std::runtime_error("--warm-fft " + size + ": a CUDA or cuFFT call failed");
-    std::printf("warm-fft %s: planned and run in %.3f ms\n", size.c_str(),
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const double made_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // Run once more: the execution alone (what the frames would pay per transform pair at this batch).
+    const auto t1 = std::chrono::steady_clock::now();
+    cufftExecR2C(forward, static_cast<float*>(real), static_cast<cufftComplex*>(spectra));
+    cufftExecC2R(inverse, static_cast<cufftComplex*>(spectra), static_cast<float*>(real));
+    cudaStreamSynchronize(stream);
+    std::printf("warm-fft %s: planned and run in %.3f ms (patient JIT property %lld / %lld); run again %.3f ms\n",
+                size.c_str(), made_ms, patient[0], patient[1],
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
     cufftDestroy(forward);
     cufftDestroy(inverse);
     cudaFree(real);
@@ -538,6 +587,7 @@ void warm_fft_sizes(const std::vector<std::string>& sizes) {
   cudaStreamDestroy(stream);
 #else
   (void)sizes;
+  (void)patient_jit;
   throw std::runtime_error("--warm-fft needs a CUDA build");
 #endif
 }
@@ -605,8 +655,9 @@ void run(const LiveOptions& options) {
 #endif
   }
   FirstChangeProbe probe;
+  probe.mode = options.probe_mode;
   if (options.probe_first_change) probe.prepare(options);
-  if (!options.warm_fft.empty()) warm_fft_sizes(options.warm_fft);
+  if (!options.warm_fft.empty()) warm_fft_sizes(options.warm_fft, options.fft_patient_jit);
 
   // The changes: scale and factor alternate; factor changes go between 4 and the largest factor so
   // far, except --grow + 1 that raise it (the first factor change, then spread over the run).
@@ -894,6 +945,13 @@ void add_live_bench(CLI::App& app) {
                       "CUDA: 2-D FFT sizes (AxB, slowest first) planned and run once before the frames (does "
                       "loading cuFFT's kernels for them take a first kernel change's stall away?)")
       ->delimiter(',');
+  command->add_option("--fft-patient-jit", options->fft_patient_jit,
+                      "--warm-fft's plans: cuFFT's NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT (-1: its default)")
+      ->capture_default_str();
+  command->add_option("--probe-mode", options->probe_mode,
+                      "--probe-first-change: steps (in this process, one at a time) or process (the new box's plans "
+                      "made by another process first)")
+      ->check(CLI::IsMember({"steps", "process"}))->capture_default_str();
   command->add_option("--configure-parts", options->configure_parts,
                       "ncc chain on CUDA: time the parts of a kernel change's configure this many times (no run)");
   command->callback([options] {
@@ -904,6 +962,7 @@ void add_live_bench(CLI::App& app) {
                 static_cast<long long>(options->samples), options->chain == "ncc" ? "RF" : "IQ",
                 options->chain == "ncc" ? "ncc_track" : "upsample", options->every);
     if (options->configure_parts > 0) run_configure_parts(*options);
+    else if (options->frames == 0) warm_fft_sizes(options->warm_fft, options->fft_patient_jit);  // no run
     else run(*options);
   });
 }
