@@ -593,6 +593,13 @@ void warm_fft_sizes(const std::vector<std::string>& sizes, int patient_jit) {
 }
 
 void run(const LiveOptions& options) {
+  // A control frame (halfway between two changes) has every / 2 - 1 frames of its generation after
+  // it; its cost needs at least half the neighbours (FrameLog::cost), all of them from 2 x
+  // neighbours + 2 on.
+  if (options.every / 2 - 1 < (options.neighbours + 1) / 2)
+    std::fprintf(stderr, "--every %d leaves the control frames %d frames of their generation, fewer than half of "
+                         "--neighbours %d: they are not measured (use --every >= %d)\n",
+                 options.every, options.every / 2 - 1, options.neighbours, 2 * options.neighbours + 2);
   const StageRegistry& registry = builtin_stages();
   const Backend backend = options.backend == "cuda" ? Backend::cuda : Backend::cpu;
   const auto frames = static_cast<std::size_t>(options.frames);
