@@ -101,11 +101,12 @@ class TrackerMemory {
     return value;
   }
   // The pool just grew (the driver mapped memory for it): it takes room for what follows now, at
-  // least 4 x what is in use (at most kKeepBytes). A live change makes its tracker while the one it
-  // replaces (and other pipelines' ones) still hold theirs; growing the pool then held every stream
-  // on the device: the first kernel change's configure took 66 ms and both pipelines' frames waited
-  // 60 ms (H100, result-3). So the pool grows at the first configure (the pipeline's start) and on a
-  // change only past that room. Best effort: without the memory, later allocations grow it as needed.
+  // least 4 x what is in use (at most kKeepBytes), so that a live change, which makes its tracker
+  // while the one it replaces (and other pipelines' ones) still hold theirs, grows it only past that
+  // room. (Session 10 blamed the run's first kernel change's stall, 66 ms, on the pool growing; it was
+  // cuFFT compiling kernels for the new size, see PlanCache. A pool growing by 64 MiB while frames run
+  // takes 0.3-0.4 ms and holds no frame: H100, session 11 result-1.) Best effort: without the memory,
+  // later allocations grow it as needed.
   void make_room() {
     const std::uint64_t room = std::min<std::uint64_t>(std::max<std::uint64_t>(4 * attribute(cudaMemPoolAttrUsedMemCurrent), kLeastRoom), kKeepBytes);
     const std::uint64_t reserved = attribute(cudaMemPoolAttrReservedMemCurrent);
