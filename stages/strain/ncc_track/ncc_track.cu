@@ -192,12 +192,6 @@ class PlanCache {
     check_cufft(cufftCreate(&plan.handle), "create");
     try {
       check_cufft(cufftSetAutoAllocation(plan.handle, 0), "set auto allocation");
-      // No kernels compiled for this plan at run time (cuFFT's "patient JIT"): compiling them took
-      // 20-70 ms per new FFT size on the H100 (CUDA 13, a cold CUDA JIT cache), on the set's thread,
-      // and held the driver's lock meanwhile, so every pipeline's frames on the device waited (the
-      // run's first ncc_track kernel change: 33 ms; session 11, result-1). Best effort: a cuFFT
-      // without the property plans as before.
-      cufftSetPlanPropertyInt64(plan.handle, NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT, 0);
       int n[3] = {key.n[0], key.n[1], key.n[2]};
       std::size_t work_bytes = 0;
       check_cufft(cufftMakePlanMany(plan.handle, key.rank, n, nullptr, 1, 0, nullptr, 1, 0,
