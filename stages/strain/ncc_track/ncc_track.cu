@@ -251,7 +251,7 @@ class PlanCache {
   // $SONOPIPE_CUFFT_PLAN, or sonopipe-cufft-plan beside this program; without it (or with the JIT
   // cache off, CUDA_CACHE_DISABLE=1), the plan is made here as before.
   static void compile_elsewhere(const Key& key) {
-    static const std::string helper = [] {
+    const std::string helper = [] {  // looked up each time: a test (or a user) may point elsewhere
       if (const char* path = std::getenv("SONOPIPE_CUFFT_PLAN")) return std::string(path);  // "": none
       char self[PATH_MAX] = {};
       const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
