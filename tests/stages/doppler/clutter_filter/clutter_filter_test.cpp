@@ -548,7 +548,7 @@ TEST_CASE("clutter_filter: CUDA (double Gram and eigenvectors, float projection)
     std::vector<std::complex<float>> expected(reference, reference + x.size());
     if (c.method == ClutterFilterParams::Method::svd) {
       // Every route that applies to the case (eigen_route()), each within the bound below.
-      for (const auto [eigensolver, label] :
+      for (const auto& [eigensolver, label] :
            {std::pair{ClutterFilterParams::Eigensolver::full, "full"},
             std::pair{ClutterFilterParams::Eigensolver::jacobi, "jacobi"},
             std::pair{ClutterFilterParams::Eigensolver::subspace, "subspace"},
