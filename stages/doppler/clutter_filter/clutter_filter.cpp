@@ -199,6 +199,7 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
         shape.frames >= 2) {
       route.kind = EigenRoute::Kind::dominant;
       route.warm_start = params.warm_start;
+      route.retry = params.eigensolver == Eigensolver::automatic;  // as the subspace route's, below
       return route;
     }
     // Every eigenvector (any rank choice, noise rank too) by the Jacobi kernel (float angles, double

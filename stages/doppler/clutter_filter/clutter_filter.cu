@@ -376,6 +376,12 @@ struct ClutterFilterGpu::Impl {
   std::vector<void*> warm_workspaces;
   unsigned long long* jacobi_counters = nullptr;  // device: solves, warm starts, sweeps (JacobiStats)
   unsigned long long* dominant_counters = nullptr;  // device: DominantStats' five counts
+  // The dominant route's fallback count in mapped host memory (stored by the kernel; its device
+  // address `dominant_published_device`) and auto's retry policy on it (SubspaceRetry: after a
+  // fallback the next frames take the Jacobi kernel directly, 4, 8, .. 128 of them).
+  unsigned long long* dominant_published = nullptr;
+  unsigned long long* dominant_published_device = nullptr;
+  SubspaceRetry dominant_retry;
 
   void clear_graphs() {
     for (auto& [workspace, exec] : fallback_graphs) cudaGraphExecDestroy(exec);
@@ -499,6 +505,7 @@ struct ClutterFilterGpu::Impl {
     if (fallbacks) cudaFree(fallbacks);
     if (jacobi_counters) cudaFree(jacobi_counters);
     if (dominant_counters) cudaFree(dominant_counters);
+    if (dominant_published) cudaFreeHost(dominant_published);
     if (published) cudaFreeHost(published);
     if (capture) cudaStreamDestroy(capture);
     destroy_update();
@@ -595,6 +602,14 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   SONOPIPE_CUDA_CHECK(cudaMemset(m.jacobi_counters, 0, 3 * sizeof(unsigned long long)));
   if (!m.dominant_counters) SONOPIPE_CUDA_CHECK(cudaMalloc(&m.dominant_counters, 5 * sizeof(unsigned long long)));
   SONOPIPE_CUDA_CHECK(cudaMemset(m.dominant_counters, 0, 5 * sizeof(unsigned long long)));
+  if (!m.dominant_published) {
+    SONOPIPE_CUDA_CHECK(cudaHostAlloc(&m.dominant_published, sizeof(unsigned long long), cudaHostAllocMapped));
+    SONOPIPE_CUDA_CHECK(cudaHostGetDevicePointer(&m.dominant_published_device, m.dominant_published, 0));
+  }
+  // The counters restart with the configure (a frame of the configure before still in flight
+  // could store its count late: the next fallback's count then reads as stale, one try later).
+  *static_cast<volatile unsigned long long*>(m.dominant_published) = 0;
+  m.dominant_retry = SubspaceRetry(0);
   m.warm_workspaces.clear();  // every workspace starts cold (a new shape or parameters)
   m.retry = SubspaceRetry(*static_cast<volatile unsigned long long*>(m.published));
   m.clear_graphs();
@@ -834,12 +849,18 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
       // N <= 32, fixed rank k (auto): the dominant k eigenpairs in place where the device's test
       // passes (small_eigen.cuh), warm from this workspace's previous dominant vectors; then the
       // Jacobi kernel, which returns at once for those blocks and solves the others (cold), in
-      // place: no host wait, one more launch.
-      auto* flags = reinterpret_cast<int*>(device(m.converged));
+      // place: no host wait, one more launch. auto (retry): after a fallback, as the device last
+      // published the count (read without a wait), the next frames take the Jacobi kernel alone.
       auto* values = reinterpret_cast<double*>(device(m.eigenvalues));
-      hermitian_dominant_batched(grams, n, n, static_cast<std::int64_t>(nn), batch, static_cast<int>(s.tissue_rank),
-                                 kSubspaceTolerance, values, grams, n, static_cast<std::int64_t>(nn), flags, stream,
-                                 warm_previous(), m.dominant_counters);
+      int* flags = nullptr;  // null: every block to the Jacobi kernel
+      if (!m.route.retry ||
+          m.dominant_retry.try_subspace(*static_cast<volatile unsigned long long*>(m.dominant_published))) {
+        flags = reinterpret_cast<int*>(device(m.converged));
+        hermitian_dominant_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
+                                   static_cast<int>(s.tissue_rank), kSubspaceTolerance, values, grams, n,
+                                   static_cast<std::int64_t>(nn), flags, stream, warm_previous(),
+                                   m.dominant_counters, m.dominant_published_device);
+      }
       hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch, values, grams, n,
                                static_cast<std::int64_t>(nn), stream, JacobiVariant::circle, nullptr, nullptr,
                                m.jacobi_counters, flags);

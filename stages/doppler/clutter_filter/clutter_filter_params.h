@@ -72,13 +72,14 @@ struct ClutterFilterShape {
 //             repeated squares of G / trace(G), Rayleigh-Ritz on G, and a test that cannot pass
 //             wrongly (Davis-Kahan with lambda_k+1 <= trace((P G P)^q)^(1/q), small_eigen.cuh);
 //             where it fails the Jacobi kernel runs for that block (same launch order, no host
-//             wait; counted).
+//             wait; counted); chosen by auto, with SubspaceRetry's policy after a fallback.
 struct EigenRoute {
   enum class Kind { full, jacobi, subspace, dominant };
   Kind kind = Kind::full;
   int block = 0, iterations = 0;  // subspace only
   // subspace, chosen by auto: after a fallback the next frames take the full solver directly
   // (SubspaceRetry, subspace_retry.h); asked for (eigensolver subspace): every frame tries.
+  // dominant, chosen by auto: the same policy, the next frames taking the Jacobi kernel directly.
   bool retry = false;
   // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
   // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.

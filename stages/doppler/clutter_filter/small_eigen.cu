@@ -820,7 +820,7 @@ __device__ void jacobi_warp(DominantShared& sh, int k) {
 __global__ void __launch_bounds__(kThreads, 1)
 dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, int k, double tolerance,
                 double* values, double2* vectors, int ldv, std::int64_t vectors_stride, int* converged,
-                double2* previous, unsigned long long* stats) {
+                double2* previous, unsigned long long* stats, unsigned long long* published) {
   extern __shared__ double2 dynamic[];
   DominantShared& sh = *reinterpret_cast<DominantShared*>(dynamic);
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -1044,7 +1044,13 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
     converged[blockIdx.x] = pass ? 1 : 0;
     if (stats) {
       atomicAdd(stats, 1ull);
-      atomicAdd(stats + 1, pass ? 0ull : 1ull);
+      if (!pass) {
+        const unsigned long long fallbacks = atomicAdd(stats + 1, 1ull) + 1;
+        if (published) {  // mapped host memory: the host's retry policy reads it without a wait
+          *static_cast<volatile unsigned long long*>(published) = fallbacks;
+          __threadfence_system();
+        }
+      }
       atomicAdd(stats + 2, static_cast<unsigned long long>(squarings));
       atomicAdd(stats + 3, static_cast<unsigned long long>(steps));
       atomicAdd(stats + 4, static_cast<unsigned long long>(tiers));
@@ -1141,13 +1147,13 @@ void set_fallback_condition(cudaGraphConditionalHandle handle, const int* conver
 void hermitian_dominant_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, int k,
                                 double tolerance, double* values, double2* vectors, int ldv,
                                 std::int64_t vectors_stride, int* converged, cudaStream_t stream, double2* previous,
-                                unsigned long long* stats) {
+                                unsigned long long* stats, unsigned long long* published) {
   if (n < 2 || n > kSmallEigenMax || k < 1 || k > kDominantMaxRank || k >= n)
     throw CudaError("hermitian_dominant_batched: needs 2 <= n <= 32 and 1 <= k <= min(8, n - 1)");
   const auto bytes = static_cast<int>(sizeof(DominantShared));  // 61 KiB
   SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(dominant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   dominant_kernel<<<batch, kThreads, bytes, stream>>>(matrices, n, lda, stride, k, tolerance, values, vectors, ldv,
-                                                      vectors_stride, converged, previous, stats);
+                                                      vectors_stride, converged, previous, stats, published);
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

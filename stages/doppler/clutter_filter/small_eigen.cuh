@@ -81,11 +81,14 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
 // `previous` (may be null): n x k per entry, the X of the entry's last converged solve (the warm
 // start, used where orthonormal to 1e-8, else a fixed pseudo-random start). `stats` (may be null):
 // five device counters: solves, fallbacks (not converged), squarings, power iterations, bound
-// squarings.
+// squarings; `published` (may be null; mapped host memory): the fallback count stored by the
+// block that made it (the host's retry policy reads it without a wait; blocks of one launch may
+// store out of order, so a read may lag).
 void hermitian_dominant_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, int k,
                                 double tolerance, double* values, double2* vectors, int ldv,
                                 std::int64_t vectors_stride, int* converged, cudaStream_t stream,
-                                double2* previous = nullptr, unsigned long long* stats = nullptr);
+                                double2* previous = nullptr, unsigned long long* stats = nullptr,
+                                unsigned long long* published = nullptr);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal
