@@ -651,6 +651,7 @@ struct DominantShared {
   int slot[kDominantRank];  // H's Jacobi: the pair of each index (+ kDominantRank for the second)
   int stop, square, broke, pass;
   double residual2;
+  double power_bound;  // the bound on lambda_k+1 / trace(G) from the power phase's last M
 };
 
 __device__ inline double warp_sum(double v) {
@@ -879,6 +880,9 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
   __syncthreads();
   int current = 0, squarings = 0, steps = 0, tiers = 0;
   bool may_square = true;
+  // M = (G / trace(G))^(2^squarings) / prod_{i < squarings} trace(M_i)^(2^(squarings - i)): this
+  // sums log2(trace(M_i)) / 2^i over the squarings done.
+  double power_log2 = 0;
   if (!sh.broke) {
     // 3. Power phase (Rutishauser's subspace iteration on powers of M): X <- orth(M X), then M <- M^2
     //    / trace(M)^2 while the k columns' spread allows (kSpreadMax), until X stops moving.
@@ -917,6 +921,7 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
       may_square = may_square && sh.square;
       if (may_square && squarings < kPowerSquarings) {
         const double tr = trace32(sh.m[current]);
+        power_log2 += log2(tr) / double(1 << squarings);
         square32(sh.m[current], sh.m[1 - current], 1 / (tr * tr));
         current = 1 - current;
         ++squarings;
@@ -924,7 +929,24 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
       }
     }
   }
+  // Rounding allowance of the bounds below, in units of trace(G) (or of trace(M)): B's and M's
+  // entries carry ~(2k + 2) eps of the matrix's norm; a trace can lose n of them.
+  const double allowance = 4.0 * double(n) * n * (2 * k + 2) * kEpsilon;
   if (!sh.broke) {
+    // The power phase's bound (free: M is there): with p = 2^squarings, G^p has G's eigenvectors
+    // and eigenvalues lambda^p in the same order, so lambda_k+1^p <= lambda_max(P G^p P) <=
+    // trace(P G^p P) (Courant-Fischer, P = I - X X^H), and trace(P M P) = trace(M) - sum_c x_c^H M
+    // x_c; it is tight once p has pushed the rest below rounding, which the iteration needed anyway.
+    multiply_columns(sh.m[current], sh.x, sh.y, k);
+    __syncthreads();
+    if (warp == 0) {
+      const double tr = trace32(sh.m[current]);
+      double quadratic = 0;
+      for (int c = 0; c < k; ++c) quadratic += warp_dot(sh.x[lane + 32 * c], sh.y[lane + 32 * c]).x;
+      const double tail = fmax(tr - quadratic, 0.0) + allowance * tr;
+      if (lane == 0) sh.power_bound = exp2(power_log2 + log2(tail) / double(1 << squarings));
+    }
+    __syncthreads();
     // 4. Rayleigh-Ritz on G: H = X^H G X, H = W diag(theta) W^H, X <- X W, Y = G X W, theta ascending;
     //    R = G X - X diag(theta).
     multiply_columns(sh.g, sh.x, sh.y, k);
@@ -991,7 +1013,17 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
     //    between span(X) and G's dominant subspace is at most |R|_F / gap (Davis-Kahan's sin theta
     //    theorem), and the filter's output error at most sqrt(theta_k) |R|_F / gap; accepted when that
     //    is <= tolerance |S_f|, |S_f|^2 = trace(G) - sum(theta) (subspace_converged_batched's rule).
-    for (int e = t; e < 32 * 32; e += kThreads) {
+    //    First with the power phase's bound (above); where that fails, B's.
+    const double residual = sqrt(sh.residual2);
+    double removed = 0;
+    for (int c = 0; c < k; ++c) removed += sh.theta[c];
+    const double output2 = fmax(trace32(sh.g) - removed, 0.0);
+    auto passes = [&](double bound) {
+      const double gap = sh.theta[0] - (bound + allowance) - residual;
+      return gap > 0 && sqrt(fmax(sh.theta[k - 1], 0.0)) * residual <= tolerance * gap * sqrt(output2);
+    };
+    bool pass = passes(sh.power_bound);
+    for (int e = t; !pass && e < 32 * 32; e += kThreads) {
       const int i = e & 31, j = e >> 5;
       double2 b = sh.g[i + j * kLd];
       for (int c = 0; c < k; ++c) {
@@ -1002,21 +1034,13 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
       sh.m[0][i + j * kLd] = b;
     }
     __syncthreads();
-    // Rounding: B carries errors of ~(2k + 2) eps |G| an entry; the trace at q = 1 can lose n of them.
-    const double allowance = 4.0 * double(n) * n * (2 * k + 2) * kEpsilon;
-    const double residual = sqrt(sh.residual2);
-    double removed = 0;
-    for (int c = 0; c < k; ++c) removed += sh.theta[c];
-    const double output2 = fmax(trace32(sh.g) - removed, 0.0);
     double log2_product = 0;  // sum over the tiers before of log2(c_i) / 2^i
     int bound_buffer = 0;
-    bool pass = false;
-    for (tiers = 0;; ++tiers) {
+    for (tiers = 0; !pass; ++tiers) {
       const double c = trace32(sh.m[bound_buffer]);
       // trace(B^(2^t)) = c_t prod_{i<t} c_i^(2^(t-i)) with A_t = A_{t-1}^2 / c_{t-1}^2, A_0 = B.
       const double bound = c > 0 ? exp2(log2_product + log2(c) / double(1 << tiers)) : 0.0;
-      const double gap = sh.theta[0] - (bound + allowance) - residual;
-      pass = gap > 0 && sqrt(fmax(sh.theta[k - 1], 0.0)) * residual <= tolerance * gap * sqrt(output2);
+      pass = passes(bound);
       if (pass || tiers == kBoundSquarings || !(c > allowance)) break;
       log2_product += log2(c) / double(1 << tiers);
       square32(sh.m[bound_buffer], sh.m[1 - bound_buffer], 1 / (c * c));

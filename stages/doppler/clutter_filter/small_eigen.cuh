@@ -69,7 +69,8 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
 //   Rayleigh-Ritz on G itself: H = X^H G X (k x k) by a warp's Jacobi, X <- X W, theta ascending,
 //                 R = G X - X diag(theta);
 //   the test      lambda_k+1 <= lambda_max(P G P) <= trace((P G P)^q)^(1/q), P = I - X X^H (Courant-
-//                 Fischer; q = 1, 2, 4, .. 256 by squarings, until it passes), gap = theta_1 - bound -
+//                 Fischer; q = 1, 2, 4, .. 256 by squarings, until it passes; tried first: the power
+//                 phase's lambda_k+1^p <= trace(P G^p P), free), gap = theta_1 - bound -
 //                 |R|_F; converged when gap > 0 and sqrt(theta_k) |R|_F <= tolerance gap |S_f| with
 //                 |S_f|^2 = trace(G) - sum(theta): by Davis-Kahan's sin theta theorem the removed
 //                 subspace's angle is at most |R|_F / gap (subspace_converged_batched's rule).
