@@ -762,7 +762,8 @@ __device__ void jacobi_warp(DominantShared& sh, int k) {
       if (lane < half) {
         int p, q;
         tournament_pair(m, round, lane, p, q);
-        sh.rotations[lane] = q < k ? schur_rotation(sh.h[p + p * ld].x, sh.h[q + q * ld].x, sh.h[p + q * ld]) : identity;
+        sh.rotations[lane] =
+            q < k ? schur_rotation(sh.h[p + p * ld].x, sh.h[q + q * ld].x, sh.h[p + q * ld]) : identity;
         sh.slot[p] = lane;
         sh.slot[q] = lane + kDominantRank;
       }
@@ -830,7 +831,8 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
   for (int e = t; e < 32 * 32; e += kThreads) {
     const int i = e & 31, j = e >> 5;
     double2 v = make_double2(0, 0);
-    if (i < n && j < n) v = i > j ? in[i + j * lda] : (i < j ? conj(in[j + i * lda]) : make_double2(in[i + i * lda].x, 0));
+    if (i < n && j < n)
+      v = i > j ? in[i + j * lda] : (i < j ? conj(in[j + i * lda]) : make_double2(in[i + i * lda].x, 0));
     sh.m[1][i + j * kLd] = v;
   }
   __syncthreads();
@@ -1060,9 +1062,11 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
       const int row = e % n, column = e / n, c = column - (n - k);
       out[row + column * ldv] = c >= 0 ? sh.x[row + 32 * c] : make_double2(0, 0);
     }
-    for (int i = t; i < n; i += kThreads) values[blockIdx.x * std::int64_t(n) + i] = i >= n - k ? sh.theta[i - (n - k)] * trace : 0.0;
+    for (int i = t; i < n; i += kThreads)
+      values[blockIdx.x * std::int64_t(n) + i] = i >= n - k ? sh.theta[i - (n - k)] * trace : 0.0;
     if (previous)
-      for (int e = t; e < n * k; e += kThreads) previous[blockIdx.x * std::int64_t(n) * k + e] = sh.x[(e % n) + 32 * (e / n)];
+      for (int e = t; e < n * k; e += kThreads)
+        previous[blockIdx.x * std::int64_t(n) * k + e] = sh.x[(e % n) + 32 * (e / n)];
   }
   if (t == 0) {
     converged[blockIdx.x] = pass ? 1 : 0;

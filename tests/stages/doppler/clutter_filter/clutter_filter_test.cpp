@@ -92,7 +92,8 @@ std::vector<std::complex<float>> exact_ensemble(std::int64_t pixels, const std::
   for (std::int64_t i = 0; i < frames * frames; ++i) g.data()[i] = {normal(rng), normal(rng)};
   for (std::int64_t i = 0; i < pixels * frames; ++i) a.data()[i] = {normal(rng), normal(rng)};
   const ComplexMatrix b = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
-  const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(a).householderQ() * ComplexMatrix::Identity(pixels, frames);
+  const ComplexMatrix u =
+      Eigen::HouseholderQR<ComplexMatrix>(a).householderQ() * ComplexMatrix::Identity(pixels, frames);
   Eigen::VectorXcd s(frames);
   for (std::int64_t i = 0; i < frames; ++i) s(i) = singular[i];
   const ComplexMatrix x = u * s.asDiagonal() * b.adjoint();
