@@ -1249,13 +1249,13 @@ TEST_CASE("clutter_filter: the dominant route matches LAPACK's SVD filter frame 
       for (auto& v : xs.back()) v += std::complex<float>(step * normal(rng), step * normal(rng));
     }
     xs.push_back(designed_ensemble(pixels, tissue_spectrum(frames, tissue), rng));
-    // Without: singular values 100 .. 60 (k of them), then the (k+1)-th 60 (1 - 5e-6): lambda_k+1 /
-    // lambda_k = 1 - 1e-5, out of reach of 4096th powers (0.96); the rest 3 .. 1 (exact_ensemble:
-    // the designed values exactly). The answer is still well defined: the removed subspace turns by
-    // eps lambda_1 / (lambda_k - lambda_k+1) ~ 1e-11 under rounding of G.
+    // Without: singular values 100 .. 60 (k of them; 60 for k = 1), then the (k+1)-th 60 (1 - 5e-6):
+    // lambda_k+1 / lambda_k = 1 - 1e-5, out of reach of 4096th powers (0.96); the rest 3 .. 1
+    // (exact_ensemble: the designed values exactly). The answer is still well defined: the removed
+    // subspace turns by eps lambda_1 / (lambda_k - lambda_k+1) ~ 1e-11 under rounding of G.
     std::vector<double> close(static_cast<std::size_t>(frames));
     for (std::int64_t i = 0; i < frames; ++i)
-      close[i] = i < tissue ? 100 - 40.0 * i / std::max<std::int64_t>(1, tissue - 1)
+      close[i] = i < tissue ? 60 + 40.0 * (tissue - 1 - i) / std::max<std::int64_t>(1, tissue - 1)
                             : (i == tissue ? 60 * (1 - 5e-6) : 3 - 2.0 * (i - tissue - 1) / (frames - tissue - 2));
     const std::vector<std::vector<std::complex<float>>> no_gap{exact_ensemble(pixels, close, rng),
                                                                 exact_ensemble(pixels, close, rng)};
