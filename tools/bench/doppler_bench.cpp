@@ -783,6 +783,7 @@ void run_small_kernel_cases() {
       const double sm_fp64_gflops = 128.0 * sm_clock_khz * 1e-6;  // 64 FP64 FMAs a clock an SM (H100)
       std::printf("dominant n 32, cold (us, converged, squarings + bound squarings, iterations, floor us at one SM's "
                   "FP64 %.0f GFLOP/s):", sm_fp64_gflops);
+      for (const auto variant : {cuda::DominantVariant::sequential, cuda::DominantVariant::overlapped})
       for (std::size_t g = 0; g < grams.size(); ++g)
         for (int k : {1, 4}) {
           SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
@@ -790,7 +791,7 @@ void run_small_kernel_cases() {
           SONOPIPE_CUDA_CHECK(cudaMemset(stats, 0, 5 * sizeof(unsigned long long)));
           const double us = time_it([&] {
             cuda::hermitian_dominant_batched(scratch, n, n, std::int64_t(n) * n, 1, k, 1e-6, values, scratch, n,
-                                             std::int64_t(n) * n, flags, nullptr, nullptr, stats);
+                                             std::int64_t(n) * n, flags, nullptr, nullptr, stats, nullptr, variant);
           });
           unsigned long long c[5] = {};
           int converged = -1;
@@ -799,8 +800,9 @@ void run_small_kernel_cases() {
           const double solves = double(c[0]), squarings = (c[2] + c[4]) / solves, iterations = (c[3] + 1) / solves;
           const double flops = squarings * 8.0 * 32 * 32 * 32 + iterations * (8.0 * n * n * k + 16.0 * n * k * k) +
                                24.0 * n * n * k;
-          std::printf(" %s k %d: %.1f (%d, %.1f + %.1f, %.1f, %.1f);", names[g], k, us, converged, c[2] / solves,
-                      c[4] / solves, iterations, flops / (sm_fp64_gflops * 1e3));
+          std::printf(" %s %s k %d: %.1f (%d, %.1f + %.1f, %.1f, %.1f);", cuda::dominant_variant_name(variant),
+                      names[g], k, us, converged, c[2] / solves, c[4] / solves, iterations,
+                      flops / (sm_fp64_gflops * 1e3));
         }
       std::printf("\n");
       cudaFree(stats);

@@ -652,7 +652,8 @@ struct DominantShared {
   double theta[kDominantRank];                // its eigenvalues, ascending
   Rotation rotations[kDominantRank / 2];
   int slot[kDominantRank];  // H's Jacobi: the pair of each index (+ kDominantRank for the second)
-  int stop, square, broke, pass;
+  int stop[2], square[2], broke, pass;  // the power phase's flags, by the iteration's parity
+  double power_trace[2];                // kOverlap: trace(M) as the squaring warps found it
   double residual2;
   double power_bound;  // the bound on lambda_k+1 / trace(G) from the power phase's last M
 };
@@ -706,6 +707,44 @@ __device__ void multiply_columns(const double2* a, const double2* x, double2* y,
     sum1 = cfma(a[lane + (s + 1) * kLd], x[s + 1 + 32 * c], sum1);
   }
   y[lane + 32 * c] = add(sum0, sum1);
+}
+
+// kOverlap: y_c = A x_c by warps 0..3 (warp w: columns w and w + 4); the caller synchronises them.
+__device__ void multiply_columns_4(const double2* a, const double2* x, double2* y, int k) {
+  const int lane = threadIdx.x & 31;
+  for (int c = threadIdx.x >> 5; c < k; c += 4) {
+    double2 sum0 = make_double2(0, 0), sum1 = sum0;
+#pragma unroll 8
+    for (int s = 0; s < 32; s += 2) {
+      sum0 = cfma(a[lane + s * kLd], x[s + 32 * c], sum0);
+      sum1 = cfma(a[lane + (s + 1) * kLd], x[s + 1 + 32 * c], sum1);
+    }
+    y[lane + 32 * c] = add(sum0, sum1);
+  }
+}
+
+// kOverlap: out = scale in^2 by 128 threads (u = 0..127: rows u % 16 and + 16, columns u / 16 + 8 b,
+// b = 0..3: 2 x 4 complex in registers, 32 FP64 FMAs per 6 shared loads).
+__device__ void square32_half(const double2* in, double2* out, double scale_by, int u) {
+  const int ti = u & 15, tj = u >> 4;
+  double2 c0[4], c1[4];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) c0[b] = c1[b] = make_double2(0, 0);
+#pragma unroll 4
+  for (int s = 0; s < 32; ++s) {
+    const double2 a0 = in[ti + s * kLd], a1 = in[ti + 16 + s * kLd];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const double2 bv = in[s + (tj + 8 * b) * kLd];
+      c0[b] = cfma(a0, bv, c0[b]);
+      c1[b] = cfma(a1, bv, c1[b]);
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    out[ti + (tj + 8 * b) * kLd] = scale(scale_by, c0[b]);
+    out[ti + 16 + (tj + 8 * b) * kLd] = scale(scale_by, c1[b]);
+  }
 }
 
 // Classical Gram-Schmidt twice (giraud2005: orthogonal to working precision) on the k columns a
@@ -822,6 +861,10 @@ __device__ void jacobi_warp(DominantShared& sh, int k) {
   }
 }
 
+// kOverlap (DominantVariant::overlapped): the power phase's squaring of M runs on warps 4..7 while
+// warps 0..3 multiply M X and warp 0 orthonormalises (the square is made before its decision and
+// kept only where the iteration decides to square); one block barrier an iteration instead of three.
+template <bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1)
 dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, int k, double tolerance,
                 double* values, double2* vectors, int ldv, std::int64_t vectors_stride, int* converged,
@@ -892,8 +935,21 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
     // 3. Power phase (Rutishauser's subspace iteration on powers of M): X <- orth(M X), then M <- M^2
     //    / trace(M)^2 while the k columns' spread allows (kSpreadMax), until X stops moving.
     for (; steps < kPowerSteps; ++steps) {
-      multiply_columns(sh.m[current], sh.x, sh.y, k);
-      __syncthreads();
+      const int parity = steps & 1;  // flags written this iteration (read after its barrier)
+      const bool squaring = may_square && squarings < kPowerSquarings;  // before this iteration's say
+      if (kOverlap) {
+        if (warp >= 4) {  // M^2 / trace(M)^2 into the other buffer, kept if the iteration squares
+          const double tr = trace32(sh.m[current]);
+          if (squaring) square32_half(sh.m[current], sh.m[1 - current], 1 / (tr * tr), t - 128);
+          if (t == 128) sh.power_trace[parity] = tr;
+        } else {
+          multiply_columns_4(sh.m[current], sh.x, sh.y, k);
+          asm volatile("bar.sync 1, 128;" ::: "memory");  // warps 0..3
+        }
+      } else {
+        multiply_columns(sh.m[current], sh.x, sh.y, k);
+        __syncthreads();
+      }
       if (warp == 0) {
         double2 old[kDominantRank], x[kDominantRank];
 #pragma unroll
@@ -917,20 +973,24 @@ dominant_kernel(const double2* matrices, int n, int lda, std::int64_t stride, in
         if (lane == 0) {
           sh.broke = ok ? 0 : 1;
           const double settled = fmax(kChangeStop, 16 * kEpsilon * spread);
-          sh.stop = !ok || !(change2 > settled * settled);
-          sh.square = spread <= kSpreadMax;
+          sh.stop[parity] = !ok || !(change2 > settled * settled);
+          sh.square[parity] = spread <= kSpreadMax;
         }
       }
       __syncthreads();
-      if (sh.stop) break;
-      may_square = may_square && sh.square;
+      if (sh.stop[parity]) break;
+      may_square = may_square && sh.square[parity];
       if (may_square && squarings < kPowerSquarings) {
-        const double tr = trace32(sh.m[current]);
-        power_log2 += log2(tr) / double(1 << squarings);
-        square32(sh.m[current], sh.m[1 - current], 1 / (tr * tr));
+        if (kOverlap) {  // the square is there already
+          power_log2 += log2(sh.power_trace[parity]) / double(1 << squarings);
+        } else {
+          const double tr = trace32(sh.m[current]);
+          power_log2 += log2(tr) / double(1 << squarings);
+          square32(sh.m[current], sh.m[1 - current], 1 / (tr * tr));
+          __syncthreads();
+        }
         current = 1 - current;
         ++squarings;
-        __syncthreads();
       }
     }
   }
@@ -1195,13 +1255,22 @@ void set_fallback_condition(cudaGraphConditionalHandle handle, const int* conver
 void hermitian_dominant_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, int k,
                                 double tolerance, double* values, double2* vectors, int ldv,
                                 std::int64_t vectors_stride, int* converged, cudaStream_t stream, double2* previous,
-                                unsigned long long* stats, unsigned long long* published) {
+                                unsigned long long* stats, unsigned long long* published, DominantVariant variant) {
   if (n < 2 || n > kSmallEigenMax || k < 1 || k > kDominantMaxRank || k >= n)
     throw CudaError("hermitian_dominant_batched: needs 2 <= n <= 32 and 1 <= k <= min(8, n - 1)");
   const auto bytes = static_cast<int>(sizeof(DominantShared));  // 61 KiB
-  SONOPIPE_CUDA_CHECK(cudaFuncSetAttribute(dominant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  dominant_kernel<<<batch, kThreads, bytes, stream>>>(matrices, n, lda, stride, k, tolerance, values, vectors, ldv,
-                                                      vectors_stride, converged, previous, stats, published);
+  if (variant == DominantVariant::overlapped) {
+    SONOPIPE_CUDA_CHECK(
+        cudaFuncSetAttribute(dominant_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    dominant_kernel<true><<<batch, kThreads, bytes, stream>>>(matrices, n, lda, stride, k, tolerance, values, vectors,
+                                                             ldv, vectors_stride, converged, previous, stats, published);
+  } else {
+    SONOPIPE_CUDA_CHECK(
+        cudaFuncSetAttribute(dominant_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    dominant_kernel<false><<<batch, kThreads, bytes, stream>>>(matrices, n, lda, stride, k, tolerance, values,
+                                                              vectors, ldv, vectors_stride, converged, previous,
+                                                              stats, published);
+  }
   SONOPIPE_CUDA_CHECK_LAUNCH();
 }
 

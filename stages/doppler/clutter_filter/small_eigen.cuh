@@ -85,11 +85,19 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
 // squarings; `published` (may be null; mapped host memory): the fallback count stored by the
 // block that made it (the host's retry policy reads it without a wait; blocks of one launch may
 // store out of order, so a read may lag).
+// Variants (the same results): sequential runs each power iteration's product M X, its
+// orthonormalisation and the squaring of M one after the other (three block barriers);
+// overlapped squares M on warps 4..7 while warps 0..3 multiply and warp 0 orthonormalises (one).
+enum class DominantVariant { sequential, overlapped };
+inline const char* dominant_variant_name(DominantVariant variant) {
+  return variant == DominantVariant::overlapped ? "overlapped" : "sequential";
+}
 void hermitian_dominant_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, int k,
                                 double tolerance, double* values, double2* vectors, int ldv,
                                 std::int64_t vectors_stride, int* converged, cudaStream_t stream,
                                 double2* previous = nullptr, unsigned long long* stats = nullptr,
-                                unsigned long long* published = nullptr);
+                                unsigned long long* published = nullptr,
+                                DominantVariant variant = DominantVariant::overlapped);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal

@@ -1101,10 +1101,11 @@ TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest e
   // 1e-8), 1 a gap of 2 (lambda_k+1 = lambda_k / 2, then halving), 2 none (lambda_k+1 = lambda_k:
   // no k-dimensional dominant subspace, so no test may pass), 3 as 0 at another scale (1e6).
   const int batch = 4;
+  for (const auto variant : {cuda::DominantVariant::sequential, cuda::DominantVariant::overlapped})
   for (int n : {5, 17, 31, 32})
     for (int k : {1, 2, 4, 8}) {
       if (k >= n) continue;
-      INFO("seed " << seed << ", n " << n << ", k " << k);
+      INFO("seed " << seed << ", n " << n << ", k " << k << ", variant " << cuda::dominant_variant_name(variant));
       std::vector<std::complex<double>> host(static_cast<std::size_t>(n) * n * batch);
       std::vector<Eigen::SelfAdjointEigenSolver<ComplexMatrix>> exact;
       for (int entry = 0; entry < batch; ++entry) {
@@ -1145,7 +1146,7 @@ TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest e
       const auto nn = static_cast<std::int64_t>(n) * n;
       auto dominant = [&] {
         cuda::hermitian_dominant_batched(matrices, n, n, nn, batch, k, 1e-6, values, matrices, n, nn, flags, nullptr,
-                                         previous, stats);  // in place, as the stage
+                                         previous, stats, nullptr, variant);  // in place, as the stage
       };
       dominant();
       std::vector<std::complex<double>> vectors(host.size());
@@ -1156,9 +1157,10 @@ TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest e
       SONOPIPE_CUDA_CHECK(cudaMemcpy(w.data(), values, w.size() * sizeof(double), cudaMemcpyDeviceToHost));
       SONOPIPE_CUDA_CHECK(cudaMemcpy(converged.data(), flags, batch * sizeof(int), cudaMemcpyDeviceToHost));
       SONOPIPE_CUDA_CHECK(cudaMemcpy(counters, stats, sizeof(counters), cudaMemcpyDeviceToHost));
-      std::printf("dominant kernel n %d k %d: converged %d %d %d %d; squarings %llu, iterations %llu, bound squarings "
-                  "%llu\n",
-                  n, k, converged[0], converged[1], converged[2], converged[3], counters[2], counters[3], counters[4]);
+      std::printf("dominant kernel %s n %d k %d: converged %d %d %d %d; squarings %llu, iterations %llu, bound "
+                  "squarings %llu\n",
+                  cuda::dominant_variant_name(variant), n, k, converged[0], converged[1], converged[2], converged[3],
+                  counters[2], counters[3], counters[4]);
       CHECK(converged == std::vector<int>{1, 1, 0, 1});
       CHECK(counters[0] == static_cast<unsigned long long>(batch));  // solves
       CHECK(counters[1] == 1);                                       // fallbacks
