@@ -62,10 +62,10 @@ void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int6
 // positive semidefinite n x n matrices (2 <= n <= 32, 1 <= k <= min(8, n - 1); lower triangle
 // read), one thread block per matrix, in double:
 //   power phase   M = G / trace(G); X <- orth(M X) (classical Gram-Schmidt twice), then M <- M^2 /
-//                 trace(M)^2 (p = 2, 4, .. 4096) while the k columns of M X span at most 1e4 in norm
+//                 trace(M)^2 (p = 2, 4, .. 4096) while the k columns of M X span at most 1e3 in norm
 //                 (beyond, rounding would hide the smaller dominant directions: M stays and X keeps
 //                 iterating on it), until X stops moving (1e-12, or its rounding floor) or 40
-//                 iterations;
+//                 iterations; k > 1: a last iteration on G itself (removes M's rounding floor);
 //   Rayleigh-Ritz on G itself: H = X^H G X (k x k) by a warp's Jacobi, X <- X W, theta ascending,
 //                 R = G X - X diag(theta);
 //   the test      lambda_k+1 <= lambda_max(P G P) <= trace((P G P)^q)^(1/q), P = I - X X^H (Courant-
