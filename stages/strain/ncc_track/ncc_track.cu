@@ -247,7 +247,7 @@ class PlanCache {
   // of its own with this one's environment: the kernels are compiled there, without our lock, and
   // our plan finds them in the cache (about 1 ms, no frame held; result-2: 0.96 ms after the other
   // process, frames at most 0.48 ms meanwhile). It costs the call that plans (a `set`, or the
-  // pipeline's first configure) that process's start, 0.36-0.41 s (result-3). The helper is
+  // pipeline's first configure) that process's start, 0.36-0.48 s (result-3, result-4). The helper is
   // $SONOPIPE_CUFFT_PLAN, or sonopipe-cufft-plan beside this program; without it (or with the JIT
   // cache off, CUDA_CACHE_DISABLE=1), the plan is made here as before.
   static void compile_elsewhere(const Key& key) {
