@@ -34,11 +34,24 @@ int CufftHelper::start(const std::string& program) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, ends[1], STDIN_FILENO);  // dup2 clears close-on-exec
   posix_spawn_file_actions_adddup2(&actions, ends[1], STDOUT_FILENO);
+  // The child starts with no signal blocked (the daemon blocks SIGINT and SIGTERM in its threads) and
+  // in a process group of its own: a terminal's Ctrl-C stops the daemon, whose exit (EOF) ends it.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int signal : {SIGINT, SIGTERM, SIGPIPE}) sigaddset(&defaults, signal);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   std::string serve = "--serve";
   std::string path = program;
   char* argv[] = {path.data(), serve.data(), nullptr};
   pid_t child = -1;
-  const int status = posix_spawn(&child, program.c_str(), &actions, nullptr, argv, environ);
+  const int status = posix_spawn(&child, program.c_str(), &actions, &attributes, argv, environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   close(ends[1]);
   if (status != 0) {
