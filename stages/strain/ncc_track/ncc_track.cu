@@ -248,8 +248,9 @@ class PlanCache {
   // process, frames at most 0.48 ms meanwhile). One helper serves the whole process (CufftHelper,
   // `sonopipe-cufft-plan --serve`, started at the first shape): a new process per shape cost each
   // shape's first `set` that process's start and CUDA context, 0.36-0.48 s (result-3, result-4);
-  // now a shape the JIT cache holds costs the pipe's round trip and the helper's plan, one new to
-  // the machine its compilation (in the helper, frames not held). A helper that does not answer in
+  // now a shape the JIT cache holds costs the request's round trip, the helper's plan and ours (the
+  // first change's configure 3.7 ms), one new to the machine its compilation (46 ms, in the helper,
+  // frames at most 0.37 ms meanwhile; s11-cufft result-1). A helper that does not answer in
   // 2 s is killed, one that ends (or is killed) is restarted once at the next shape. The helper is $SONOPIPE_CUFFT_PLAN, or sonopipe-cufft-plan beside this program; without it (or
   // with the JIT cache off, CUDA_CACHE_DISABLE=1), the plan is made here as before.
   static void compile_elsewhere(const Key& key) {
