@@ -3,8 +3,6 @@
 #include "stages/strain/ncc_track/ncc_track.cuh"
 
 #include <cufft.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "stages/common/cuda_check.h"
+#include "stages/strain/ncc_track/cufft_helper.h"
 #include "stages/strain/ncc_track/ncc_kernels.cuh"
 
 namespace sonopipe::cuda {
@@ -246,10 +245,14 @@ class PlanCache {
   // each shape in this process is made first by sonopipe-cufft-plan (tools/cufft_plan), a process
   // of its own with this one's environment: the kernels are compiled there, without our lock, and
   // our plan finds them in the cache (about 1 ms, no frame held; result-2: 0.96 ms after the other
-  // process, frames at most 0.48 ms meanwhile). It costs the call that plans (a `set`, or the
-  // pipeline's first configure) that process's start, 0.36-0.48 s (result-3, result-4). The helper is
-  // $SONOPIPE_CUFFT_PLAN, or sonopipe-cufft-plan beside this program; without it (or with the JIT
-  // cache off, CUDA_CACHE_DISABLE=1), the plan is made here as before.
+  // process, frames at most 0.48 ms meanwhile). One helper serves the whole process (CufftHelper,
+  // `sonopipe-cufft-plan --serve`, started at the first shape): a new process per shape cost each
+  // shape's first `set` that process's start and CUDA context, 0.36-0.48 s (result-3, result-4);
+  // now a shape the JIT cache holds costs the request's round trip, the helper's plan and ours (the
+  // first change's configure 3.7 ms), one new to the machine its compilation (46 ms, in the helper,
+  // frames at most 0.37 ms meanwhile; s11-cufft result-1). A helper that does not answer in
+  // 2 s is killed, one that ends (or is killed) is restarted once at the next shape. The helper is $SONOPIPE_CUFFT_PLAN, or sonopipe-cufft-plan beside this program; without it (or
+  // with the JIT cache off, CUDA_CACHE_DISABLE=1), the plan is made here as before.
   static void compile_elsewhere(const Key& key) {
     const std::string helper = [] {  // looked up each time: a test (or a user) may point elsewhere
       if (const char* path = std::getenv("SONOPIPE_CUFFT_PLAN")) return std::string(path);  // "": none
@@ -261,18 +264,11 @@ class PlanCache {
     }();
     const char* cache_off = std::getenv("CUDA_CACHE_DISABLE");
     if (helper.empty() || access(helper.c_str(), X_OK) != 0 || (cache_off && std::string(cache_off) == "1")) return;
-    std::vector<std::string> words = {helper, std::to_string(key.device), std::to_string(key.type)};
-    for (int d = 0; d < key.rank; ++d) words.push_back(std::to_string(key.n[d]));
-    words.push_back(std::to_string(key.batch));
-    std::vector<char*> argv;
-    for (std::string& word : words) argv.push_back(word.data());
-    argv.push_back(nullptr);
-    pid_t child = 0;
-    if (posix_spawn(&child, helper.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return;
-    int status = 0;
-    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
-    // A helper that failed compiled nothing: the plan below compiles here, as without it.
+    std::string request = std::to_string(key.device) + " " + std::to_string(key.type);
+    for (int d = 0; d < key.rank; ++d) request += " " + std::to_string(key.n[d]);
+    request += " " + std::to_string(key.batch);
+    ncc::CufftHelper::of_process().make(helper, request);
+    // A helper that failed (or none) compiled nothing: the plan below compiles here, as without it.
   }
 };
 

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <cufft.h>
 #include "stages/common/cuda_check.h"
+#include "stages/strain/ncc_track/cufft_helper.h"
 #endif
 
 using namespace sonopipe;
@@ -627,15 +628,16 @@ TEST_CASE("a lewis plan shape new to the process is first made by the cuFFT help
           "helper that fails changes nothing",
           "[ncc_track][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
-  // A stand-in for sonopipe-cufft-plan that notes its arguments (DEVICE TYPE N... BATCH) and exits
-  // with the given status.
+  // A stand-in for sonopipe-cufft-plan --serve that notes each request (DEVICE TYPE N... BATCH) and
+  // answers it with `answer` (its protocol alone: cufft_helper_test).
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("ncc-cufft-helper-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::filesystem::path log = dir / "calls.txt";
-  const auto helper = [&](const std::string& name, int status) {
+  const auto helper = [&](const std::string& name, const std::string& answer) {
     const std::filesystem::path path = dir / name;
-    std::ofstream(path) << "#!/bin/sh\necho \"$@\" >> '" << log.string() << "'\nexit " << status << "\n";
+    std::ofstream(path) << "#!/bin/sh\nwhile read line; do echo \"$line\" >> '" << log.string() << "'; echo '"
+                        << answer << "'; done\n";
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
     return path.string();
   };
@@ -658,8 +660,8 @@ TEST_CASE("a lewis plan shape new to the process is first made by the cuFFT help
                                            {"step", list({"4", "1"})}};
   };
   const TensorSpec spec = frame_spec({16, 128});
-  ::setenv("SONOPIPE_CUFFT_PLAN", helper("helper.sh", 0).c_str(), 1);
-  for (int round = 0; round < 2; ++round) {  // the second time the shape is known: no helper
+  ::setenv("SONOPIPE_CUFFT_PLAN", helper("helper.sh", "ok").c_str(), 1);
+  for (int round = 0; round < 2; ++round) {  // the second time the shape is known: no request
     auto stage = make_stage(shape("27"));
     stage->configure(rf_frame(spec), spec, Backend::cuda);
     const std::vector<std::string> lines = calls();
@@ -668,7 +670,7 @@ TEST_CASE("a lewis plan shape new to the process is first made by the cuFFT help
     CHECK(lines[1].rfind(std::to_string(device) + " " + std::to_string(CUFFT_C2R) + " 5 35 ", 0) == 0);
   }
   // A helper that fails compiled nothing: the plans are made here, and the tracker runs.
-  ::setenv("SONOPIPE_CUFFT_PLAN", helper("failing.sh", 1).c_str(), 1);
+  ::setenv("SONOPIPE_CUFFT_PLAN", helper("failing.sh", "fail stand-in").c_str(), 1);
   const auto seed = test::fresh_seed();
   const int shift[3] = {1, 0, 0};
   Pair pair = random_pair(spec, seed, shift, 0.5f);
@@ -679,6 +681,56 @@ TEST_CASE("a lewis plan shape new to the process is first made by the cuFFT help
   ::unsetenv("SONOPIPE_CUFFT_PLAN");
   if (cache_off) ::setenv("CUDA_CACHE_DISABLE", cache_was.c_str(), 1);
   std::filesystem::remove_all(dir);
+}
+TEST_CASE("the real cuFFT helper serves two new lewis shapes from one process and their plans match the CPU "
+          "reference",
+          "[ncc_track][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  // sonopipe-cufft-plan beside this program (the device's flat bin/), else in the build tree.
+  char self[4096] = {};
+  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(length > 0);
+  std::filesystem::path program = std::filesystem::path(self).parent_path() / "sonopipe-cufft-plan";
+  if (!std::filesystem::exists(program))
+    program = std::filesystem::path(SONOPIPE_BINARY_DIR) / "tools" / "cufft_plan" / "sonopipe-cufft-plan";
+  REQUIRE(std::filesystem::exists(program));
+  const char* cache_off = std::getenv("CUDA_CACHE_DISABLE");
+  const std::string cache_was = cache_off ? cache_off : "";
+  ::unsetenv("CUDA_CACHE_DISABLE");
+  ::setenv("SONOPIPE_CUFFT_PLAN", program.c_str(), 1);
+  const auto seed = test::fresh_seed();
+  ThreadPool pool(2);
+  const ncc::CufftHelper::Counts before = ncc::CufftHelper::of_process().counts();
+  // Kernels 23 x 3 and 33 x 3 with this search (FFT boxes 5 x 30 and 5 x 40): shapes no other case
+  // plans, so the helper is asked for both here.
+  int index = 0;
+  for (const char* axial : {"23", "33"}) {
+    const std::map<std::string, RawParam> params{{"kernel", list({axial, "3"})}, {"search_min", list({"-3", "-1"})},
+                                                 {"search_max", list({"4", "1"})}, {"step", list({"5", "1"})}};
+    const TensorSpec spec = frame_spec({16, 160});
+    const int shift[3] = {2, 0, 0};
+    Pair pair = random_pair(spec, seed + index, shift, 0.5f);
+    auto cpu_params = params;
+    cpu_params["method"] = item("standard");
+    auto cpu_stage = make_stage(cpu_params);
+    const Outputs expected = run_cpu(*cpu_stage, spec, {pair.f.data(), pair.g.data()}, pool);
+    auto cuda_params = params;
+    cuda_params["method"] = item("lewis");
+    auto stage = make_stage(cuda_params);
+    const Outputs got = run_cuda(*stage, spec, {pair.f.data(), pair.g.data()});
+    INFO("kernel " << axial << " x 3, seed " << seed);
+    REQUIRE(got.produced == std::vector<bool>{false, true});
+    for (std::size_t i = 0; i < expected.displacement_samples.size(); ++i)
+      // As "each CUDA method matches the CPU reference": float32 NCC through the 3-point fit, 1e-3.
+      REQUIRE(std::fabs(got.displacement_samples[i] - expected.displacement_samples[i]) < 1e-3);
+    ++index;
+  }
+  const ncc::CufftHelper::Counts after = ncc::CufftHelper::of_process().counts();
+  CHECK(after.made - before.made == 4);  // two shapes, an R2C and a C2R plan each
+  CHECK(after.starts - before.starts <= 1);  // one helper (started here unless an earlier case did)
+  CHECK(after.unavailable == before.unavailable);
+  ::unsetenv("SONOPIPE_CUFFT_PLAN");
+  if (cache_off) ::setenv("CUDA_CACHE_DISABLE", cache_was.c_str(), 1);
 }
 #endif
 
