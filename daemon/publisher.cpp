@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 
 #include "wire/wire.h"
 #include "wire/wall_clock.h"
@@ -51,6 +53,9 @@ v1::ResultHeader result_header(const PublishedResult& result) {
 Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, zmq::socket_type::pub), limits_(limits) {
+  // SONOPIPE_PUBLISH_COPY=1 (an experiment, issue 23): every result is copied into heap memory on
+  // the calling (completion) thread and published from there, as the relay publishes heap memory.
+  if (const char* copy = std::getenv("SONOPIPE_PUBLISH_COPY"); copy && std::string_view(copy) == "1") copy_always_ = true;
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
   if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kPublishIoThread);
   if (configure) {
@@ -81,7 +86,7 @@ void Publisher::publish_result(const PublishedResult& result) {
   if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
   // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
   // lagging one would keep the slot from the shm subscribers (and the executors) for long.
-  const bool copy = !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
+  const bool copy = copy_always_ || !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
   zmq::message_t payload = payload_message(result, copy);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);

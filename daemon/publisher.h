@@ -89,6 +89,7 @@ class Publisher {
   std::unique_ptr<SubscriberWatch> subscribers_;  // null with CURVE
   std::mutex mutex_;
   std::string header_bytes_;  // reused between results
+  bool copy_always_ = false;  // SONOPIPE_PUBLISH_COPY=1
   std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);
   std::size_t held_peak_since_trim_ = 0;
   std::chrono::steady_clock::time_point trim_until_;

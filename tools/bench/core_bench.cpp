@@ -64,6 +64,7 @@
 #include <thread>
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -72,6 +73,7 @@
 #include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/core_shm.h"
+#include "runtime/gpu_resources.h"
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"
 #include "tools/common/zmq_io.h"
@@ -110,7 +112,8 @@ struct CoreOptions {
   // I/O threads (ingest on the first, publish on the second), the bench's PUSH and SUB in another,
   // as with the daemon; "shared" = all four in one context of two I/O threads (before 2026-11-26).
   std::string relay = "split";
-  std::string relay_output = "constant";  // or "rotating": the relay publishes from 8 buffers in turn
+  std::string relay_output = "constant";  // or rotating, owned, pinned, d2h (RelayPayloads)
+  std::vector<int> io_cpus;  // --io-cpus A B: ZeroMQ I/O threads 0 and 1 pinned (daemon and relay alike)
   bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
 };
 
@@ -398,6 +401,104 @@ double raw_zeromq_fps(const std::string& transport, const std::string& directory
 }
 
 constexpr std::size_t kRotatingOutputs = 8;  // --relay-output rotating: about the daemon's slots and spares
+constexpr std::size_t kPinnedOutputs = 3;    // --relay-output pinned | d2h: the daemon's slots
+
+// What the relay publishes (--relay-output):
+//   constant  one heap buffer, as a constant message (no free function);
+//   rotating  kRotatingOutputs heap buffers in turn, likewise;
+//   owned     one heap buffer whose message holds a shared reference that a free function lets go
+//             of on the I/O thread, as the daemon's results do (the free function's cost);
+//   pinned    kPinnedOutputs pinned buffers from a CUDA host pool (the lane's kind), written by
+//             the CPU once, each reused once ZeroMQ let go of it (its free function);
+//   d2h       the same buffers, each filled by a D2H copy on the relay thread before it is
+//             published: the bytes the daemon publishes, written by DMA, not in any cache.
+struct RelayPayloads {
+  std::string mode;
+  std::size_t bytes;
+  std::vector<std::vector<std::byte>> heap;
+  std::vector<Buffer> pinned;
+  std::vector<std::shared_ptr<int>> holds;  // one per buffer; a message in flight holds a copy
+  Buffer device;
+  std::unique_ptr<GpuStreamHandle> stream;
+  std::unique_ptr<GpuEvent> copied;
+  std::shared_ptr<MemoryPool> pool;
+
+  RelayPayloads(const std::string& relay_output, std::size_t output_bytes) : mode(relay_output), bytes(output_bytes) {
+    if (mode == "constant" || mode == "owned") heap.assign(1, std::vector<std::byte>(bytes, std::byte{1}));
+    else if (mode == "rotating") heap.assign(kRotatingOutputs, std::vector<std::byte>(bytes, std::byte{1}));
+    else if (mode == "pinned" || mode == "d2h") {
+      use_gpu_device(0);
+      pool = std::make_shared<MemoryPool>(0, 0);
+      pinned.resize(kPinnedOutputs);
+      for (Buffer& buffer : pinned) {
+        buffer.reserve(MemoryKind::pinned, bytes, pool);
+        std::memset(buffer.data(), 1, bytes);
+      }
+      device.reserve(MemoryKind::device, bytes);
+      zero_buffer(device, bytes);
+      stream = std::make_unique<GpuStreamHandle>();
+      copied = std::make_unique<GpuEvent>();
+    } else {
+      throw std::runtime_error("--relay-output: constant, rotating, owned, pinned or d2h, not '" + mode + "'");
+    }
+    for (std::size_t i = 0; i < std::max(heap.size(), pinned.size()); ++i) holds.push_back(std::make_shared<int>(0));
+  }
+
+  // The payload message of the relay's i-th frame (on the relay thread).
+  zmq::message_t message(std::size_t i) {
+    const std::size_t count = std::max(heap.size(), pinned.size());
+    const std::size_t b = i % count;
+    void* data = heap.empty() ? pinned[b].data() : static_cast<void*>(heap[b].data());
+    if (mode == "constant" || mode == "rotating") return zmq::message_t(data, bytes, nullptr, nullptr);
+    // Held until ZeroMQ lets go of the message (the daemon's Publisher::payload_message does the same).
+    while (holds[b].use_count() > 1) std::this_thread::yield();
+    if (mode == "d2h") {
+      copy_to_host_async(data, device.data(), bytes, stream->get());
+      copied->record(stream->get());
+      copied->synchronize();
+    }
+    auto* held = new std::shared_ptr<int>(holds[b]);
+    return zmq::message_t(data, bytes, [](void*, void* hint) { delete static_cast<std::shared_ptr<int>*>(hint); }, held);
+  }
+};
+
+// --io-cpus A B: ZeroMQ I/O thread 0 (the frames' reads) on CPU A and thread 1 (the results'
+// writes) on CPU B, in the daemon and in the relay alike; every other thread of the daemon and of
+// the bench on the remaining CPUs. Threads are found by name (libzmq names them ZMQbg/IO/<n>).
+std::string thread_name(pid_t pid, pid_t tid) {
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
+void set_thread_cpus(pid_t tid, const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  if (sched_setaffinity(tid, sizeof set, &set) != 0)
+    throw std::runtime_error("--io-cpus: cannot set the CPUs of thread " + std::to_string(tid));
+}
+
+std::vector<int> cpus_but(const std::vector<int>& io_cpus) {
+  std::vector<int> rest;
+  const int count = static_cast<int>(std::thread::hardware_concurrency());
+  for (int cpu = 0; cpu < count; ++cpu)
+    if (std::find(io_cpus.begin(), io_cpus.end(), cpu) == io_cpus.end()) rest.push_back(cpu);
+  return rest;
+}
+
+// `tids` of `pid` (all when empty): ZMQbg/IO/0 -> io_cpus[0], ZMQbg/IO/1 -> io_cpus[1], others the rest
+// (`others`: false leaves the others as they are).
+void place_threads(pid_t pid, const std::vector<int>& io_cpus, const std::set<pid_t>& tids = {}, bool others = true) {
+  if (io_cpus.size() != 2) return;
+  for (pid_t tid : tids.empty() ? thread_ids(pid) : tids) {
+    const std::string name = thread_name(pid, tid);
+    if (name == "ZMQbg/IO/0") set_thread_cpus(tid, {io_cpus[0]});
+    else if (name == "ZMQbg/IO/1") set_thread_cpus(tid, {io_cpus[1]});
+    else if (others) set_thread_cpus(tid, cpus_but(io_cpus));
+  }
+}
 
 // Raw ZeroMQ relay: the daemon's I/O without its work. PUSH -> [PULL -> PUB] -> SUB, the relay
 // thread publishing an output-sized payload per frame as the daemon does ([topic][header][payload]).
@@ -405,7 +506,8 @@ constexpr std::size_t kRotatingOutputs = 8;  // --relay-output rotating: about t
 // time instead, as the daemon's latency run does, and gives their round trips (0 returned).
 double raw_relay(const std::string& transport, const std::string& directory, const BenchFrame& frame,
                  std::size_t output_bytes, std::size_t count, std::size_t warmup, bool split_contexts,
-                 bool rotating_outputs, std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
+                 const std::string& relay_output, const std::vector<int>& io_cpus,
+                 std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
   // Split: the relay's own context, its sockets on the daemon's I/O threads (ingest bit 0, publish
   // bit 1); the bench's PUSH and SUB in another context, as against the daemon.
   const std::set<pid_t> threads_before = thread_ids(::getpid());
@@ -432,6 +534,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
   if (split_contexts)
     for (pid_t tid : thread_ids(::getpid()))
       if (!threads_before.contains(tid)) relay_threads.insert(tid);
+  if (split_contexts) place_threads(::getpid(), io_cpus, relay_threads, false);
   zmq::socket_t sub(client_context, zmq::socket_type::sub);
   for (zmq::socket_t* s : {&relay_in, &relay_out, &sub}) s->set(zmq::sockopt::linger, 0);
   relay_out.set(zmq::sockopt::sndhwm, 0);
@@ -446,10 +549,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("relay: no handshake");
     std::this_thread::sleep_for(kSubscriptionMargin);
   }
-  // The payload it publishes: one constant buffer, or (--relay-output rotating) the next of
-  // kRotatingOutputs, as the daemon publishes from its slots' and spares' result buffers in turn.
-  const std::size_t outputs = rotating_outputs ? kRotatingOutputs : 1;
-  const std::vector<std::vector<std::byte>> output(outputs, std::vector<std::byte>(output_bytes, std::byte{1}));
+  RelayPayloads payloads(relay_output, output_bytes);
   const std::string topic = tools::result_topic("bench", "relay");
   std::atomic<pid_t> relay_tid{0};
   CountedGate counted;
@@ -460,9 +560,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     for (std::size_t i = 0; i < warmup + count && tools::receive_message(relay_in, parts); ++i) {
       relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       relay_out.send(parts[0], zmq::send_flags::sndmore);
-      const std::vector<std::byte>& payload = output[i % outputs];
-      relay_out.send(zmq::message_t(const_cast<std::byte*>(payload.data()), payload.size(), nullptr, nullptr),
-                     zmq::send_flags::none);
+      relay_out.send(payloads.message(i), zmq::send_flags::none);
     }
     counted.linger();
   });
@@ -888,13 +986,15 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   const std::size_t rejected_before = daemon.status().frames_rejected();
   for (std::size_t run = 0; run < std::max<std::size_t>(1, options.repeats); ++run) {
     if (run > 0) warm_up(client, frame, options.warmup, sequence, row);
+    place_threads(daemon.pid(), options.io_cpus);
     row.daemon_runs.push_back(daemon_throughput(daemon, client, frame, options, sequence, row));
     if (transport == "shm") {
       row.raw_runs.push_back(raw_shm_fps(frame, options.frames, options.shm_write == "first"));
     } else {
       row.raw_runs.push_back(raw_zeromq_fps(transport, directory, frame, options.frames, options.warmup));
       row.relay_runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
-                                         options.relay == "split", options.relay_output == "rotating", nullptr, &row));
+                                         options.relay == "split", options.relay_output, options.io_cpus, nullptr,
+                                         &row));
     }
   }
   row.daemon_fps = median(row.daemon_runs);
@@ -906,7 +1006,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
     // The same latency run through the relay, with the same settling frames: the transport's own tail.
     std::vector<double> relay_ms;
     raw_relay(transport, directory, frame, row.output_bytes, options.latency_frames, 10, options.relay == "split",
-              options.relay_output == "rotating", &relay_ms);
+              options.relay_output, options.io_cpus, &relay_ms);
     row.relay_p50_ms = percentile(relay_ms, 0.50);
     row.relay_p99_ms = percentile(relay_ms, 0.99);
   }
@@ -1117,6 +1217,7 @@ void run_core_bench(const CoreOptions& options_in) {
                                 : fs::path(options.work_dir);
   fs::create_directories(work);
   spdlog::set_level(spdlog::level::warn);
+  place_threads(::getpid(), options.io_cpus);  // the bench's threads (and the daemons it starts) off the I/O CPUs
 
   double max_mb = 0;
   for (double mb : options.sizes_mb) max_mb = std::max(max_mb, mb);
@@ -1179,7 +1280,12 @@ void run_core_bench(const CoreOptions& options_in) {
             << "medians), " << options.latency_frames << " frames for latency after 10 untimed, " << options.warmup
             << " untimed warm-up frames before every run (daemon, raw and relay alike); slots " << options.slots << ", queue " << options.queue_depth
             << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "")
-            << "; relay sockets: " << options.relay << " contexts, relay output " << options.relay_output << "\n";
+            << "; relay sockets: " << options.relay << " contexts, relay output " << options.relay_output
+            << (options.io_cpus.size() == 2 ? "; ZeroMQ I/O threads 0 / 1 on CPUs " + std::to_string(options.io_cpus[0]) +
+                                                  " / " + std::to_string(options.io_cpus[1]) +
+                                                  " (daemon and relay), every other thread on the others"
+                                            : std::string())
+            << "\n";
   print_table(rows);
   print_goals(rows, stalls);
   if (own_dir && !options.keep) fs::remove_all(work);
@@ -1229,8 +1335,14 @@ void add_core_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"split", "shared"}));
   command->add_option("--relay-output", options->relay_output,
                       "constant: the relay publishes one buffer (always in the cache); rotating: 8 buffers in turn, "
-                      "as the daemon publishes from its result buffers in turn")
-      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating"}));
+                      "as the daemon publishes from its result buffers in turn; owned: one buffer with a free "
+                      "function, as the daemon's messages; pinned: 3 pinned host-pool buffers (CUDA); d2h: those "
+                      "filled by a D2H copy before each is published (CUDA)")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h"}));
+  command->add_option("--io-cpus", options->io_cpus,
+                      "two CPUs: ZeroMQ I/O thread 0 (reads frames) and 1 (writes results) pinned there, in the "
+                      "daemon and in the relay alike; every other thread of both on the other CPUs")
+      ->expected(2);
   command->add_flag("--timeline", options->timeline,
                     "the daemon notes each frame's host path (SONOPIPE_HOST_TIMELINE); printed per row");
   command->add_option("--max-queued-bytes", options->max_queued_bytes,
