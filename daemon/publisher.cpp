@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "wire/wire.h"
@@ -53,9 +54,14 @@ v1::ResultHeader result_header(const PublishedResult& result) {
 Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
     : socket_(context, zmq::socket_type::pub), limits_(limits) {
-  // SONOPIPE_PUBLISH_COPY=1 (an experiment, issue 23): every result is copied into heap memory on
-  // the calling (completion) thread and published from there, as the relay publishes heap memory.
-  if (const char* copy = std::getenv("SONOPIPE_PUBLISH_COPY"); copy && std::string_view(copy) == "1") copy_always_ = true;
+  // Experiments (issue 23, docs/host-path.md): SONOPIPE_PUBLISH_COPY=all copies every result into a
+  // copy block on the calling (completion) thread and publishes it from there, as the relay
+  // publishes heap memory; =fresh makes the copies it must make into a new std::vector each (the
+  // daemon before 2026-11-26).
+  if (const char* copy = std::getenv("SONOPIPE_PUBLISH_COPY")) {
+    copy_always_ = std::string_view(copy) == "all";
+    copy_fresh_ = std::string_view(copy) == "fresh";
+  }
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
   if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kPublishIoThread);
   if (configure) {
@@ -103,23 +109,39 @@ void Publisher::read_subscriber_events() {
 zmq::message_t Publisher::payload_message(const PublishedResult& result, bool copy) {
   // Zero copy: the message references the executor's result buffer and holds a reference to it
   // until ZeroMQ has written it to every subscriber (or dropped it), when the free function lets go.
+  // A copy goes into a block of copies_ (daemon/copy_blocks.h), which the free function hands back.
   struct Held {
     std::shared_ptr<const void> owner;
-    std::vector<std::byte> copy;  // when the result has no owner
+    std::shared_ptr<CopyBlocks> copies;  // with `block`: the copy's
+    CopyBlocks::Block block{};
+    std::vector<std::byte> fresh;  // SONOPIPE_PUBLISH_COPY=fresh
     std::size_t bytes;
     std::shared_ptr<std::atomic<std::size_t>> bytes_held;
   };
-  auto* held = new Held{copy ? nullptr : result.owner, {}, result.bytes, bytes_held_};
+  auto* held = new Held{.owner = copy ? nullptr : result.owner, .bytes = result.bytes, .bytes_held = bytes_held_};
   const void* data = result.data;
   if (copy) {
-    const auto* bytes = static_cast<const std::byte*>(result.data);
-    held->copy.assign(bytes, bytes + result.bytes);
-    data = held->copy.data();
+    try {
+      if (copy_fresh_) {
+        const auto* bytes = static_cast<const std::byte*>(result.data);
+        held->fresh.assign(bytes, bytes + result.bytes);
+        data = held->fresh.data();
+      } else {
+        held->copies = copies_;
+        held->block = copies_->take(result.bytes);
+        std::memcpy(held->block.data, result.data, result.bytes);
+        data = held->block.data;
+      }
+    } catch (...) {
+      delete held;
+      throw;
+    }
   }
   bytes_held_->fetch_add(result.bytes, std::memory_order_relaxed);
   return zmq::message_t(const_cast<void*>(data), result.bytes, [](void*, void* hint) {
     auto* done = static_cast<Held*>(hint);
     done->bytes_held->fetch_sub(done->bytes, std::memory_order_relaxed);
+    if (done->copies) done->copies->give_back(done->block);
     delete done;
   }, held);
 }
@@ -133,7 +155,10 @@ void Publisher::return_freed_memory() {
   const auto now = std::chrono::steady_clock::now();
   if (!subscribers_ && held_peak_since_trim_ >= held + kTrimAfterFreedBytes) trim_until_ = now + kTrimPeriod;
   held_peak_since_trim_ = held;
-  if (now < trim_until_) malloc_trim(0);
+  if (now < trim_until_) {
+    copies_->drop_kept();
+    malloc_trim(0);
+  }
 }
 
 void Publisher::publish_status(const v1::Status& status) {

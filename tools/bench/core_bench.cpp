@@ -112,7 +112,9 @@ struct CoreOptions {
   // I/O threads (ingest on the first, publish on the second), the bench's PUSH and SUB in another,
   // as with the daemon; "shared" = all four in one context of two I/O threads (before 2026-11-26).
   std::string relay = "split";
-  std::string relay_output = "constant";  // or rotating, owned, pinned, d2h (RelayPayloads)
+  // What the relay publishes (RelayPayloads): constant, rotating, owned, pinned, d2h; with several,
+  // each relay runs in every repeat and the first is the one the ratio and the goals use.
+  std::vector<std::string> relay_outputs = {"constant"};
   std::vector<int> io_cpus;  // --io-cpus A B: ZeroMQ I/O threads 0 and 1 pinned (daemon and relay alike)
   bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
 };
@@ -278,14 +280,23 @@ struct Row {
   double faults_per_frame = -1;  // the daemon's minor page faults per frame in the throughput run
   double latency_faults_per_frame = -1;  // ... and in the latency run
   std::string slowest;           // the latency run's three slowest frames and their legs
-  std::vector<double> daemon_runs, raw_runs, relay_runs;  // frames/s of each throughput run
+  std::vector<double> daemon_runs, raw_runs;  // frames/s of each throughput run
+  std::uint64_t results_copied = 0;           // over the throughput runs: results published as copies
   // Latency legs (ms, p50 / p99): sent -> daemon received, received -> published, published -> bench got it.
   double in_p50_ms = 0, in_p99_ms = 0, out_p50_ms = 0, out_p99_ms = 0;
   double relay_p50_ms = std::nan(""), relay_p99_ms = std::nan("");  // the relay's latency run, one in flight
   // Summed over the throughput runs: the daemon's threads and the bench's during the daemon's runs;
   // the relay's (--relay split: "relay: ...") and the bench's during the relay's runs.
-  ThreadCpuTable daemon_threads, bench_threads, relay_threads, bench_threads_relay;
-  std::size_t daemon_frames_timed = 0, relay_frames_timed = 0;
+  ThreadCpuTable daemon_threads, bench_threads;
+  std::size_t daemon_frames_timed = 0;
+  // One per --relay-output, in that order: frames/s of each run, its threads and the bench's.
+  struct Relay {
+    std::string output;
+    std::vector<double> runs;
+    ThreadCpuTable threads, bench_threads;
+    std::size_t frames_timed = 0;
+  };
+  std::vector<Relay> relays;
   std::vector<std::pair<std::uint64_t, std::size_t>> throughput_sequences;  // [first sequence, frames] per run
   std::vector<std::pair<std::uint64_t, std::size_t>> latency_sequences;     // the latency run's
   std::string timeline, latency_timeline;  // the summary of SONOPIPE_HOST_TIMELINE over the throughput runs (--timeline)
@@ -507,7 +518,7 @@ void place_threads(pid_t pid, const std::vector<int>& io_cpus, const std::set<pi
 double raw_relay(const std::string& transport, const std::string& directory, const BenchFrame& frame,
                  std::size_t output_bytes, std::size_t count, std::size_t warmup, bool split_contexts,
                  const std::string& relay_output, const std::vector<int>& io_cpus,
-                 std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
+                 std::vector<double>* latency_ms = nullptr, Row::Relay* row = nullptr) {
   // Split: the relay's own context, its sockets on the daemon's I/O threads (ingest bit 0, publish
   // bit 1); the bench's PUSH and SUB in another context, as against the daemon.
   const std::set<pid_t> threads_before = thread_ids(::getpid());
@@ -609,9 +620,9 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     const ThreadCpuTable after = thread_cpu(::getpid(), relay_threads);
     ThreadCpuTable relay_side, bench_side;
     for (const auto& [name, cpu] : after) (name.rfind("relay: ", 0) == 0 ? relay_side : bench_side)[name] = cpu;
-    add_thread_cpu(row->relay_threads, cpu_before, relay_side);
-    add_thread_cpu(row->bench_threads_relay, cpu_before, bench_side);
-    row->relay_frames_timed += count;
+    add_thread_cpu(row->threads, cpu_before, relay_side);
+    add_thread_cpu(row->bench_threads, cpu_before, bench_side);
+    row->frames_timed += count;
   }
   counted.release();
   sender.join();
@@ -983,7 +994,11 @@ std::string thread_table(const ThreadCpuTable& table, std::size_t frames) {
 void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame, const CoreOptions& options,
                const std::string& transport, const std::string& directory, std::uint64_t& sequence, Row& row) {
   warm_up(client, frame, options.warmup, sequence, row);
-  const std::size_t rejected_before = daemon.status().frames_rejected();
+  const v1::Status before = daemon.status();
+  const std::size_t rejected_before = before.frames_rejected();
+  const std::uint64_t copied_before = before.pipelines_size() > 0 ? before.pipelines(0).results_copied() : 0;
+  if (transport != "shm")
+    for (const std::string& output : options.relay_outputs) row.relays.push_back({.output = output});
   for (std::size_t run = 0; run < std::max<std::size_t>(1, options.repeats); ++run) {
     if (run > 0) warm_up(client, frame, options.warmup, sequence, row);
     place_threads(daemon.pid(), options.io_cpus);
@@ -992,21 +1007,23 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
       row.raw_runs.push_back(raw_shm_fps(frame, options.frames, options.shm_write == "first"));
     } else {
       row.raw_runs.push_back(raw_zeromq_fps(transport, directory, frame, options.frames, options.warmup));
-      row.relay_runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
-                                         options.relay == "split", options.relay_output, options.io_cpus, nullptr,
-                                         &row));
+      for (Row::Relay& relay : row.relays)
+        relay.runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
+                                       options.relay == "split", relay.output, options.io_cpus, nullptr, &relay));
     }
   }
   row.daemon_fps = median(row.daemon_runs);
   row.raw_fps = median(row.raw_runs);
-  row.relay_fps = row.relay_runs.empty() ? std::nan("") : median(row.relay_runs);  // shm: results leave over ipc
+  row.relay_fps = row.relays.empty() ? std::nan("") : median(row.relays[0].runs);  // shm: results leave over ipc
+  if (const v1::Status after = daemon.status(); after.pipelines_size() > 0)
+    row.results_copied = after.pipelines(0).results_copied() - copied_before;
   read_daemon_timing(daemon, rejected_before, row);
   measure_latency(daemon, client, frame, options, sequence, row);
   if (transport != "shm") {
     // The same latency run through the relay, with the same settling frames: the transport's own tail.
     std::vector<double> relay_ms;
     raw_relay(transport, directory, frame, row.output_bytes, options.latency_frames, 10, options.relay == "split",
-              options.relay_output, options.io_cpus, &relay_ms);
+              options.relay_outputs[0], options.io_cpus, &relay_ms);
     row.relay_p50_ms = percentile(relay_ms, 0.50);
     row.relay_p99_ms = percentile(relay_ms, 0.99);
   }
@@ -1106,10 +1123,26 @@ void print_table(const std::vector<Row>& rows) {
     for (double v : values) text += (text.empty() ? "" : ", ") + fixed(v, 1);
     return text.empty() ? std::string("-") : text;
   };
+  auto spread = [](const std::vector<double>& values) {
+    if (values.empty()) return std::string("-");
+    const auto [low, high] = std::minmax_element(values.begin(), values.end());
+    return fixed(*low, 1) + " / " + fixed(median(values), 1) + " / " + fixed(*high, 1);
+  };
   std::cout << "throughput runs, frames/s in run order (the table gives their medians):";
-  for (const Row& r : rows)
-    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon " << runs(r.daemon_runs) << "; relay "
-              << runs(r.relay_runs) << "; raw " << runs(r.raw_runs);
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon " << runs(r.daemon_runs);
+    for (const Row::Relay& relay : r.relays) std::cout << "; relay " << relay.output << " " << runs(relay.runs);
+    std::cout << "; raw " << runs(r.raw_runs);
+  }
+  std::cout << "\nthroughput, frames/s min / median / max, and the daemon's median against each relay's:";
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon " << spread(r.daemon_runs);
+    for (const Row::Relay& relay : r.relays)
+      std::cout << "; relay " << relay.output << " " << spread(relay.runs) << " ("
+                << fixed(100.0 * r.daemon_fps / median(relay.runs), 1) << " %)";
+    std::cout << "; results published as copies (spare buffers all held) " << r.results_copied << " of "
+              << r.daemon_runs.size() * (r.daemon_runs.empty() ? 0 : r.daemon_frames_timed / r.daemon_runs.size());
+  }
   std::cout << "\nlatency legs, ms p50 / p99 (sent -> the daemon's ingest has it; the daemon's received -> published; "
                "published -> the bench has it):";
   for (const Row& r : rows)
@@ -1129,10 +1162,12 @@ void print_table(const std::vector<Row>& rows) {
     std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon:" << thread_table(r.daemon_threads, r.daemon_frames_timed);
     std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB the bench during the daemon's runs:"
               << thread_table(r.bench_threads, r.daemon_frames_timed);
-    if (!r.relay_threads.empty())
-      std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB relay:" << thread_table(r.relay_threads, r.relay_frames_timed)
-                << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB the bench during the relay's runs:"
-                << thread_table(r.bench_threads_relay, r.relay_frames_timed);
+    for (const Row::Relay& relay : r.relays)
+      if (!relay.threads.empty())
+        std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB relay " << relay.output << ":"
+                  << thread_table(relay.threads, relay.frames_timed) << "\n  " << r.transport << " "
+                  << fixed(r.size_mb, 1) << " MB the bench during the relay " << relay.output << "'s runs:"
+                  << thread_table(relay.bench_threads, relay.frames_timed);
     if (!r.timeline.empty())
       std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon timeline, throughput runs: " << r.timeline
                 << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon timeline, latency run (one frame in flight): "
@@ -1280,7 +1315,11 @@ void run_core_bench(const CoreOptions& options_in) {
             << "medians), " << options.latency_frames << " frames for latency after 10 untimed, " << options.warmup
             << " untimed warm-up frames before every run (daemon, raw and relay alike); slots " << options.slots << ", queue " << options.queue_depth
             << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "")
-            << "; relay sockets: " << options.relay << " contexts, relay output " << options.relay_output
+            << "; relay sockets: " << options.relay << " contexts, relay output " << [&] {
+                 std::string text;
+                 for (const std::string& output : options.relay_outputs) text += (text.empty() ? "" : " and ") + output;
+                 return text + (options.relay_outputs.size() > 1 ? " (ratio and goals against the first)" : "");
+               }()
             << (options.io_cpus.size() == 2 ? "; ZeroMQ I/O threads 0 / 1 on CPUs " + std::to_string(options.io_cpus[0]) +
                                                   " / " + std::to_string(options.io_cpus[1]) +
                                                   " (daemon and relay), every other thread on the others"
@@ -1333,11 +1372,12 @@ void add_core_bench(CLI::App& app) {
                       "split: the relay's PULL and PUB in a context of their own on the daemon's two I/O threads, "
                       "the bench's PUSH and SUB in another (as with the daemon); shared: all four in one context")
       ->capture_default_str()->check(CLI::IsMember({"split", "shared"}));
-  command->add_option("--relay-output", options->relay_output,
+  command->add_option("--relay-output", options->relay_outputs,
                       "constant: the relay publishes one buffer (always in the cache); rotating: 8 buffers in turn, "
                       "as the daemon publishes from its result buffers in turn; owned: one buffer with a free "
                       "function, as the daemon's messages; pinned: 3 pinned host-pool buffers (CUDA); d2h: those "
-                      "filled by a D2H copy before each is published (CUDA)")
+                      "filled by a D2H copy before each is published (CUDA). Several: each runs in every repeat, "
+                      "the first is the one the ratio and the goals use")
       ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h"}));
   command->add_option("--io-cpus", options->io_cpus,
                       "two CPUs: ZeroMQ I/O thread 0 (reads frames) and 1 (writes results) pinned there, in the "

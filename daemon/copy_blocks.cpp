@@ -1,0 +1,75 @@
+#include "daemon/copy_blocks.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <new>
+
+namespace sonopipe {
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
+// `capacity` bytes (a multiple of kHugePage) on a kHugePage boundary: mapped with one huge page
+// to spare, the ends unmapped.
+void* map_aligned(std::size_t capacity) {
+  void* raw = mmap(nullptr, capacity + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<std::byte*>(raw);
+  const auto offset = reinterpret_cast<std::uintptr_t>(base) % kHugePage;
+  std::byte* aligned = offset ? base + (kHugePage - offset) : base;
+  if (aligned > base) munmap(base, static_cast<std::size_t>(aligned - base));
+  if (std::byte* end = aligned + capacity; end < base + capacity + kHugePage)
+    munmap(end, static_cast<std::size_t>(base + capacity + kHugePage - end));
+  madvise(aligned, capacity, MADV_HUGEPAGE);  // a request: the kernel may give 4 KiB pages
+  std::memset(aligned, 0, capacity);          // mapped now, not page by page in the first copy
+  return aligned;
+}
+
+}  // namespace
+
+CopyBlocks::~CopyBlocks() { drop_kept(); }
+
+CopyBlocks::Block CopyBlocks::take(std::size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (Block kept = kept_.take(bytes); kept.data) return kept;
+  }
+  const std::size_t capacity = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+  Block block{map_aligned(capacity), capacity};
+  std::lock_guard lock(mutex_);
+  ++mapped_;
+  return block;
+}
+
+void CopyBlocks::give_back(Block block) {
+  if (!block.data) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (kept_.keep(block)) return;
+  }
+  munmap(block.data, block.capacity);
+}
+
+void CopyBlocks::drop_kept() {
+  std::multimap<std::size_t, void*> blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks = kept_.take_all();
+  }
+  for (const auto& [capacity, data] : blocks) munmap(data, capacity);
+}
+
+std::size_t CopyBlocks::kept_bytes() const {
+  std::lock_guard lock(mutex_);
+  return kept_.kept_bytes();
+}
+
+std::uint64_t CopyBlocks::blocks_mapped() const {
+  std::lock_guard lock(mutex_);
+  return mapped_;
+}
+
+}  // namespace sonopipe
