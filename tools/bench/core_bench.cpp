@@ -73,6 +73,7 @@
 #include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/core_shm.h"
+#include "daemon/thread_placement.h"
 #include "runtime/gpu_resources.h"
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"
@@ -474,8 +475,9 @@ struct RelayPayloads {
 };
 
 // --io-cpus A B: ZeroMQ I/O thread 0 (the frames' reads) on CPU A and thread 1 (the results'
-// writes) on CPU B, in the daemon and in the relay alike; every other thread of the daemon and of
-// the bench on the remaining CPUs. Threads are found by name (libzmq names them ZMQbg/IO/<n>).
+// writes) on CPU B, in the daemon (its config's `threads:`) and in the relay alike; every other
+// thread of the daemon and of the bench on the remaining CPUs. The relay's threads are found by
+// name (libzmq names them ZMQbg/IO/<n>).
 std::string thread_name(pid_t pid, pid_t tid) {
   std::ifstream comm("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
   std::string name;
@@ -656,6 +658,10 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const CoreOpt
        << "max_frame_bytes: " << max_bytes << "\n"
        << "non_finite: pass\n"
        << "cpu_threads: " << options.cpu_threads << "\n"
+       << (options.io_cpus.size() == 2 ? "threads: {cpus: \"" + cpu_list_text(cpus_but(options.io_cpus)) +
+                                             "\", ingest_io_cpus: \"" + std::to_string(options.io_cpus[0]) +
+                                             "\", publish_io_cpus: \"" + std::to_string(options.io_cpus[1]) + "\"}\n"
+                                       : std::string())
        << "log_level: warn\n"
        << "pipelines:\n"
        << "  - name: bench\n"
@@ -1001,7 +1007,6 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
     for (const std::string& output : options.relay_outputs) row.relays.push_back({.output = output});
   for (std::size_t run = 0; run < std::max<std::size_t>(1, options.repeats); ++run) {
     if (run > 0) warm_up(client, frame, options.warmup, sequence, row);
-    place_threads(daemon.pid(), options.io_cpus);
     row.daemon_runs.push_back(daemon_throughput(daemon, client, frame, options, sequence, row));
     if (transport == "shm") {
       row.raw_runs.push_back(raw_shm_fps(frame, options.frames, options.shm_write == "first"));
