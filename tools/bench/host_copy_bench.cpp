@@ -259,14 +259,14 @@ void memcpy_floor(const HostCopyOptions& options, const std::vector<void*>& d2h_
     }
     cold_us.push_back(t * 1e-3 / count);
     t = 0;
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < count && !d2h_pinned.empty(); ++i) {
       const std::size_t b = static_cast<std::size_t>(i) % d2h_pinned.size();
       d2h(b);
       const std::int64_t start = steady_ns();
       std::memcpy(destination.data(), d2h_pinned[b], bytes);
       t += steady_ns() - start;
     }
-    dma_us.push_back(t * 1e-3 / count);
+    if (!d2h_pinned.empty()) dma_us.push_back(t * 1e-3 / count);
   }
   auto rate = [&](const std::vector<double>& us) {
     std::vector<double> sorted = us;
@@ -277,21 +277,33 @@ void memcpy_floor(const HostCopyOptions& options, const std::vector<void*>& d2h_
             << " x " << count << ":\n"
             << "  warm source (in the cache)            " << spread(warm_us, 1) << "  (" << rate(warm_us) << ")\n"
             << "  cold source (rotating over 512 MiB)   " << spread(cold_us, 1) << "  (" << rate(cold_us) << ")\n"
-            << "  pinned source a D2H has just written  " << spread(dma_us, 1) << "  (" << rate(dma_us) << ")\n";
+            << "  pinned source a D2H has just written  " << spread(dma_us, 1) << "  ("
+            << (dma_us.empty() ? std::string("-") : rate(dma_us)) << ")\n";
 }
 
 void run_host_copy(const HostCopyOptions& options) {
   const std::size_t bytes = options.bytes;
-  use_gpu_device(0);
+  // Without a CUDA device only the heap sources run.
+  bool cuda = true;
+  try {
+    use_gpu_device(0);
+  } catch (const std::exception& e) {
+    cuda = false;
+    std::cout << "no CUDA device (" << e.what() << "): heap sources only\n";
+  }
   Buffer device;
-  device.reserve(MemoryKind::device, bytes);
-  zero_buffer(device, bytes);
-  GpuStreamHandle stream;
-  GpuEvent copied;
+  std::unique_ptr<GpuStreamHandle> stream;
+  std::unique_ptr<GpuEvent> copied;
+  if (cuda) {
+    device.reserve(MemoryKind::device, bytes);
+    zero_buffer(device, bytes);
+    stream = std::make_unique<GpuStreamHandle>();
+    copied = std::make_unique<GpuEvent>();
+  }
   auto d2h_into = [&](void* host) {
-    copy_to_host_async(host, device.data(), bytes, stream.get());
-    copied.record(stream.get());
-    copied.synchronize();
+    copy_to_host_async(host, device.data(), bytes, stream->get());
+    copied->record(stream->get());
+    copied->synchronize();
   };
 
   // The buffers every source draws on.
@@ -302,12 +314,15 @@ void run_host_copy(const HostCopyOptions& options) {
   for (int i = 0; i < 3; ++i) huge_ring.push_back(std::make_unique<MappedMemory>(bytes, true));
   for (int i = 0; i < 3; ++i) heap_copies.push_back(std::make_unique<MappedMemory>(bytes, true));
   std::vector<Buffer> host_alloc(3), pool_alloc(3);
-  for (Buffer& b : host_alloc) b.reserve(MemoryKind::pinned, bytes);
-  auto pool = std::make_shared<MemoryPool>(0, 0);
-  for (Buffer& b : pool_alloc) b.reserve(MemoryKind::pinned, bytes, pool);
-  for (auto& m : huge_ring) register_host_memory(m->data, m->bytes);
-  for (Buffer& b : host_alloc) std::memset(b.data(), 1, bytes);
-  for (Buffer& b : pool_alloc) std::memset(b.data(), 1, bytes);
+  std::shared_ptr<MemoryPool> pool;
+  if (cuda) {
+    for (Buffer& b : host_alloc) b.reserve(MemoryKind::pinned, bytes);
+    pool = std::make_shared<MemoryPool>(0, 0);
+    for (Buffer& b : pool_alloc) b.reserve(MemoryKind::pinned, bytes, pool);
+    for (auto& m : huge_ring) register_host_memory(m->data, m->bytes);
+    for (Buffer& b : host_alloc) std::memset(b.data(), 1, bytes);
+    for (Buffer& b : pool_alloc) std::memset(b.data(), 1, bytes);
+  }
 
   auto pages_of = [](const void* p) {
     const long kib = huge_kib(p);
@@ -322,6 +337,14 @@ void run_host_copy(const HostCopyOptions& options) {
     for (auto& m : small_ring) s.buffers.push_back(m->data);
     sources.push_back(std::move(s));
   }
+  {
+    // Written just before by another core (the completion thread's copy), from a warm source.
+    Source s{"heap 2 MiB pages, 3 in turn, written by the preparer each", {}, {}, pages_of(heap_copies[0]->data)};
+    for (auto& m : heap_copies) s.buffers.push_back(m->data);
+    s.prepare = [&, buffers = s.buffers](std::size_t i) { std::memcpy(buffers[i], huge_pages.data, bytes); };
+    sources.push_back(std::move(s));
+  }
+  if (cuda) {
   sources.push_back({"cudaHostAlloc, one buffer, CPU-written", {host_alloc[0].data()}, {}, pages_of(host_alloc[0].data())});
   {
     Source s{"cudaHostAlloc, 3 in turn, D2H each", {}, {}, pages_of(host_alloc[0].data())};
@@ -355,9 +378,11 @@ void run_host_copy(const HostCopyOptions& options) {
     };
     sources.push_back(std::move(s));
   }
+  }  // cuda
 
   std::vector<void*> pool_pointers;
-  for (Buffer& b : pool_alloc) pool_pointers.push_back(b.data());
+  if (cuda)
+    for (Buffer& b : pool_alloc) pool_pointers.push_back(b.data());
   memcpy_floor(options, pool_pointers, [&](std::size_t i) { d2h_into(pool_pointers[i]); });
 
   for (const std::string& transport : options.transports) {
@@ -380,7 +405,8 @@ void run_host_copy(const HostCopyOptions& options) {
       std::cout << "   [" << sources[s].pages << "]\n";
     }
   }
-  for (auto& m : huge_ring) unregister_host_memory(m->data);
+  if (cuda)
+    for (auto& m : huge_ring) unregister_host_memory(m->data);
 }
 
 }  // namespace
