@@ -1161,6 +1161,21 @@ void print_table(const std::vector<Row>& rows) {
   for (const Row& r : rows)
     std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0)
               << " (latency run " << fixed(r.latency_faults_per_frame, 1) << ");";
+  // The two I/O threads side by side (the host path's bottleneck is one of them, docs/host-path.md).
+  auto io_ms = [](const ThreadCpuTable& table, const std::string& name, std::size_t frames) {
+    const auto it = table.find(name);
+    return it == table.end() || frames == 0 ? std::string("-")
+                                            : fixed(static_cast<double>(it->second.run_ns) * 1e-6 / static_cast<double>(frames), 3);
+  };
+  std::cout << "\nZeroMQ I/O threads' CPU per frame, ms (IO/0 reads frames, IO/1 writes results):";
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon IO/0 "
+              << io_ms(r.daemon_threads, "ZMQbg/IO/0", r.daemon_frames_timed) << ", IO/1 "
+              << io_ms(r.daemon_threads, "ZMQbg/IO/1", r.daemon_frames_timed);
+    for (const Row::Relay& relay : r.relays)
+      std::cout << "; relay " << relay.output << " IO/0 " << io_ms(relay.threads, "relay: ZMQbg/IO/0", relay.frames_timed)
+                << ", IO/1 " << io_ms(relay.threads, "relay: ZMQbg/IO/1", relay.frames_timed);
+  }
   std::cout << "\nper-thread CPU per frame in the throughput runs (/proc/<pid>/task/*/schedstat, summed per thread "
                "name):";
   for (const Row& r : rows) {
