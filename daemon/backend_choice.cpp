@@ -5,6 +5,13 @@
 
 #include "runtime/gpu_device.h"
 
+#include <cstdlib>
+#include <string_view>
+
+#ifdef SONOPIPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace sonopipe {
 namespace {
 
@@ -43,6 +50,22 @@ BackendSelection choose_backend(BackendChoice requested, int device_id, int cpu_
   selection.reason = "auto; " + probe.reason;
   selection.device_name = cpu_description(cpu_threads);
   return selection;
+}
+
+bool apply_cuda_sync_from_environment() {
+  const char* sync = std::getenv("SONOPIPE_CUDA_SYNC");
+  if (!sync || std::string_view(sync) != "block") return false;
+#ifdef SONOPIPE_WITH_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) return false;
+  for (int d = 0; d < devices; ++d)
+    if (cudaSetDevice(d) != cudaSuccess || cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
+      throw std::runtime_error("SONOPIPE_CUDA_SYNC=block: device " + std::to_string(d) + " refused blocking sync");
+  cudaSetDevice(0);
+  return devices > 0;
+#else
+  return false;
+#endif
 }
 
 std::vector<int> resolve_devices(const PipelineConfig& pipeline, const DaemonConfig& config, Backend backend,

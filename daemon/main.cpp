@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   BackendSelection backend;
   try {
     backend = choose_backend(config.backend, config.device, config.cpu_threads);
+    if (backend.backend == Backend::cuda && apply_cuda_sync_from_environment())
+      spdlog::info("SONOPIPE_CUDA_SYNC=block: threads waiting for the device sleep instead of spinning");
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 3;

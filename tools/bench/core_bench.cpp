@@ -73,6 +73,7 @@
 #include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/core_shm.h"
+#include "daemon/backend_choice.h"
 #include "daemon/thread_placement.h"
 #include "runtime/gpu_resources.h"
 #include "tools/common/clock.h"
@@ -118,6 +119,7 @@ struct CoreOptions {
   std::vector<std::string> relay_outputs = {"constant"};
   std::vector<int> io_cpus;  // --io-cpus A B: ZeroMQ I/O threads 0 and 1 pinned (daemon and relay alike)
   bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
+  bool cuda_blocking_sync = false;  // SONOPIPE_CUDA_SYNC=block for the daemon and the bench (its d2h relay)
 };
 
 // CPU time of a process's threads from /proc/<pid>/task/<tid>/schedstat (ns on a CPU, ns waiting
@@ -1273,6 +1275,10 @@ void run_core_bench(const CoreOptions& options_in) {
   fs::create_directories(work);
   spdlog::set_level(spdlog::level::warn);
   place_threads(::getpid(), options.io_cpus);  // the bench's threads (and the daemons it starts) off the I/O CPUs
+  if (options.cuda_blocking_sync) {
+    ::setenv("SONOPIPE_CUDA_SYNC", "block", 1);  // the daemons inherit it
+    apply_cuda_sync_from_environment();
+  }
 
   double max_mb = 0;
   for (double mb : options.sizes_mb) max_mb = std::max(max_mb, mb);
@@ -1340,6 +1346,7 @@ void run_core_bench(const CoreOptions& options_in) {
                  for (const std::string& output : options.relay_outputs) text += (text.empty() ? "" : " and ") + output;
                  return text + (options.relay_outputs.size() > 1 ? " (ratio and goals against the first)" : "");
                }()
+            << (options.cuda_blocking_sync ? "; CUDA waits block (SONOPIPE_CUDA_SYNC=block)" : "")
             << (options.io_cpus.size() == 2 ? "; ZeroMQ I/O threads 0 / 1 on CPUs " + std::to_string(options.io_cpus[0]) +
                                                   " / " + std::to_string(options.io_cpus[1]) +
                                                   " (daemon and relay), every other thread on the others"
@@ -1399,6 +1406,9 @@ void add_core_bench(CLI::App& app) {
                       "filled by a D2H copy before each is published (CUDA). Several: each runs in every repeat, "
                       "the first is the one the ratio and the goals use")
       ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h"}));
+  command->add_flag("--cuda-blocking-sync", options->cuda_blocking_sync,
+                    "threads that wait for the GPU sleep instead of spinning, in the daemon (SONOPIPE_CUDA_SYNC=block) "
+                    "and in the bench (the d2h relay)");
   command->add_option("--io-cpus", options->io_cpus,
                       "two CPUs: ZeroMQ I/O thread 0 (reads frames) and 1 (writes results) pinned there, in the "
                       "daemon and in the relay alike; every other thread of both on the other CPUs")

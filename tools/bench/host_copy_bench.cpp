@@ -54,6 +54,8 @@ struct HostCopyOptions {
   std::size_t repeats = 5;
   std::vector<std::string> transports = {"ipc", "tcp"};
   std::vector<int> cpus;  // writer, reader, preparer; empty: not pinned
+  bool spinner_scan = false;  // with cpus: the writer's cost with a spinning thread on each other CPU
+  bool sources = true;        // false: the spinner scan alone
 };
 
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
@@ -281,6 +283,38 @@ void memcpy_floor(const HostCopyOptions& options, const std::vector<void*>& d2h_
             << (dma_us.empty() ? std::string("-") : rate(dma_us)) << ")\n";
 }
 
+// The writer (pinned) sends the one-buffer heap source over ipc while a thread spins on CPU j, for
+// every CPU j but the writer's and the reader's: a CPU whose spinning makes the writer dearer
+// shares a core (or its caches and ports) with the writer's CPU, which a guest's topology may not
+// show (a hypervisor's vCPUs on one core's two hardware threads).
+void spinner_scan(const HostCopyOptions& options, Source& source) {
+  if (options.cpus.size() < 2) throw std::runtime_error("hostcopy --spinner-scan needs --cpus W R P");
+  const int count = static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::vector<double>> cpu_us(static_cast<std::size_t>(count) + 1);  // [count]: no spinner
+  for (std::size_t repeat = 0; repeat < options.repeats; ++repeat)
+    for (int j = -1; j < count; ++j) {
+      if (j == options.cpus[0] || j == options.cpus[1]) continue;
+      std::atomic<bool> stop{false};
+      std::thread spinner;
+      if (j >= 0)
+        spinner = std::thread([&, j] {
+          pin_this_thread(j);
+          volatile std::uint64_t sink = 0;
+          while (!stop.load(std::memory_order_relaxed)) sink = sink + 1;
+        });
+      const WriteRun run = write_run("ipc", source, options);
+      stop = true;
+      if (spinner.joinable()) spinner.join();
+      cpu_us[j < 0 ? static_cast<std::size_t>(count) : static_cast<std::size_t>(j)].push_back(run.writer_cpu_us);
+    }
+  std::cout << "\nipc, " << source.name << ": the writer (CPU " << options.cpus[0] << ", reader on "
+            << options.cpus[1] << ") with a thread spinning on another CPU; writer CPU us per result, min / median / "
+            << "max over " << options.repeats << " runs:\n  no spinner: " << spread(cpu_us.back(), 1) << "\n";
+  for (int j = 0; j < count; ++j)
+    if (!cpu_us[static_cast<std::size_t>(j)].empty())
+      std::cout << "  spinner on CPU " << std::setw(3) << j << ": " << spread(cpu_us[static_cast<std::size_t>(j)], 1) << "\n";
+}
+
 void run_host_copy(const HostCopyOptions& options) {
   const std::size_t bytes = options.bytes;
   // Without a CUDA device only the heap sources run.
@@ -385,7 +419,8 @@ void run_host_copy(const HostCopyOptions& options) {
     for (Buffer& b : pool_alloc) pool_pointers.push_back(b.data());
   memcpy_floor(options, pool_pointers, [&](std::size_t i) { d2h_into(pool_pointers[i]); });
 
-  for (const std::string& transport : options.transports) {
+  if (options.spinner_scan) spinner_scan(options, sources[0]);
+  for (const std::string& transport : options.sources ? options.transports : std::vector<std::string>{}) {
     std::vector<std::vector<WriteRun>> runs(sources.size());
     for (std::size_t repeat = 0; repeat < options.repeats; ++repeat)
       for (std::size_t s = 0; s < sources.size(); ++s) runs[s].push_back(write_run(transport, sources[s], options));
@@ -422,6 +457,9 @@ void add_host_copy_bench(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--cpus", options->cpus, "CPUs of writer, reader, preparer (default: not pinned)")
       ->expected(3);
+  command->add_flag("--spinner-scan", options->spinner_scan,
+                    "with --cpus: the writer's cost with a thread spinning on each other CPU in turn (shared cores)");
+  command->add_flag("!--no-sources", options->sources, "the spinner scan alone, not the sources' table");
   command->callback([options] { run_host_copy(*options); });
 }
 
