@@ -35,6 +35,7 @@ CopyBlocks::~CopyBlocks() { drop_kept(); }
 CopyBlocks::Block CopyBlocks::take(std::size_t bytes) {
   {
     std::lock_guard lock(mutex_);
+    ++taken_;
     if (Block kept = kept_.take(bytes); kept.data) return kept;
   }
   const std::size_t capacity = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
@@ -65,6 +66,11 @@ void CopyBlocks::drop_kept() {
 std::size_t CopyBlocks::kept_bytes() const {
   std::lock_guard lock(mutex_);
   return kept_.kept_bytes();
+}
+
+std::uint64_t CopyBlocks::blocks_taken() const {
+  std::lock_guard lock(mutex_);
+  return taken_;
 }
 
 std::uint64_t CopyBlocks::blocks_mapped() const {

@@ -11,7 +11,8 @@
 // A block is anonymous memory on a 2 MiB boundary with transparent huge pages asked for
 // (MADV_HUGEPAGE; the kernel decides), written once when it is mapped. Blocks given back are kept
 // for reuse up to `keep_bytes` (a block is reused for a request it holds without wasting more than
-// the request again: KeptBlocks' rule); past that they are unmapped. Thread-safe: blocks are taken
+// the request again: KeptBlocks' rule); past that they are unmapped. The owner drops the kept ones
+// when copies stop (drop_kept). Thread-safe: blocks are taken
 // on completion threads and given back from ZeroMQ's I/O thread (or whichever thread closes a
 // message ZeroMQ dropped).
 #pragma once
@@ -42,11 +43,12 @@ class CopyBlocks {
 
   std::size_t kept_bytes() const;
   std::uint64_t blocks_mapped() const;  // blocks mapped so far, reuse not counted
+  std::uint64_t blocks_taken() const;   // take() calls so far
 
  private:
   mutable std::mutex mutex_;
   KeptBlocks kept_;
-  std::uint64_t mapped_ = 0;
+  std::uint64_t mapped_ = 0, taken_ = 0;
 };
 
 }  // namespace sonopipe

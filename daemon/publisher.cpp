@@ -53,7 +53,8 @@ v1::ResultHeader result_header(const PublishedResult& result) {
 
 Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
-    : socket_(context, zmq::socket_type::pub), limits_(limits) {
+    : socket_(context, zmq::socket_type::pub), limits_(limits),
+      copies_(std::make_shared<CopyBlocks>(limits.max_queued_bytes)) {
   // Experiments (issue 23, docs/host-path.md): SONOPIPE_PUBLISH_COPY=all copies every result into a
   // copy block on the calling (completion) thread and publishes it from there, as the relay
   // publishes heap memory; =fresh makes the copies it must make into a new std::vector each (the
@@ -155,10 +156,11 @@ void Publisher::return_freed_memory() {
   const auto now = std::chrono::steady_clock::now();
   if (!subscribers_ && held_peak_since_trim_ >= held + kTrimAfterFreedBytes) trim_until_ = now + kTrimPeriod;
   held_peak_since_trim_ = held;
-  if (now < trim_until_) {
-    copies_->drop_kept();
-    malloc_trim(0);
-  }
+  // Copies stopped (receivers keep up again): the kept blocks go back to the system.
+  const std::uint64_t copies = copies_->blocks_taken();
+  if (copies == copies_at_last_status_ || now < trim_until_) copies_->drop_kept();
+  copies_at_last_status_ = copies;
+  if (now < trim_until_) malloc_trim(0);
 }
 
 void Publisher::publish_status(const v1::Status& status) {

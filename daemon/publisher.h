@@ -54,9 +54,10 @@ inline constexpr std::size_t kTrimAfterFreedBytes = std::size_t(32) << 20;
 // frames: the executors free unused spare result buffers after a second).
 inline constexpr std::chrono::seconds kTrimPeriod{5};
 
-// Copy blocks (daemon/copy_blocks.h) kept for reuse once ZeroMQ let go of their results: 32 copies
-// of a 2 MB result, 4 of a 16 MB one. Dropped with the heap's free memory after a subscriber left.
-inline constexpr std::size_t kKeptCopyBytes = std::size_t(64) << 20;
+// Copy blocks (daemon/copy_blocks.h) are kept for reuse once ZeroMQ let go of their results, up to
+// publish.max_queued_bytes (what one subscriber's backlog may hold anyway: 64 copies of a 2 MB
+// result by default). A status heartbeat drops them when no copy was made since the heartbeat
+// before, and after a subscriber left.
 
 inline constexpr const char* kStatusTopic = "status";
 // ZMQ_AFFINITY bit of the context's I/O thread that carries the subscribers' connections (when the
@@ -97,7 +98,8 @@ class Publisher {
   std::unique_ptr<SubscriberWatch> subscribers_;  // null with CURVE
   std::mutex mutex_;
   std::string header_bytes_;  // reused between results
-  std::shared_ptr<CopyBlocks> copies_ = std::make_shared<CopyBlocks>(kKeptCopyBytes);
+  std::shared_ptr<CopyBlocks> copies_;
+  std::uint64_t copies_at_last_status_ = 0;
   bool copy_always_ = false;  // SONOPIPE_PUBLISH_COPY=all (experiment)
   bool copy_fresh_ = false;   // SONOPIPE_PUBLISH_COPY=fresh (experiment)
   std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);

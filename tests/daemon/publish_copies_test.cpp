@@ -207,3 +207,20 @@ TEST_CASE("SONOPIPE_PUBLISH_COPY=fresh copies into a vector of its own, no copy 
   CHECK(pair.receive_payload() == payload);
   CHECK(pair.publisher.copy_blocks().blocks_mapped() == mapped_before);
 }
+
+TEST_CASE("kept copy blocks go back to the system at a heartbeat when no copy was made since the one before",
+          "[publish]") {
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(test::fresh_seed()));
+  PublishPair pair;
+  const std::vector<std::byte> payload = random_payload(3 * kMiB, rng);
+  pair.publish(payload, nullptr);
+  CHECK(pair.receive_payload() == payload);
+  // ZeroMQ hands the block back just after it wrote the message: wait for it.
+  for (int i = 0; i < 200 && pair.publisher.copy_blocks().kept_bytes() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(pair.publisher.copy_blocks().kept_bytes() > 0);
+  pair.publisher.publish_status(v1::Status{});  // copies were made since the last heartbeat: kept
+  CHECK(pair.publisher.copy_blocks().kept_bytes() > 0);
+  pair.publisher.publish_status(v1::Status{});  // none since: dropped
+  CHECK(pair.publisher.copy_blocks().kept_bytes() == 0);
+}
