@@ -10,21 +10,24 @@
 namespace sonopipe {
 namespace {
 
+constexpr std::size_t kPage = 4096;
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
-// `capacity` bytes (a multiple of kHugePage) on a kHugePage boundary: mapped with one huge page
-// to spare, the ends unmapped.
-void* map_aligned(std::size_t capacity) {
-  void* raw = mmap(nullptr, capacity + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+// `capacity` bytes (whole pages): from a 2 MiB boundary with huge pages asked for when it holds
+// at least one, else from a page boundary. Mapped with the alignment to spare, the ends unmapped.
+void* map_block(std::size_t capacity) {
+  const std::size_t alignment = capacity >= kHugePage ? kHugePage : kPage;
+  const std::size_t spare = alignment - kPage;
+  void* raw = mmap(nullptr, capacity + spare, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   auto* base = static_cast<std::byte*>(raw);
-  const auto offset = reinterpret_cast<std::uintptr_t>(base) % kHugePage;
-  std::byte* aligned = offset ? base + (kHugePage - offset) : base;
+  const auto offset = reinterpret_cast<std::uintptr_t>(base) % alignment;
+  std::byte* aligned = offset ? base + (alignment - offset) : base;
   if (aligned > base) munmap(base, static_cast<std::size_t>(aligned - base));
-  if (std::byte* end = aligned + capacity; end < base + capacity + kHugePage)
-    munmap(end, static_cast<std::size_t>(base + capacity + kHugePage - end));
-  madvise(aligned, capacity, MADV_HUGEPAGE);  // a request: the kernel may give 4 KiB pages
-  std::memset(aligned, 0, capacity);          // mapped now, not page by page in the first copy
+  if (std::byte* end = aligned + capacity; end < base + capacity + spare)
+    munmap(end, static_cast<std::size_t>(base + capacity + spare - end));
+  if (alignment == kHugePage) madvise(aligned, capacity, MADV_HUGEPAGE);  // a request: the kernel decides
+  std::memset(aligned, 0, capacity);  // mapped now, not page by page in the first copy
   return aligned;
 }
 
@@ -38,8 +41,8 @@ CopyBlocks::Block CopyBlocks::take(std::size_t bytes) {
     ++taken_;
     if (Block kept = kept_.take(bytes); kept.data) return kept;
   }
-  const std::size_t capacity = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
-  Block block{map_aligned(capacity), capacity};
+  const std::size_t capacity = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  Block block{map_block(capacity), capacity};
   std::lock_guard lock(mutex_);
   ++mapped_;
   return block;

@@ -8,8 +8,9 @@
 // one that bounds the convert rows of issue 23, also paid the allocator's trims or munmaps, and the
 // completion thread a page fault per 4 KiB when it wrote the next copy.
 //
-// A block is anonymous memory on a 2 MiB boundary with transparent huge pages asked for
-// (MADV_HUGEPAGE; the kernel decides), written once when it is mapped. Blocks given back are kept
+// A block is anonymous memory, whole 4 KiB pages; one of 2 MiB or more starts on a 2 MiB boundary
+// with transparent huge pages asked for (MADV_HUGEPAGE; the kernel decides). Written once when it
+// is mapped. Blocks given back are kept
 // for reuse up to `keep_bytes` (a block is reused for a request it holds without wasting more than
 // the request again: KeptBlocks' rule); past that they are unmapped. The owner drops the kept ones
 // when copies stop (drop_kept). Thread-safe: blocks are taken
@@ -33,7 +34,7 @@ class CopyBlocks {
   CopyBlocks& operator=(const CopyBlocks&) = delete;
 
   using Block = KeptBlocks::Block;
-  // A block of at least `bytes` (capacity: a multiple of 2 MiB): a kept one, or newly mapped.
+  // A block of at least `bytes` (capacity: whole pages): a kept one, or newly mapped.
   // Throws std::bad_alloc when no memory can be mapped.
   Block take(std::size_t bytes);
   // Keeps `block` for reuse, or unmaps it past keep_bytes.

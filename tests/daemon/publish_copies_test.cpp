@@ -101,24 +101,28 @@ std::vector<std::byte> random_payload(std::size_t bytes, std::mt19937& rng) {
 
 }  // namespace
 
-TEST_CASE("copy blocks are 2 MiB-aligned, hold the request and are reused once given back", "[publish]") {
+TEST_CASE("copy blocks hold the request in whole pages, 2 MiB-aligned from 2 MiB, and are reused once given back",
+          "[publish]") {
   CopyBlocks blocks(8 * kMiB);
-  const CopyBlocks::Block first = blocks.take(3 * kMiB);
+  const CopyBlocks::Block first = blocks.take(3 * kMiB + 5);
   REQUIRE(first.data != nullptr);
-  CHECK(first.capacity == 4 * kMiB);
+  CHECK(first.capacity == 3 * kMiB + 4096);
   CHECK(huge_page_aligned(first.data));
   std::memset(first.data, 0x5a, first.capacity);  // writable to its end
   blocks.give_back(first);
-  CHECK(blocks.kept_bytes() == 4 * kMiB);
+  CHECK(blocks.kept_bytes() == first.capacity);
   const CopyBlocks::Block again = blocks.take(3 * kMiB);
   CHECK(again.data == first.data);  // the kept block, not a new mapping
   CHECK(blocks.blocks_mapped() == 1);
   CHECK(blocks.kept_bytes() == 0);
-  // A request of less than half a kept block maps a new one (KeptBlocks' waste rule).
+  // A request of less than half a kept block maps a new one (KeptBlocks' waste rule); a small one
+  // takes no more than its pages (a 512 KB result in a 2 MiB block would cost a stalled
+  // subscriber's backlog four times its bytes).
   blocks.give_back(again);
-  const CopyBlocks::Block small = blocks.take(kMiB);
+  const CopyBlocks::Block small = blocks.take(512 * 1024 - 100);
   CHECK(small.data != again.data);
-  CHECK(small.capacity == 2 * kMiB);
+  CHECK(small.capacity == 512 * 1024);
+  CHECK(reinterpret_cast<std::uintptr_t>(small.data) % 4096 == 0);
   CHECK(blocks.blocks_mapped() == 2);
   blocks.give_back(small);
 }
@@ -129,6 +133,7 @@ TEST_CASE("copy blocks given back past the bound are unmapped, and drop_kept ret
   for (int i = 0; i < 3; ++i) taken.push_back(blocks.take(2 * kMiB));
   for (const auto& block : taken) blocks.give_back(block);
   CHECK(blocks.kept_bytes() == 4 * kMiB);  // two kept, the third unmapped
+  CHECK(taken[0].capacity == 2 * kMiB);
   blocks.drop_kept();
   CHECK(blocks.kept_bytes() == 0);
   const CopyBlocks::Block fresh = blocks.take(2 * kMiB);
