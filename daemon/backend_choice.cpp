@@ -5,9 +5,6 @@
 
 #include "runtime/gpu_device.h"
 
-#include <cstdlib>
-#include <string_view>
-
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -52,15 +49,13 @@ BackendSelection choose_backend(BackendChoice requested, int device_id, int cpu_
   return selection;
 }
 
-bool apply_cuda_sync_from_environment() {
-  const char* sync = std::getenv("SONOPIPE_CUDA_SYNC");
-  if (!sync || std::string_view(sync) != "block") return false;
+bool use_blocking_cuda_waits() {
 #ifdef SONOPIPE_WITH_CUDA
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) return false;
   for (int d = 0; d < devices; ++d)
     if (cudaSetDevice(d) != cudaSuccess || cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
-      throw std::runtime_error("SONOPIPE_CUDA_SYNC=block: device " + std::to_string(d) + " refused blocking sync");
+      throw std::runtime_error("cuda_wait: block: device " + std::to_string(d) + " refused blocking waits");
   cudaSetDevice(0);
   return devices > 0;
 #else

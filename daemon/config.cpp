@@ -347,7 +347,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
   reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "devices", "slots", "queue_depth",
                                "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
-                               "plugins", "security", "pipelines", "max_streams", "threads"});
+                               "plugins", "security", "pipelines", "max_streams", "threads", "cuda_wait"});
   DaemonConfig config;
   config.source = source_name;
 
@@ -464,6 +464,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     cpus("ingest_io_cpus", config.threads.ingest_io_cpus);
     cpus("publish_io_cpus", config.threads.publish_io_cpus);
   }
+  if (root["cuda_wait"]) config.cuda_wait_block = reader.choice(root["cuda_wait"], "cuda_wait", {"spin", "block"}) == "block";
   if (root["log_level"])
     config.log_level = reader.choice(root["log_level"], "log_level", {"trace", "debug", "info", "warn", "error", "off"});
 

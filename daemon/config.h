@@ -86,6 +86,10 @@ struct DaemonConfig {
   struct ThreadPlacement {
     std::vector<int> cpus, ingest_io_cpus, publish_io_cpus;
   } threads;
+  // `cuda_wait`: how a thread that waits for the GPU (a lane's completion thread in
+  // cudaEventSynchronize) waits: `spin` keeps its CPU busy (the CUDA runtime's choice when there
+  // are more CPUs than GPUs); `block` sleeps until the device signals (cudaDeviceScheduleBlockingSync).
+  bool cuda_wait_block = false;
   std::string log_level = "info";
   std::vector<std::string> plugins;  // stage plugin libraries, resolved against the config's folder
   SecurityConfig security;

@@ -432,3 +432,10 @@ TEST_CASE("threads: mistakes name the line and key", "[config][threads]") {
   CHECK_THAT(error_of(base + "threads: {cpu: 1}\n"), Catch::Contains("threads.cpu: unknown key"));
   CHECK_THAT(error_of(base + "threads: {cpus: \",\"}\n"), Catch::Contains("threads.cpus"));
 }
+
+TEST_CASE("cuda_wait: spin by default, block when asked, anything else a config error", "[config]") {
+  CHECK_FALSE(parse(kMinimal).cuda_wait_block);
+  CHECK_FALSE(parse(std::string(kMinimal) + "cuda_wait: spin\n").cuda_wait_block);
+  CHECK(parse(std::string(kMinimal) + "cuda_wait: block\n").cuda_wait_block);
+  CHECK_THAT(error_of(std::string(kMinimal) + "cuda_wait: sleep\n"), Catch::Contains("test.yaml:2: cuda_wait"));
+}

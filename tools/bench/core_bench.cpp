@@ -119,7 +119,7 @@ struct CoreOptions {
   std::vector<std::string> relay_outputs = {"constant"};
   std::vector<int> io_cpus;  // --io-cpus A B: ZeroMQ I/O threads 0 and 1 pinned (daemon and relay alike)
   bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
-  bool cuda_blocking_sync = false;  // SONOPIPE_CUDA_SYNC=block for the daemon and the bench (its d2h relay)
+  bool cuda_blocking_sync = false;  // cuda_wait: block for the daemon, and the bench's own waits (its d2h relay)
 };
 
 // CPU time of a process's threads from /proc/<pid>/task/<tid>/schedstat (ns on a CPU, ns waiting
@@ -660,6 +660,7 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const CoreOpt
        << "max_frame_bytes: " << max_bytes << "\n"
        << "non_finite: pass\n"
        << "cpu_threads: " << options.cpu_threads << "\n"
+       << (options.cuda_blocking_sync ? "cuda_wait: block\n" : "")
        << (options.io_cpus.size() == 2 ? "threads: {cpus: \"" + cpu_list_text(cpus_but(options.io_cpus)) +
                                              "\", ingest_io_cpus: \"" + std::to_string(options.io_cpus[0]) +
                                              "\", publish_io_cpus: \"" + std::to_string(options.io_cpus[1]) + "\"}\n"
@@ -1275,10 +1276,7 @@ void run_core_bench(const CoreOptions& options_in) {
   fs::create_directories(work);
   spdlog::set_level(spdlog::level::warn);
   place_threads(::getpid(), options.io_cpus);  // the bench's threads (and the daemons it starts) off the I/O CPUs
-  if (options.cuda_blocking_sync) {
-    ::setenv("SONOPIPE_CUDA_SYNC", "block", 1);  // the daemons inherit it
-    apply_cuda_sync_from_environment();
-  }
+  if (options.cuda_blocking_sync) use_blocking_cuda_waits();  // the d2h relay's waits; the daemon's: its config
 
   double max_mb = 0;
   for (double mb : options.sizes_mb) max_mb = std::max(max_mb, mb);
@@ -1346,7 +1344,7 @@ void run_core_bench(const CoreOptions& options_in) {
                  for (const std::string& output : options.relay_outputs) text += (text.empty() ? "" : " and ") + output;
                  return text + (options.relay_outputs.size() > 1 ? " (ratio and goals against the first)" : "");
                }()
-            << (options.cuda_blocking_sync ? "; CUDA waits block (SONOPIPE_CUDA_SYNC=block)" : "")
+            << (options.cuda_blocking_sync ? "; CUDA waits block (cuda_wait: block)" : "")
             << (options.io_cpus.size() == 2 ? "; ZeroMQ I/O threads 0 / 1 on CPUs " + std::to_string(options.io_cpus[0]) +
                                                   " / " + std::to_string(options.io_cpus[1]) +
                                                   " (daemon and relay), every other thread on the others"
@@ -1407,7 +1405,7 @@ void add_core_bench(CLI::App& app) {
                       "the first is the one the ratio and the goals use")
       ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h"}));
   command->add_flag("--cuda-blocking-sync", options->cuda_blocking_sync,
-                    "threads that wait for the GPU sleep instead of spinning, in the daemon (SONOPIPE_CUDA_SYNC=block) "
+                    "threads that wait for the GPU sleep instead of spinning, in the daemon (cuda_wait: block) "
                     "and in the bench (the d2h relay)");
   command->add_option("--io-cpus", options->io_cpus,
                       "two CPUs: ZeroMQ I/O thread 0 (reads frames) and 1 (writes results) pinned there, in the "
