@@ -1,6 +1,10 @@
 // Integration tests against the real sonopiped binary over ipc endpoints (see daemon_harness.h).
 #include <sched.h>
 
+#ifdef SONOPIPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "daemon/backend_choice.h"
 #include "daemon/thread_placement.h"
 #include "stages/registry.h"
 
@@ -492,4 +497,31 @@ TEST_CASE("threads: CPUs the kernel refuses stop the start with an error naming 
   std::string output;
   CHECK(daemon.run_to_exit({"--config", daemon.config_path()}, output) != 0);
   CHECK_THAT(output, Catch::Contains("CPUs 1000-1001: the kernel refused them"));
+}
+
+TEST_CASE("cuda_wait: block makes every device's waits blocking, and the daemon says so at start", "[daemon][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+#ifdef SONOPIPE_WITH_CUDA
+  REQUIRE(use_blocking_cuda_waits());
+  int devices = 0;
+  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+  for (int d = 0; d < devices; ++d) {
+    REQUIRE(cudaSetDevice(d) == cudaSuccess);
+    unsigned flags = 0;
+    REQUIRE(cudaGetDeviceFlags(&flags) == cudaSuccess);
+    CHECK((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
+  }
+  cudaSetDevice(0);
+#endif
+  test::DaemonHarness daemon(R"(
+backend: cuda
+cuda_wait: block
+log_level: info
+pipelines:
+  - name: demo
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)");
+  daemon.start();
+  CHECK_THAT(daemon.log(), Catch::Contains("cuda_wait: block: threads waiting for the device sleep"));
 }
