@@ -809,7 +809,17 @@ double daemon_throughput(tools::DaemonLauncher& daemon, DaemonClient& client, co
       client.receive(received_ns);
       ++results;
     }
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // Why the results stopped: the daemon gone, or our subscriber cut or starved (its counters).
+    std::cerr << "throughput run: " << results << " of " << options.frames << " results, then: " << e.what() << "\n";
+    try {
+      const v1::Status status = daemon.status();
+      std::cerr << "  daemon answers: frames received " << status.frames_received() << ", results published "
+                << status.results_published() << ", subscribers cut " << status.subscribers_cut()
+                << ", results dropped for subscribers " << status.results_dropped_for_subscribers() << "\n";
+    } catch (const std::exception& status_error) {
+      std::cerr << "  daemon does not answer (" << status_error.what() << "):\n" << daemon.log_tail() << "\n";
+    }
     counted.release();
     sender.join();
     throw;
