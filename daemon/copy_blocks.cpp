@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <map>
 #include <new>
 
@@ -26,7 +28,12 @@ void* map_block(std::size_t capacity) {
   if (aligned > base) munmap(base, static_cast<std::size_t>(aligned - base));
   if (std::byte* end = aligned + capacity; end < base + capacity + spare)
     munmap(end, static_cast<std::size_t>(base + capacity + spare - end));
-  if (alignment == kHugePage) madvise(aligned, capacity, MADV_HUGEPAGE);  // a request: the kernel decides
+  // A request: the kernel decides. SONOPIPE_COPY_HUGE_PAGES=0 (an experiment) asks for none.
+  static const bool huge = [] {
+    const char* value = std::getenv("SONOPIPE_COPY_HUGE_PAGES");
+    return !value || std::string_view(value) != "0";
+  }();
+  if (alignment == kHugePage && huge) madvise(aligned, capacity, MADV_HUGEPAGE);
   std::memset(aligned, 0, capacity);  // mapped now, not page by page in the first copy
   return aligned;
 }
