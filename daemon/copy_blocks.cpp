@@ -15,10 +15,20 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
-// `capacity` bytes (whole pages): from a 2 MiB boundary with huge pages asked for when it holds
-// at least one, else from a page boundary. Mapped with the alignment to spare, the ends unmapped.
+// SONOPIPE_COPY_HUGE_PAGES=1 (an experiment): blocks of 2 MiB or more from a 2 MiB boundary with
+// transparent huge pages asked for (MADV_HUGEPAGE). Not the default: one thread's copy of a 2 MB
+// result into a socket cost no less from 2 MiB pages (H100 host, docs/host-path.md), and where THP
+// defrag is `madvise` a fault in such memory may compact memory first.
+bool huge_pages_asked() {
+  const char* value = std::getenv("SONOPIPE_COPY_HUGE_PAGES");  // per mapping: beside an mmap, nothing
+  return value && std::string_view(value) == "1";
+}
+
+// `capacity` bytes (whole pages), page-aligned (2 MiB-aligned with huge pages asked for, above).
+// Mapped with the alignment to spare, the ends unmapped.
 void* map_block(std::size_t capacity) {
-  const std::size_t alignment = capacity >= kHugePage ? kHugePage : kPage;
+  const bool huge = huge_pages_asked() && capacity >= kHugePage;
+  const std::size_t alignment = huge ? kHugePage : kPage;
   const std::size_t spare = alignment - kPage;
   void* raw = mmap(nullptr, capacity + spare, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
@@ -28,12 +38,7 @@ void* map_block(std::size_t capacity) {
   if (aligned > base) munmap(base, static_cast<std::size_t>(aligned - base));
   if (std::byte* end = aligned + capacity; end < base + capacity + spare)
     munmap(end, static_cast<std::size_t>(base + capacity + spare - end));
-  // A request: the kernel decides. SONOPIPE_COPY_HUGE_PAGES=0 (an experiment) asks for none.
-  static const bool huge = [] {
-    const char* value = std::getenv("SONOPIPE_COPY_HUGE_PAGES");
-    return !value || std::string_view(value) != "0";
-  }();
-  if (alignment == kHugePage && huge) madvise(aligned, capacity, MADV_HUGEPAGE);
+  if (huge) madvise(aligned, capacity, MADV_HUGEPAGE);  // a request: the kernel decides
   std::memset(aligned, 0, capacity);  // mapped now, not page by page in the first copy
   return aligned;
 }

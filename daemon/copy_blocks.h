@@ -8,9 +8,8 @@
 // one that bounds the convert rows of issue 23, also paid the allocator's trims or munmaps, and the
 // completion thread a page fault per 4 KiB when it wrote the next copy.
 //
-// A block is anonymous memory, whole 4 KiB pages; one of 2 MiB or more starts on a 2 MiB boundary
-// with transparent huge pages asked for (MADV_HUGEPAGE; the kernel decides). Written once when it
-// is mapped. Blocks given back are kept
+// A block is anonymous memory in whole 4 KiB pages, written once when it is mapped (huge pages
+// only as an experiment: SONOPIPE_COPY_HUGE_PAGES=1, copy_blocks.cpp). Blocks given back are kept
 // for reuse up to `keep_bytes` (a block is reused for a request it holds without wasting more than
 // the request again: KeptBlocks' rule); past that they are unmapped. The owner drops the kept ones
 // when copies stop (drop_kept). Thread-safe: blocks are taken
