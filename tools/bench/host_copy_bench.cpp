@@ -56,6 +56,7 @@ struct HostCopyOptions {
   std::vector<int> cpus;  // writer, reader, preparer; empty: not pinned
   bool spinner_scan = false;  // with cpus: the writer's cost with a spinning thread on each other CPU
   bool sources = true;        // false: the spinner scan alone
+  bool interference = false;  // the writer's cost while the GPU copies (DMA) or a thread copies, beside
 };
 
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
@@ -420,6 +421,63 @@ void run_host_copy(const HostCopyOptions& options) {
   memcpy_floor(options, pool_pointers, [&](std::size_t i) { d2h_into(pool_pointers[i]); });
 
   if (options.spinner_scan) spinner_scan(options, sources[0]);
+  if (options.interference) {
+    // What the daemon does beside its publishing thread, one kind at a time: the GPU copying both
+    // ways (the H2D of the next frames, the D2H of results) and a thread copying (the driver's
+    // staging copy, the completion thread's copies of results).
+    struct Load {
+      const char* name;
+      std::function<void(const std::atomic<bool>&)> run;
+    };
+    std::vector<Buffer> pinned(2), gpu(2);
+    std::unique_ptr<GpuStreamHandle> up, down;
+    if (cuda) {
+      for (Buffer& b : pinned) b.reserve(MemoryKind::pinned, bytes);
+      for (Buffer& b : gpu) b.reserve(MemoryKind::device, bytes);
+      up = std::make_unique<GpuStreamHandle>();
+      down = std::make_unique<GpuStreamHandle>();
+    }
+    std::vector<std::byte> from(bytes, std::byte{5}), to(bytes);
+    std::vector<Load> loads{{"none", {}},
+                            {"a thread copying 2 MB buffers without pause", [&](const std::atomic<bool>& stop) {
+                               while (!stop.load(std::memory_order_relaxed)) std::memcpy(to.data(), from.data(), bytes);
+                             }}};
+    if (cuda)
+      loads.push_back({"the GPU copying H2D and D2H without pause (pinned, 2 streams)", [&](const std::atomic<bool>& stop) {
+                         while (!stop.load(std::memory_order_relaxed)) {
+                           copy_to_device_async(gpu[0].data(), pinned[0].data(), bytes, up->get());
+                           copy_to_host_async(pinned[1].data(), gpu[1].data(), bytes, down->get());
+                           GpuEvent done_up, done_down;
+                           done_up.record(up->get());
+                           done_down.record(down->get());
+                           done_up.synchronize();
+                           done_down.synchronize();
+                         }
+                       }});
+    for (const std::string& transport : options.transports) {
+      std::vector<std::vector<double>> cpu_us(loads.size()), wall_us(loads.size());
+      for (std::size_t repeat = 0; repeat < options.repeats; ++repeat)
+        for (std::size_t l = 0; l < loads.size(); ++l) {
+          std::atomic<bool> stop{false};
+          std::thread load;
+          if (loads[l].run)
+            load = std::thread([&, l] {
+              if (options.cpus.size() > 2) pin_this_thread(options.cpus[2]);
+              loads[l].run(stop);
+            });
+          const WriteRun run = write_run(transport, sources[0], options);
+          stop = true;
+          if (load.joinable()) load.join();
+          cpu_us[l].push_back(run.writer_cpu_us);
+          wall_us[l].push_back(run.wall_us);
+        }
+      std::cout << "\n" << transport << ", " << sources[0].name << ", beside other work (loads alternating); us per "
+                << "result, min / median / max over " << options.repeats << " runs:\n";
+      for (std::size_t l = 0; l < loads.size(); ++l)
+        std::cout << "  " << std::left << std::setw(64) << loads[l].name << std::right << " writer CPU "
+                  << spread(cpu_us[l], 1) << "   wall " << spread(wall_us[l], 1) << "\n";
+    }
+  }
   for (const std::string& transport : options.sources ? options.transports : std::vector<std::string>{}) {
     std::vector<std::vector<WriteRun>> runs(sources.size());
     for (std::size_t repeat = 0; repeat < options.repeats; ++repeat)
@@ -460,6 +518,8 @@ void add_host_copy_bench(CLI::App& app) {
   command->add_flag("--spinner-scan", options->spinner_scan,
                     "with --cpus: the writer's cost with a thread spinning on each other CPU in turn (shared cores)");
   command->add_flag("!--no-sources", options->sources, "the spinner scan alone, not the sources' table");
+  command->add_flag("--interference", options->interference,
+                    "the writer's cost (heap source) while a thread copies or the GPU copies both ways beside it");
   command->callback([options] { run_host_copy(*options); });
 }
 
