@@ -19,6 +19,8 @@
 #include <complex>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <thread>
 #include <memory>
 #include <random>
@@ -34,6 +36,7 @@
 #include "tools/bench/device_ceilings.h"
 #include "tools/bench/ensemble_frame.h"
 #include "tools/bench/svd_routes.h"
+#include "tools/formats/must_reader.h"
 #include "tools/sim/flow_sim.h"
 
 #ifdef SONOPIPE_WITH_CUDA
@@ -163,6 +166,7 @@ const char* route_name(const ClutterFilterStage& stage) {
     case EigenRoute::Kind::full: return "full";
     case EigenRoute::Kind::jacobi: return "jacobi";
     case EigenRoute::Kind::subspace: return "subspace";
+    case EigenRoute::Kind::dominant: return "dominant";
   }
   return "?";
 }
@@ -385,17 +389,38 @@ DopplerParams chain_doppler_params(std::int64_t box) {
   return params;
 }
 
+// The real recording of the pwi_disk workload: PyMUST's rotating disk (tests/data/pymust-pwi-disk,
+// 32 frames of 128 elements, channel RF demodulated by the MUST reader) as one ensemble [frame,
+// transmit, element, sample]; none when the file is not there (a source copy without tests/data).
+// The source tree: SONOPIPE_SOURCE_DIR, else the working directory.
+std::optional<BenchFrame> disk_recording() {
+  const char* root = std::getenv("SONOPIPE_SOURCE_DIR");
+  const std::string path = std::string(root ? root : ".") + "/tests/data/pymust-pwi-disk/PWI_disk.mat";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  formats::ImportOptions options;
+  options.ensemble = static_cast<std::size_t>(kPwiDisk.frames);
+  auto reader = formats::open_must(path, options);
+  const recording::Frame f = reader->read_frame(0);
+  BenchFrame frame{f.meta, std::vector<float>(f.payload.size() / sizeof(float)), {}, kPwiDisk.frames};
+  std::memcpy(frame.data.data(), f.payload.data(), frame.data.size() * sizeof(float));
+  for (int e = 0; e < kPwiDisk.elements; ++e)  // the beamformer's work count only
+    frame.element_x_m.push_back((e - (kPwiDisk.elements - 1) / 2.0) * kPwiDisk.pitch_m);
+  return frame;
+}
+
 // beamform (ensemble kernel) -> clutter_filter -> doppler on one device-resident channel ensemble,
 // configured as DeviceLane::configure() does (the frame's meta for every stage, each input the
 // previous stage's first output) and run through the stages' run_cuda on one stream; CUDA events
 // between the stages. Median of `repeats` per stage and end to end.
 // `stream` (drifting_ensembles, copied to the device beforehand): repeat r takes ensemble r of a
 // walk back and forth over them, so consecutive frames are always neighbours; else the fixed random
-// ensemble every repeat.
+// ensemble every repeat. `recorded` (disk_recording()): that ensemble instead of the random one, on
+// the workload's grid.
 void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t box, double goal_ms,
                const DeviceCeilings& ceilings, int repeats, ClutterFilterParams::Eigensolver eigensolver,
-               const std::vector<std::vector<float>>* stream_data = nullptr, bool warm_start = true) {
-  const BenchFrame frame = ensemble_frame(w, false);
+               const std::vector<std::vector<float>>* stream_data = nullptr, bool warm_start = true,
+               const BenchFrame* recorded = nullptr) {
+  const BenchFrame frame = recorded ? *recorded : ensemble_frame(w, false);
   const BeamformParams bp = ensemble_beamform_params(w);
   BeamformStage beamform(bp);
   const ClutterFilterParams cp = chain_clutter_params(tissue_rank, eigensolver, warm_start);
@@ -486,16 +511,23 @@ void run_chain(const EnsembleWorkload& w, std::int64_t tissue_rank, std::int64_t
   std::string route = eigensolver == ClutterFilterParams::Eigensolver::automatic
                           ? std::string("auto/") + route_name(clutter)
                           : std::string(route_name(clutter));
-  if (clutter.cuda_eigen_route().kind == EigenRoute::Kind::jacobi) route += warm_start ? "/warm" : "/cold";
+  const EigenRoute::Kind kind = clutter.cuda_eigen_route().kind;
+  if (kind == EigenRoute::Kind::jacobi || kind == EigenRoute::Kind::dominant) route += warm_start ? "/warm" : "/cold";
   const JacobiStats jacobi = clutter.jacobi_stats();
+  const DominantStats dominant = clutter.dominant_stats();
+  const double solves = dominant.solves > 0 ? double(dominant.solves) : 1.0;
   std::printf("%-10s %-18s %10.3f %10.3f %10.3f %10.3f %8.2f %8.1f %8.1f %9.3f %9.3f %7.2f %s (subspace tries %.2f, "
-              "fallbacks %.2f; %s; jacobi solves %lld, warm %lld, sweeps a solve %.2f)\n",
-              w.name, route.c_str(), median(stage_ms[0]), median(stage_ms[1]), median(stage_ms[2]), total, gflop,
-              staged_mb, in_mb + images_mb, floor_of(staged_mb), floor_of(in_mb + images_mb), goal_ms,
-              total <= goal_ms ? "met" : "not met", double(clutter.subspace_attempts()) / (repeats + 3),
-              double(clutter.subspace_fallbacks()) / (repeats + 3),
-              stream_data ? "drifting ensembles" : "one random ensemble", static_cast<long long>(jacobi.solves),
-              static_cast<long long>(jacobi.warm), jacobi.solves ? double(jacobi.sweeps) / jacobi.solves : 0.0);
+              "fallbacks %.2f; %s; jacobi solves %lld, warm %lld, sweeps a solve %.2f; dominant solves %lld, "
+              "fallbacks %lld, a solve: squarings %.2f, iterations %.2f, bound squarings %.2f)\n",
+              recorded ? "disk_real" : w.name, route.c_str(), median(stage_ms[0]), median(stage_ms[1]),
+              median(stage_ms[2]), total, gflop, staged_mb, in_mb + images_mb, floor_of(staged_mb),
+              floor_of(in_mb + images_mb), goal_ms, total <= goal_ms ? "met" : "not met",
+              double(clutter.subspace_attempts()) / (repeats + 3), double(clutter.subspace_fallbacks()) / (repeats + 3),
+              recorded ? "the PyMUST disk recording" : (stream_data ? "drifting ensembles" : "one random ensemble"),
+              static_cast<long long>(jacobi.solves), static_cast<long long>(jacobi.warm),
+              jacobi.solves ? double(jacobi.sweeps) / jacobi.solves : 0.0, static_cast<long long>(dominant.solves),
+              static_cast<long long>(dominant.fallbacks), double(dominant.squarings) / solves,
+              double(dominant.iterations) / solves, double(dominant.bound_squarings) / solves);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   cudaStreamDestroy(stream);
   for (void* p : device_inputs) cudaFree(p);
@@ -739,6 +771,41 @@ void run_small_kernel_cases() {
         std::printf(" %s %.1f (%d);", names[g], us, done);
       }
       std::printf("\n");
+      // The dominant route (k = 1 and 4, cold) on the same matrices: time, outcome, work a solve, and
+      // its floor at one SM's FP64 rate (one thread block a matrix): each squaring of the padded 32 x
+      // 32 matrix is 32^3 complex multiply-adds (8 flops each), an iteration 8 n^2 k (M X) plus the
+      // Gram-Schmidt's 16 n k^2, the Rayleigh-Ritz and B = P G P ~8 n^2 k (+ 16 n^2 k).
+      unsigned long long* stats = nullptr;
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&stats, 5 * sizeof(unsigned long long)));
+      int sm_clock_khz = 0, device = 0;
+      SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+      SONOPIPE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_clock_khz, cudaDevAttrClockRate, device));
+      const double sm_fp64_gflops = 128.0 * sm_clock_khz * 1e-6;  // 64 FP64 FMAs a clock an SM (H100)
+      std::printf("dominant n 32, cold (us, converged, squarings + bound squarings, iterations, floor us at one SM's "
+                  "FP64 %.0f GFLOP/s):", sm_fp64_gflops);
+      for (const auto variant : {cuda::DominantVariant::sequential, cuda::DominantVariant::overlapped})
+      for (std::size_t g = 0; g < grams.size(); ++g)
+        for (int k : {1, 4}) {
+          SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, grams[g].data(), grams[g].size() * sizeof(double2),
+                                         cudaMemcpyHostToDevice));
+          SONOPIPE_CUDA_CHECK(cudaMemset(stats, 0, 5 * sizeof(unsigned long long)));
+          const double us = time_it([&] {
+            cuda::hermitian_dominant_batched(scratch, n, n, std::int64_t(n) * n, 1, k, 1e-6, values, scratch, n,
+                                             std::int64_t(n) * n, flags, nullptr, nullptr, stats, nullptr, variant);
+          });
+          unsigned long long c[5] = {};
+          int converged = -1;
+          SONOPIPE_CUDA_CHECK(cudaMemcpy(c, stats, sizeof(c), cudaMemcpyDeviceToHost));
+          SONOPIPE_CUDA_CHECK(cudaMemcpy(&converged, flags, sizeof(int), cudaMemcpyDeviceToHost));
+          const double solves = double(c[0]), squarings = (c[2] + c[4]) / solves, iterations = (c[3] + 1) / solves;
+          const double flops = squarings * 8.0 * 32 * 32 * 32 + iterations * (8.0 * n * n * k + 16.0 * n * k * k) +
+                               24.0 * n * n * k;
+          std::printf(" %s %s k %d: %.1f (%d, %.1f + %.1f, %.1f, %.1f);", cuda::dominant_variant_name(variant),
+                      names[g], k, us, converged, c[2] / solves, c[4] / solves, iterations,
+                      flops / (sm_fp64_gflops * 1e3));
+        }
+      std::printf("\n");
+      cudaFree(stats);
       cudaFree(previous);
       SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), host.size() * sizeof(double2), cudaMemcpyHostToDevice));
     }
@@ -877,8 +944,10 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     // beamforming alone (0.328 ms). fus: tissue rank 20, 3 x 3; goal 5 ms (issue 24).
     const auto full = ClutterFilterParams::Eigensolver::full, automatic = ClutterFilterParams::Eigensolver::automatic;
     const auto jacobi = ClutterFilterParams::Eigensolver::jacobi, subspace = ClutterFilterParams::Eigensolver::subspace;
+    const auto dominant = ClutterFilterParams::Eigensolver::dominant;
     // A stream of related ensembles (the warm start's sweeps depend on the data): 8, walked back
-    // and forth; cold (warm_start false) and warm alternating, twice.
+    // and forth; cold (warm_start false) and warm alternating, twice. auto is the dominant route
+    // here (tissue rank 1); jacobi is asked for (with the small Gram and rank-update kernels).
     const auto ensembles = drifting_ensembles(kPwiDisk, 8);
     for (int round = 0; round < 2; ++round) {
       run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, full, &ensembles);
@@ -889,6 +958,20 @@ void run_chain_cases(const DopplerBenchOptions& o, const DeviceCeilings& ceiling
     }
     run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic, nullptr, false);  // the random ensemble (before)
     run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, automatic, nullptr, true);   // warm on itself: a floor
+    // The real workload: the PyMUST disk recording beamformed by our beamformer on the pwi_disk grid
+    // (its Gram spectrum has no clear gap at rank 1: 1, 0.985, 0.887, ..).
+    if (const std::optional<BenchFrame> disk = disk_recording()) {
+      for (int round = 0; round < 2; ++round) {
+        run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, full, nullptr, true, &*disk);
+        run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, dominant, nullptr, false, &*disk);
+        run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, dominant, nullptr, true, &*disk);
+        run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi, nullptr, false, &*disk);
+        run_chain(kPwiDisk, 1, 5, 0.33, ceilings, o.repeats, jacobi, nullptr, true, &*disk);
+      }
+      run_chain(kPwiDisk, 4, 5, 0.33, ceilings, o.repeats, dominant, nullptr, true, &*disk);  // rank 4
+    } else {
+      std::printf("disk_real: tests/data/pymust-pwi-disk/PWI_disk.mat not found (SONOPIPE_SOURCE_DIR)\n");
+    }
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, full);
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, subspace);
     run_chain(kFus, 20, 3, 5.0, ceilings, o.repeats, automatic);  // subspace with retry (random data: falls back)

@@ -78,14 +78,16 @@ void ClutterFilterStage::declare(ParamSpec<Params>& spec) {
               {{"auto", Params::Eigensolver::automatic},
                {"full", Params::Eigensolver::full},
                {"jacobi", Params::Eigensolver::jacobi},
-               {"subspace", Params::Eigensolver::subspace}},
+               {"subspace", Params::Eigensolver::subspace},
+               {"dominant", Params::Eigensolver::dominant}},
               {.doc = "svd, CUDA: auto = the fastest route measured for the shape; full = cuSOLVER's solver with "
-                      "the library Gram and projection (the route before); jacobi (<= 32 frames) and subspace "
-                      "(fixed tissue rank, no noise rank, 33..320 frames) where they apply",
+                      "the library Gram and projection (the route before); jacobi (<= 32 frames), subspace "
+                      "(fixed tissue rank, no noise rank, 33..320 frames) and dominant (fixed tissue rank 1..8, "
+                      "no noise rank, <= 32 frames) where they apply",
                .live = true});
   spec.param(&Params::warm_start, "warm_start",
-             {.doc = "svd, CUDA, jacobi route: start from the previous frame's eigenvectors (same tolerance, fewer "
-                     "sweeps on a stream of related ensembles); a re-configure starts cold",
+             {.doc = "svd, CUDA, jacobi and dominant routes: start from the previous frame's eigenvectors (same "
+                     "tolerance, less work on a stream of related ensembles); a re-configure starts cold",
               .live = true});
   spec.param(&Params::subspace_block, "subspace_block",
              {.min = 0, .max = 32, .unit = "components",
@@ -185,7 +187,21 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   using Eigensolver = ClutterFilterParams::Eigensolver;
   EigenRoute route;
   if (params.method != ClutterFilterParams::Method::svd || params.eigensolver == Eigensolver::full) return route;
+  const std::int64_t k = shape.tissue_rank;
+  const bool fixed_rank = params.rank_choice == ClutterFilterParams::RankChoice::fixed;
   if (shape.frames <= kJacobiMaxFrames) {
+    // The dominant k-dimensional subspace alone (a fixed tissue rank, no noise rank: the projection
+    // reads the top k eigenvectors only), auto too: tens of microseconds where the spectrum has a
+    // gap at k, against the Jacobi kernel's 0.17 ms for every eigenvector; where its test fails,
+    // the Jacobi kernel runs for that block after it (docs/doppler.md).
+    if ((params.eigensolver == Eigensolver::automatic || params.eigensolver == Eigensolver::dominant) &&
+        fixed_rank && shape.noise_rank == 0 && k >= 1 && k <= kDominantMaxRank && k < shape.frames &&
+        shape.frames >= 2) {
+      route.kind = EigenRoute::Kind::dominant;
+      route.warm_start = params.warm_start;
+      route.retry = params.eigensolver == Eigensolver::automatic;  // as the subspace route's, below
+      return route;
+    }
     // Every eigenvector (any rank choice, noise rank too) by the Jacobi kernel (float angles, double
     // A and V: small_eigen.cuh), auto too: cuSOLVER's solvers take 0.25 ms on a 32 x 32 matrix
     // (docs/doppler.md). The small Gram and rank-update kernels measured 0.009 ms slower than cuBLAS
@@ -200,9 +216,8 @@ EigenRoute ClutterFilterStage::eigen_route(const ClutterFilterShape& shape, cons
   // Half the full solver's time where the spectrum has a gap at k, the full solver's and the
   // iteration's where it has none (docs/doppler.md): auto tries it and, after a fallback, takes the
   // full solver for the next frames (SubspaceRetry); asked for, every frame tries it.
-  const std::int64_t k = shape.tissue_rank;
   if ((params.eigensolver != Eigensolver::subspace && params.eigensolver != Eigensolver::automatic) ||
-      params.rank_choice != ClutterFilterParams::RankChoice::fixed || shape.noise_rank != 0 || k < 1 ||
+      !fixed_rank || shape.noise_rank != 0 || k < 1 ||
       shape.frames > kSubspaceMaxFrames)
     return route;
   // Defaults: the fastest converged setting on the fUS shape (k = 20: block 24, 2 iterations, 1.42 ms
@@ -369,12 +384,14 @@ bool ClutterFilterStage::run_cuda(const StageIo& io) {
 std::int64_t ClutterFilterStage::subspace_fallbacks() const { return gpu_ ? gpu_->subspace_fallbacks() : 0; }
 std::int64_t ClutterFilterStage::subspace_attempts() const { return gpu_ ? gpu_->subspace_attempts() : 0; }
 JacobiStats ClutterFilterStage::jacobi_stats() const { return gpu_ ? gpu_->jacobi_stats() : JacobiStats{}; }
+DominantStats ClutterFilterStage::dominant_stats() const { return gpu_ ? gpu_->dominant_stats() : DominantStats{}; }
 EigenRoute ClutterFilterStage::cuda_eigen_route() const { return gpu_ ? gpu_->route() : EigenRoute{}; }
 #else
 bool ClutterFilterStage::run_cuda(const StageIo& io) { return Stage::run_cuda(io); }
 std::int64_t ClutterFilterStage::subspace_fallbacks() const { return 0; }
 std::int64_t ClutterFilterStage::subspace_attempts() const { return 0; }
 JacobiStats ClutterFilterStage::jacobi_stats() const { return {}; }
+DominantStats ClutterFilterStage::dominant_stats() const { return {}; }
 EigenRoute ClutterFilterStage::cuda_eigen_route() const { return {}; }
 #endif
 

@@ -18,7 +18,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kConvertBlocks = 1024;  // grid-stride conversions: a few blocks per SM
-// The subspace route's convergence test (small_eigen.cuh): the removed subspace's error may change
+// The subspace and dominant routes' convergence test (small_eigen.cuh): the removed subspace's error may change
 // the output by at most this fraction of its norm; the float projection alone rounds to ~1e-6
 // (the [cuda] tests' 2e-5 bound, clutter_filter_test.cpp).
 constexpr double kSubspaceTolerance = 1e-6;
@@ -375,6 +375,13 @@ struct ClutterFilterGpu::Impl {
   std::size_t previous = 0;
   std::vector<void*> warm_workspaces;
   unsigned long long* jacobi_counters = nullptr;  // device: solves, warm starts, sweeps (JacobiStats)
+  unsigned long long* dominant_counters = nullptr;  // device: DominantStats' five counts
+  // The dominant route's fallback count in mapped host memory (stored by the kernel; its device
+  // address `dominant_published_device`) and auto's retry policy on it (SubspaceRetry: after a
+  // fallback the next frames take the Jacobi kernel directly, 4, 8, .. 128 of them).
+  unsigned long long* dominant_published = nullptr;
+  unsigned long long* dominant_published_device = nullptr;
+  SubspaceRetry dominant_retry;
 
   void clear_graphs() {
     for (auto& [workspace, exec] : fallback_graphs) cudaGraphExecDestroy(exec);
@@ -497,6 +504,8 @@ struct ClutterFilterGpu::Impl {
     clear_graphs();
     if (fallbacks) cudaFree(fallbacks);
     if (jacobi_counters) cudaFree(jacobi_counters);
+    if (dominant_counters) cudaFree(dominant_counters);
+    if (dominant_published) cudaFreeHost(dominant_published);
     if (published) cudaFreeHost(published);
     if (capture) cudaStreamDestroy(capture);
     destroy_update();
@@ -560,6 +569,15 @@ JacobiStats ClutterFilterGpu::jacobi_stats() const {
           .sweeps = static_cast<std::int64_t>(counters[2])};
 }
 
+DominantStats ClutterFilterGpu::dominant_stats() const {
+  if (!impl_->dominant_counters) return {};
+  unsigned long long c[5] = {};
+  SONOPIPE_CUDA_CHECK(cudaMemcpy(c, impl_->dominant_counters, sizeof(c), cudaMemcpyDeviceToHost));
+  return {.solves = static_cast<std::int64_t>(c[0]), .fallbacks = static_cast<std::int64_t>(c[1]),
+          .squarings = static_cast<std::int64_t>(c[2]), .iterations = static_cast<std::int64_t>(c[3]),
+          .bound_squarings = static_cast<std::int64_t>(c[4])};
+}
+
 EigenRoute ClutterFilterGpu::route() const { return impl_->route; }
 ClutterFilterGpu::~ClutterFilterGpu() = default;
 
@@ -582,6 +600,16 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   }
   if (!m.jacobi_counters) SONOPIPE_CUDA_CHECK(cudaMalloc(&m.jacobi_counters, 3 * sizeof(unsigned long long)));
   SONOPIPE_CUDA_CHECK(cudaMemset(m.jacobi_counters, 0, 3 * sizeof(unsigned long long)));
+  if (!m.dominant_counters) SONOPIPE_CUDA_CHECK(cudaMalloc(&m.dominant_counters, 5 * sizeof(unsigned long long)));
+  SONOPIPE_CUDA_CHECK(cudaMemset(m.dominant_counters, 0, 5 * sizeof(unsigned long long)));
+  if (!m.dominant_published) {
+    SONOPIPE_CUDA_CHECK(cudaHostAlloc(&m.dominant_published, sizeof(unsigned long long), cudaHostAllocMapped));
+    SONOPIPE_CUDA_CHECK(cudaHostGetDevicePointer(&m.dominant_published_device, m.dominant_published, 0));
+  }
+  // The counters restart with the configure (a frame of the configure before still in flight
+  // could store its count late: the next fallback's count then reads as stale, one try later).
+  *static_cast<volatile unsigned long long*>(m.dominant_published) = 0;
+  m.dominant_retry = SubspaceRetry(0);
   m.warm_workspaces.clear();  // every workspace starts cold (a new shape or parameters)
   m.retry = SubspaceRetry(*static_cast<volatile unsigned long long*>(m.published));
   m.clear_graphs();
@@ -641,7 +669,9 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   m.gram_partials = take(m.small_gram ? static_cast<std::size_t>(m.gram_blocks) * nn * sizeof(double2) : 0);
   m.grams = take(svd ? nn * batch * sizeof(double2) : 0);  // one per block, then its eigenvectors
   m.eigenvalues = take(svd ? n * batch * sizeof(double) : 0);
-  const bool warm = svd && route.kind == EigenRoute::Kind::jacobi && route.warm_start;
+  // Warm start: the Jacobi route's n x n eigenvectors, or the dominant route's n x k vectors.
+  const bool dominant = svd && route.kind == EigenRoute::Kind::dominant;
+  const bool warm = svd && (route.kind == EigenRoute::Kind::jacobi || dominant) && route.warm_start;
   m.previous = take(warm ? nn * batch * sizeof(double2) : 0);
   m.vectors = take(nn * sizeof(float2));  // V in float: V_r (rank update) or all of V (similarity)
   m.projector = take(nn * sizeof(float2));
@@ -668,7 +698,7 @@ ClutterFilterGpu::Sizes ClutterFilterGpu::configure(const ClutterFilterShape& sh
   m.ritz = take(subspace ? nn * batch * sizeof(double2) : 0);
   m.gram_ritz = take(block_columns * sizeof(double2));
   m.breakdown = take(subspace ? batch * sizeof(int) : 0);
-  m.converged = take(subspace ? batch * sizeof(int) : 0);
+  m.converged = take(subspace || dominant ? batch * sizeof(int) : 0);  // dominant: the fallback's skip flags
   m.total = at;
   if (subspace) {
     // The fallback graph once on scratch buffers: a CUDA without conditional nodes, or a solver
@@ -782,6 +812,17 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
   }
   // 2. Every block's eigenvectors (columns ascending in eigenvalue, n x n per block, `eigen`):
   const int batch = static_cast<int>(m.blocks.size());
+  // The warm start's buffer of this workspace (Jacobi and dominant routes), zeroed on its first
+  // frame after configure (the kernels' guards then start cold); null without warm start.
+  auto warm_previous = [&]() -> double2* {
+    if (!m.route.warm_start) return nullptr;
+    auto* previous = reinterpret_cast<double2*>(device(m.previous));
+    if (std::find(m.warm_workspaces.begin(), m.warm_workspaces.end(), workspace) == m.warm_workspaces.end()) {
+      SONOPIPE_CUDA_CHECK(cudaMemsetAsync(previous, 0, nn * batch * sizeof(double2), stream));
+      m.warm_workspaces.push_back(workspace);
+    }
+    return previous;
+  };
   const double2* eigen = grams;
   // All blocks in one call, in place (their `info` stays on the device, unread: no host sync).
   auto full_solver = [&] {
@@ -798,18 +839,31 @@ void ClutterFilterGpu::run(const float2* in, float2* out, void* workspace, void*
     case EigenRoute::Kind::jacobi: {
       // N <= 32 (auto, or eigensolver jacobi): one thread block per Gram matrix, in place; warm
       // from this workspace's previous eigenvectors (zeroed on its first frame: a cold start).
-      double2* previous = nullptr;
-      if (m.route.warm_start) {
-        previous = reinterpret_cast<double2*>(device(m.previous));
-        if (std::find(m.warm_workspaces.begin(), m.warm_workspaces.end(), workspace) == m.warm_workspaces.end()) {
-          SONOPIPE_CUDA_CHECK(cudaMemsetAsync(previous, 0, nn * batch * sizeof(double2), stream));
-          m.warm_workspaces.push_back(workspace);
-        }
-      }
       hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
                                reinterpret_cast<double*>(device(m.eigenvalues)), grams, n,
-                               static_cast<std::int64_t>(nn), stream, JacobiVariant::circle, nullptr, previous,
-                               m.jacobi_counters);
+                               static_cast<std::int64_t>(nn), stream, JacobiVariant::circle, nullptr,
+                               warm_previous(), m.jacobi_counters);
+      break;
+    }
+    case EigenRoute::Kind::dominant: {
+      // N <= 32, fixed rank k (auto): the dominant k eigenpairs in place where the device's test
+      // passes (small_eigen.cuh), warm from this workspace's previous dominant vectors; then the
+      // Jacobi kernel, which returns at once for those blocks and solves the others (cold), in
+      // place: no host wait, one more launch. auto (retry): after a fallback, as the device last
+      // published the count (read without a wait), the next frames take the Jacobi kernel alone.
+      auto* values = reinterpret_cast<double*>(device(m.eigenvalues));
+      int* flags = nullptr;  // null: every block to the Jacobi kernel
+      if (!m.route.retry ||
+          m.dominant_retry.try_subspace(*static_cast<volatile unsigned long long*>(m.dominant_published))) {
+        flags = reinterpret_cast<int*>(device(m.converged));
+        hermitian_dominant_batched(grams, n, n, static_cast<std::int64_t>(nn), batch,
+                                   static_cast<int>(s.tissue_rank), kSubspaceTolerance, values, grams, n,
+                                   static_cast<std::int64_t>(nn), flags, stream, warm_previous(),
+                                   m.dominant_counters, m.dominant_published_device);
+      }
+      hermitian_jacobi_batched(grams, n, n, static_cast<std::int64_t>(nn), batch, values, grams, n,
+                               static_cast<std::int64_t>(nn), stream, JacobiVariant::circle, nullptr, nullptr,
+                               m.jacobi_counters, flags);
       break;
     }
     case EigenRoute::Kind::subspace:

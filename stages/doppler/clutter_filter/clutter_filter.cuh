@@ -10,7 +10,10 @@
 //                                  float angles, double A and V); a fixed tissue rank k from 33
 //                                  frames (auto, with SubspaceRetry): only the dominant k by block
 //                                  subspace iteration and Rayleigh-Ritz, the full solver in a
-//                                  conditional graph node where the device's convergence test fails
+//                                  conditional graph node where the device's convergence test fails;
+//                                  N <= 32 at a fixed rank k <= 8 (auto): only the dominant k, one
+//                                  thread block per matrix (small_eigen.cuh's dominant route), the
+//                                  Jacobi kernel after it for the blocks whose test failed
 //   [similarity] U = S V (V in float), |U| centred per column, C = |U|^T |U| normalised
 //                (cublasSsyrk), the tissue rank fitted on the device (one block of threads)
 //   S_f = S - (S V_r) V_r^H        fixed ranks, N >= 64, r <= N / 4 removed: W = S V_r (Cgemm), then
@@ -65,6 +68,8 @@ class ClutterFilterGpu {
   std::int64_t subspace_attempts() const;
   // The Jacobi route's counters since configure; synchronises.
   JacobiStats jacobi_stats() const;
+  // The dominant route's counters since configure; synchronises.
+  DominantStats dominant_stats() const;
 
  private:
   struct Impl;

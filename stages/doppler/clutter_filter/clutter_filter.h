@@ -50,9 +50,11 @@ class ClutterFilterStage : public Stage {
   static std::vector<ClutterBlock> plan_blocks(const ClutterFilterShape& shape, const ClutterFilterParams& params);
 
   // The CUDA path's eigenvector route for this shape (EigenRoute in clutter_filter_params.h):
-  // eigensolver auto and full: cuSOLVER's batched solver (auto with the small Gram and rank-update
-  // kernels up to 32 frames); jacobi up to 32 frames; subspace for a fixed tissue rank without noise
-  // rank, 33..320 frames (block tissue_rank + 12, at most 32; 4 iterations); else full.
+  // auto up to 32 frames: dominant at a fixed tissue rank 1..kDominantMaxRank without noise rank,
+  // else jacobi; auto from 33 frames: subspace (with retry) where it applies, else full; full:
+  // cuSOLVER's batched solver; jacobi up to 32 frames; dominant where it applies (else jacobi up to
+  // 32 frames); subspace for a fixed tissue rank without noise rank, 33..320 frames (block
+  // tissue_rank + 4, at most 32; 2 iterations); else full.
   static EigenRoute eigen_route(const ClutterFilterShape& shape, const ClutterFilterParams& params);
   // Frames whose subspace iteration did not converge and took the full eigensolver (CUDA; reads a
   // device counter: synchronises, not for the frame path).
@@ -62,6 +64,8 @@ class ClutterFilterStage : public Stage {
   std::int64_t subspace_attempts() const;
   // The Jacobi route's solves, warm starts and sweeps since configure (CUDA; synchronises).
   JacobiStats jacobi_stats() const;
+  // The dominant route's solves, fallbacks and work since configure (CUDA; synchronises).
+  DominantStats dominant_stats() const;
   // The route the CUDA plan runs (eigen_route(), or full where the subspace route's fallback graph
   // could not be made); full before a CUDA configure.
   EigenRoute cuda_eigen_route() const;

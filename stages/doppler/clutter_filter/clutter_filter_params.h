@@ -11,7 +11,7 @@ namespace sonopipe {
 struct ClutterFilterParams {
   enum class Method { svd, polynomial };
   enum class RankChoice { fixed, similarity };
-  enum class Eigensolver { automatic, full, jacobi, subspace };
+  enum class Eigensolver { automatic, full, jacobi, subspace, dominant };
   Method method = Method::svd;
   // SVD: components removed from the top (tissue) and from the bottom (noise), largest first.
   std::int64_t tissue_rank = 4;
@@ -24,11 +24,13 @@ struct ClutterFilterParams {
   std::int64_t polynomial_order = 2;
   // svd: how the Gram matrix's eigenvectors are found (EigenRoute below): automatic picks the
   // fastest route measured for the shape; full: every eigenvector with cuSOLVER's batched solver and
-  // the library Gram and projection (the route before; the reference of the benchmarks); jacobi
-  // and subspace ask for those routes where they apply (else full).
+  // the library Gram and projection (the route before; the reference of the benchmarks); jacobi,
+  // subspace and dominant ask for those routes where they apply (else full; dominant: else jacobi
+  // up to 32 frames).
   Eigensolver eigensolver = Eigensolver::automatic;
   // Jacobi route: start from the previous frame's eigenvectors on the same workspace (V0^H G V0,
-  // nearly diagonal for a stream of related ensembles: fewer sweeps, the same tolerance).
+  // nearly diagonal for a stream of related ensembles: fewer sweeps, the same tolerance); dominant
+  // route: its iteration starts from the previous frame's dominant vectors.
   bool warm_start = true;
   // Subspace route: block size (columns iterated, > tissue_rank, <= 32) and iteration count;
   // 0 = the measured defaults (EigenRoute).
@@ -53,7 +55,8 @@ struct ClutterFilterShape {
 };
 
 // How the CUDA path finds the removed temporal vectors (ClutterFilterStage::eigen_route(); auto is
-// jacobi up to 32 frames, subspace with retry where it applies, else full: docs/doppler.md):
+// dominant up to 32 frames where it applies, else jacobi there; subspace with retry where it
+// applies from 33 frames, else full: docs/doppler.md):
 //   full      every eigenvector of every block's N x N Gram matrix, cusolverDnXsyevBatched (with
 //             the small kernels at N <= 32 unless eigensolver is full);
 //   jacobi    N <= 32: every eigenvector, one thread block per Gram matrix (cyclic Jacobi, A and V in
@@ -62,19 +65,35 @@ struct ClutterFilterShape {
 //   subspace  fixed tissue rank k, no noise rank, 32 < N <= kSubspaceMaxFrames, k < block <= 32:
 //             block subspace iteration on G (Zgemm + Cholesky QR), Rayleigh-Ritz with the Jacobi
 //             kernel, a convergence test on the device and, where it fails, the full solver inside
-//             a CUDA graph's conditional node (counted).
+//             a CUDA graph's conditional node (counted);
+//   dominant  N <= 32, fixed tissue rank 1 <= k <= kDominantMaxRank, no noise rank: only the
+//             dominant k-dimensional invariant subspace of G (the fixed-rank projection reads
+//             nothing else), one thread block per Gram matrix in double: subspace iteration on
+//             repeated squares of G / trace(G), Rayleigh-Ritz on G, and a test that cannot pass
+//             wrongly (Davis-Kahan with lambda_k+1 <= trace((P G P)^q)^(1/q), small_eigen.cuh);
+//             where it fails the Jacobi kernel runs for that block (same launch order, no host
+//             wait; counted); chosen by auto, with SubspaceRetry's policy after a fallback.
 struct EigenRoute {
-  enum class Kind { full, jacobi, subspace };
+  enum class Kind { full, jacobi, subspace, dominant };
   Kind kind = Kind::full;
   int block = 0, iterations = 0;  // subspace only
   // subspace, chosen by auto: after a fallback the next frames take the full solver directly
   // (SubspaceRetry, subspace_retry.h); asked for (eigensolver subspace): every frame tries.
+  // dominant, chosen by auto: the same policy, the next frames taking the Jacobi kernel directly.
   bool retry = false;
   // N <= 32: the Gram matrix by small_gram_kernel (no double copy, no Zgemm) and the fixed-rank
   // projection by small_rank_update_kernel (r <= N / 2), whichever eigensolver.
   bool small_kernels = false;
-  bool warm_start = false;  // jacobi: ClutterFilterParams::warm_start
+  bool warm_start = false;  // jacobi and dominant: ClutterFilterParams::warm_start
 };
+// The dominant route's counters (device, read with a synchronisation): solves (blocks), fallbacks
+// (blocks whose test failed and took the Jacobi kernel), and the squarings, power iterations and
+// bound squarings they all took.
+struct DominantStats {
+  std::int64_t solves = 0, fallbacks = 0, squarings = 0, iterations = 0, bound_squarings = 0;
+};
+// Largest tissue rank of the dominant route (its k columns live in one warp's registers).
+inline constexpr int kDominantMaxRank = 8;
 // Jacobi route's counters (device, read with a synchronisation): solves, those that started warm
 // (from the previous frame's eigenvectors), and the sweeps they all took.
 struct JacobiStats {

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "stages/doppler/clutter_filter/clutter_filter_params.h"  // kDominantMaxRank
+
 namespace sonopipe::cuda {
 
 inline constexpr int kSmallEigenMax = 32;  // largest n of hermitian_jacobi_batched
@@ -51,7 +53,51 @@ inline const char* jacobi_variant_name(JacobiVariant variant) {
 void hermitian_jacobi_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, double* values,
                               double2* vectors, int ldv, std::int64_t vectors_stride, cudaStream_t stream,
                               JacobiVariant variant = JacobiVariant::circle, int* sweeps = nullptr,
-                              double2* previous = nullptr, unsigned long long* stats = nullptr);
+                              double2* previous = nullptr, unsigned long long* stats = nullptr,
+                              const int* skip = nullptr);
+// `skip` (float-angle variants; may be null): entries with skip[entry] != 0 are left as they are
+// (the block returns at once): the dominant route's fallback runs only where it did not converge.
+
+// The dominant route (EigenRoute::Kind::dominant): the k largest eigenpairs of `batch` Hermitian
+// positive semidefinite n x n matrices (2 <= n <= 32, 1 <= k <= min(8, n - 1); lower triangle
+// read), one thread block per matrix, in double:
+//   power phase   M = G / trace(G); X <- orth(M X) (classical Gram-Schmidt twice), then M <- M^2 /
+//                 trace(M)^2 (p = 2, 4, .. 4096) while the k columns of M X span at most 1e3 in norm
+//                 (beyond, rounding would hide the smaller dominant directions: M stays and X keeps
+//                 iterating on it), until X stops moving (1e-12, or its rounding floor) or 40
+//                 iterations; k > 1: a last iteration on G itself (removes M's rounding floor);
+//   Rayleigh-Ritz on G itself: H = X^H G X (k x k) by a warp's Jacobi, X <- X W, theta ascending,
+//                 R = G X - X diag(theta);
+//   the test      lambda_k+1 <= lambda_max(P G P) <= trace((P G P)^q)^(1/q), P = I - X X^H (Courant-
+//                 Fischer; q = 1, 2, 4, .. 256 by squarings, until it passes; tried first: the power
+//                 phase's lambda_k+1^p <= trace(P G^p P), free), gap = theta_1 - bound -
+//                 |R|_F; converged when gap > 0 and sqrt(theta_k) |R|_F <= tolerance gap |S_f| with
+//                 |S_f|^2 = trace(G) - sum(theta): by Davis-Kahan's sin theta theorem the removed
+//                 subspace's angle is at most |R|_F / gap (subspace_converged_batched's rule).
+// Converged (converged[entry] = 1): the Ritz vectors are the last k columns of `vectors` + entry *
+// vectors_stride (n x n, leading dimension ldv; ascending, the layout of the full solver, whose
+// top k columns the fixed-rank projection reads), the other columns zero; values (n per entry)
+// zero but for the last k. Not converged (0): nothing is written, so `vectors` may be `matrices`
+// and a fallback (hermitian_jacobi_batched with skip = converged) works in place.
+// `previous` (may be null): n x k per entry, the X of the entry's last converged solve (the warm
+// start, used where orthonormal to 1e-8, else a fixed pseudo-random start). `stats` (may be null):
+// five device counters: solves, fallbacks (not converged), squarings, power iterations, bound
+// squarings; `published` (may be null; mapped host memory): the fallback count stored by the
+// block that made it (the host's retry policy reads it without a wait; blocks of one launch may
+// store out of order, so a read may lag).
+// Variants (the same results): sequential runs each power iteration's product M X, its
+// orthonormalisation and the squaring of M one after the other (three block barriers);
+// overlapped squares M on warps 4..7 while warps 0..3 multiply and warp 0 orthonormalises (one).
+enum class DominantVariant { sequential, overlapped };
+inline const char* dominant_variant_name(DominantVariant variant) {
+  return variant == DominantVariant::overlapped ? "overlapped" : "sequential";
+}
+void hermitian_dominant_batched(const double2* matrices, int n, int lda, std::int64_t stride, int batch, int k,
+                                double tolerance, double* values, double2* vectors, int ldv,
+                                std::int64_t vectors_stride, int* converged, cudaStream_t stream,
+                                double2* previous = nullptr, unsigned long long* stats = nullptr,
+                                unsigned long long* published = nullptr,
+                                DominantVariant variant = DominantVariant::overlapped);
 
 // Orthonormal columns spanning those of each n x b matrix (n <= 320, b <= 32, leading dimension n),
 // in place: shifted Cholesky QR then Cholesky QR twice (fukaya2020's shiftedCholeskyQR3: orthogonal

@@ -215,8 +215,10 @@ TEST_CASE("rotating disk (real data) on CUDA: each eigenvector route filters as 
     filter.tissue_rank = tissue;
     const auto cpu = test::run_doppler_chain(disk.meta, disk.iq, filter, estimator, pool);
     const RotationFit cpu_fit = fit_rotation(disk, cpu.velocity);
-    // auto (the Jacobi kernel at 32 frames) and full (cuSOLVER's batched solver, the route before).
+    // auto (the dominant route at a fixed rank of 1 or 4, 32 frames: the Jacobi kernel after it where
+    // its test fails), jacobi (every eigenvector) and full (cuSOLVER's batched solver, the route before).
     for (const auto& [eigensolver, label] : {std::pair{ClutterFilterParams::Eigensolver::automatic, "auto"},
+                                             std::pair{ClutterFilterParams::Eigensolver::jacobi, "jacobi"},
                                              std::pair{ClutterFilterParams::Eigensolver::full, "full"}}) {
       INFO("tissue rank " << tissue << ", eigensolver " << label);
       filter.eigensolver = eigensolver;
@@ -228,8 +230,16 @@ TEST_CASE("rotating disk (real data) on CUDA: each eigenvector route filters as 
       }
       const double relative = std::sqrt(difference / norm);
       const RotationFit fit = fit_rotation(disk, gpu.velocity);
-      std::printf("disk on CUDA (%s), tissue rank %lld: filtered vs CPU %.2e, omega %.3f rad/s (CPU %.3f)\n", label,
-                  static_cast<long long>(tissue), relative, fit.omega_rad_per_s, cpu_fit.omega_rad_per_s);
+      std::printf("disk on CUDA (%s), tissue rank %lld: filtered vs CPU %.2e, omega %.3f rad/s (CPU %.3f); dominant "
+                  "route: %lld solves, %lld fallbacks, %lld squarings, %lld iterations, %lld bound squarings\n",
+                  label, static_cast<long long>(tissue), relative, fit.omega_rad_per_s, cpu_fit.omega_rad_per_s,
+                  static_cast<long long>(gpu.dominant.solves), static_cast<long long>(gpu.dominant.fallbacks),
+                  static_cast<long long>(gpu.dominant.squarings), static_cast<long long>(gpu.dominant.iterations),
+                  static_cast<long long>(gpu.dominant.bound_squarings));
+      if (eigensolver == ClutterFilterParams::Eigensolver::automatic) {
+        CHECK(gpu.route.kind == EigenRoute::Kind::dominant);
+        CHECK(gpu.dominant.solves == 1);  // converged or not (then the Jacobi kernel ran), the output below
+      }
       // The eigenvectors are double (exact at float scale unless lambda_1 / (lambda_k - lambda_k+1)
       // exceeds ~1e8, which this recording's spectrum does not reach: every route agrees); the float
       // projection rounds by sqrt(N) eps ||S|| / ||S_f|| ~ 3e-7 ||S|| / ||S_f||. 1e-4 leaves room for

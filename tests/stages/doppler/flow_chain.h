@@ -17,6 +17,8 @@ struct DopplerImages {
   std::vector<std::complex<float>> filtered;   // [frame, lateral, axial]
   std::vector<float> velocity, power, power_db;  // [lateral, axial]
   std::vector<TensorSpec> specs;               // doppler's outputs
+  EigenRoute route;                            // on CUDA: the filter's eigenvector route ...
+  DominantStats dominant;                      // ... and the dominant route's counters
 };
 
 inline DopplerImages run_doppler_chain(const FrameMeta& meta, const std::vector<std::complex<float>>& iq,
@@ -35,6 +37,10 @@ inline DopplerImages run_doppler_chain(const FrameMeta& meta, const std::vector<
 #endif
   const auto* y = filtered.as<std::complex<float>>();
   out.filtered.assign(y, y + iq.size());
+  if (on_cuda) {
+    out.route = clutter.cuda_eigen_route();
+    out.dominant = clutter.dominant_stats();
+  }
   StageRun images;
 #ifdef SONOPIPE_WITH_CUDA
   images = on_cuda ? run_stage_cuda(doppler, meta, meta.payload, out.filtered.data())

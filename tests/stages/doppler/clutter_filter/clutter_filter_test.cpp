@@ -82,6 +82,26 @@ std::vector<std::complex<float>> designed_ensemble(std::int64_t pixels, const st
   return out;
 }
 
+// S = A diag(s) B^H with A (pixels x frames) and B (frames x frames) orthonormal: singular values
+// exactly s (up to the float rounding of S, ~1e-7 relative), for spectra whose gaps must be exact.
+std::vector<std::complex<float>> exact_ensemble(std::int64_t pixels, const std::vector<double>& singular,
+                                                std::mt19937_64& rng) {
+  const auto frames = static_cast<std::int64_t>(singular.size());
+  std::normal_distribution<double> normal(0, 1);
+  ComplexMatrix g(frames, frames), a(pixels, frames);
+  for (std::int64_t i = 0; i < frames * frames; ++i) g.data()[i] = {normal(rng), normal(rng)};
+  for (std::int64_t i = 0; i < pixels * frames; ++i) a.data()[i] = {normal(rng), normal(rng)};
+  const ComplexMatrix b = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
+  const ComplexMatrix u =
+      Eigen::HouseholderQR<ComplexMatrix>(a).householderQ() * ComplexMatrix::Identity(pixels, frames);
+  Eigen::VectorXcd s(frames);
+  for (std::int64_t i = 0; i < frames; ++i) s(i) = singular[i];
+  const ComplexMatrix x = u * s.asDiagonal() * b.adjoint();
+  std::vector<std::complex<float>> out(static_cast<std::size_t>(pixels * frames));
+  for (std::int64_t i = 0; i < pixels * frames; ++i) out[i] = std::complex<float>(x.data()[i]);
+  return out;
+}
+
 // Tissue k components 100 .. 30, blood 3 .. 1, noise m components 0.1 .. 0.05: gaps of 10 at both cuts.
 std::vector<double> designed_spectrum(std::int64_t frames, std::int64_t tissue, std::int64_t noise) {
   std::vector<double> s(static_cast<std::size_t>(frames));
@@ -345,11 +365,14 @@ TEST_CASE("clutter_filter: the eigenvector route: auto takes the Jacobi kernel u
     params.eigensolver = e;
     return params;
   };
-  // auto: the Jacobi kernel up to 32 frames with the library Gram and projection, else the full
-  // solver; full: the full solver, the library Gram and projection, at every size.
-  CHECK(route(32, 1, 0).kind == Kind::jacobi);
+  // auto: up to 32 frames the dominant route at a fixed rank 1..8 without noise rank, else the
+  // Jacobi kernel, with the library Gram and projection; full: the full solver, the library Gram
+  // and projection, at every size.
+  CHECK(route(32, 1, 0).kind == Kind::dominant);
   CHECK(!route(32, 1, 0).small_kernels);
-  CHECK(route(2, 1, 0).kind == Kind::jacobi);
+  CHECK(route(2, 1, 0).kind == Kind::dominant);
+  CHECK(route(32, 0, 0).kind == Kind::jacobi);  // nothing removed
+  CHECK(route(32, 4, 1).kind == Kind::jacobi);  // a noise rank
   CHECK(route(33, 1, 0).kind == Kind::subspace);  // auto from 33 frames: subspace with retry (below)
   CHECK(route(200, 20, 0).kind == Kind::subspace);
   CHECK(route(32, 4, 0, with(Eigensolver::full)).kind == Kind::full);
@@ -367,6 +390,7 @@ TEST_CASE("clutter_filter: the eigenvector route: auto takes the Jacobi kernel u
   CHECK(!route(32, 4, 0, with(Eigensolver::jacobi, cold)).warm_start);
   CHECK(!route(200, 20, 0).warm_start);  // subspace: no warm start
   CHECK(route(24, 3, 4, with(Eigensolver::jacobi)).kind == Kind::jacobi);
+  CHECK(route(32, 4, 0, with(Eigensolver::jacobi)).kind == Kind::jacobi);  // asked for: not the dominant route
   ClutterFilterParams similarity;
   similarity.rank_choice = ClutterFilterParams::RankChoice::similarity;
   CHECK(route(32, 0, 0, with(Eigensolver::jacobi, similarity)).kind == Kind::jacobi);
@@ -380,6 +404,7 @@ TEST_CASE("clutter_filter: the eigenvector route: auto takes the Jacobi kernel u
   CHECK(route(200, 30, 0, with(Eigensolver::subspace)).block == 32);
   CHECK(route(320, 4, 0, with(Eigensolver::subspace)).kind == Kind::subspace);
   CHECK(route(32, 4, 0, with(Eigensolver::subspace)).kind == Kind::jacobi);  // up to 32: every eigenvector
+  CHECK(route(32, 4, 1, with(Eigensolver::subspace)).kind == Kind::jacobi);
   CHECK(route(200, 20, 1, with(Eigensolver::subspace)).kind == Kind::full);  // the smallest are not dominant
   CHECK(route(200, 0, 0, with(Eigensolver::subspace, similarity)).kind == Kind::full);
   CHECK(route(321, 4, 0, with(Eigensolver::subspace)).kind == Kind::full);   // shared memory of the QR
@@ -406,6 +431,55 @@ TEST_CASE("clutter_filter: the eigenvector route: auto takes the Jacobi kernel u
   polynomial.method = ClutterFilterParams::Method::polynomial;
   CHECK(route(32, 0, 0, polynomial).kind == Kind::full);
   CHECK(!route(32, 0, 0, polynomial).small_kernels);
+}
+
+TEST_CASE("clutter_filter: the dominant route: auto and dominant take it up to 32 frames at a fixed tissue rank "
+          "1..8 without noise rank, with the warm start asked for; the Jacobi kernel for the rest",
+          "[clutter_filter]") {
+  using Kind = EigenRoute::Kind;
+  using Eigensolver = ClutterFilterParams::Eigensolver;
+  auto route = [](std::int64_t frames, std::int64_t tissue, std::int64_t noise, Eigensolver eigensolver,
+                  ClutterFilterParams params = {}) {
+    ClutterFilterShape shape;
+    shape.frames = frames;
+    shape.tissue_rank = tissue;
+    shape.noise_rank = noise;
+    params.tissue_rank = tissue;
+    params.noise_rank = noise;
+    params.eigensolver = eigensolver;
+    return ClutterFilterStage::eigen_route(shape, params);
+  };
+  for (const Eigensolver e : {Eigensolver::automatic, Eigensolver::dominant}) {
+    INFO("eigensolver " << static_cast<int>(e));
+    for (std::int64_t k = 1; k <= kDominantMaxRank; ++k) {
+      CHECK(route(32, k, 0, e).kind == Kind::dominant);
+      CHECK(route(32, k, 0, e).warm_start);
+      // auto: SubspaceRetry's policy after a fallback (the Jacobi kernel alone for 4, 8, .. frames);
+      // asked for: every frame tries.
+      CHECK(route(32, k, 0, e).retry == (e == Eigensolver::automatic));
+      CHECK(!route(32, k, 0, e).small_kernels);  // cuBLAS's Gram and projection (measured faster)
+    }
+    CHECK(route(9, 8, 0, e).kind == Kind::dominant);   // k < frames
+    CHECK(route(8, 8, 0, e).kind == Kind::jacobi);     // nothing would be left (configure refuses it too)
+    CHECK(route(32, kDominantMaxRank + 1, 0, e).kind == Kind::jacobi);  // k columns in one warp's registers
+    CHECK(route(32, 0, 0, e).kind == Kind::jacobi);
+    CHECK(route(32, 1, 1, e).kind == Kind::jacobi);  // the smallest are not a dominant subspace
+    ClutterFilterParams similarity;
+    similarity.rank_choice = ClutterFilterParams::RankChoice::similarity;
+    CHECK(route(32, 1, 0, e, similarity).kind == Kind::jacobi);  // every spatial vector is needed
+    ClutterFilterParams cold;
+    cold.warm_start = false;
+    CHECK(route(32, 1, 0, e, cold).kind == Kind::dominant);
+    CHECK(!route(32, 1, 0, e, cold).warm_start);
+  }
+  // From 33 frames: auto as before (subspace with retry where it applies); dominant asked for: full.
+  CHECK(route(33, 1, 0, Eigensolver::automatic).kind == Kind::subspace);
+  CHECK(route(33, 1, 0, Eigensolver::dominant).kind == Kind::full);
+  CHECK(route(32, 1, 0, Eigensolver::jacobi).kind == Kind::jacobi);
+  CHECK(route(32, 1, 0, Eigensolver::full).kind == Kind::full);
+  ClutterFilterParams polynomial;
+  polynomial.method = ClutterFilterParams::Method::polynomial;
+  CHECK(route(32, 1, 0, Eigensolver::dominant, polynomial).kind == Kind::full);
 }
 
 TEST_CASE("clutter_filter: auto's subspace retry takes the full solver for 4, 8, .. 128 frames after fallbacks in a "
@@ -478,10 +552,11 @@ TEST_CASE("clutter_filter: CUDA (double Gram and eigenvectors, float projection)
     std::vector<std::complex<float>> expected(reference, reference + x.size());
     if (c.method == ClutterFilterParams::Method::svd) {
       // Every route that applies to the case (eigen_route()), each within the bound below.
-      for (const auto [eigensolver, label] :
+      for (const auto& [eigensolver, label] :
            {std::pair{ClutterFilterParams::Eigensolver::full, "full"},
             std::pair{ClutterFilterParams::Eigensolver::jacobi, "jacobi"},
-            std::pair{ClutterFilterParams::Eigensolver::subspace, "subspace"}}) {
+            std::pair{ClutterFilterParams::Eigensolver::subspace, "subspace"},
+            std::pair{ClutterFilterParams::Eigensolver::dominant, "dominant"}}) {
         ClutterFilterParams asked = params;
         asked.eigensolver = eigensolver;
         const EigenRoute route = ClutterFilterStage::eigen_route(gpu_stage.shape(), asked);
@@ -490,8 +565,16 @@ TEST_CASE("clutter_filter: CUDA (double Gram and eigenvectors, float projection)
         const auto out = test::run_stage_cuda(stage, frame, frame.payload, x.data());
         CHECK(stage.cuda_eigen_route().kind == route.kind);  // a subspace route whose graph failed would be full
         const double difference = relative_difference(expected, out.as<std::complex<float>>());
-        std::printf("clutter_filter CUDA (%s) vs CPU, %s: %.2e, fallbacks %lld\n", label, c.name, difference,
-                    static_cast<long long>(stage.subspace_fallbacks()));
+        std::printf("clutter_filter CUDA (%s, route %d) vs CPU, %s: %.2e, fallbacks %lld (dominant %lld of %lld)\n",
+                    label, static_cast<int>(route.kind), c.name, difference,
+                    static_cast<long long>(stage.subspace_fallbacks()),
+                    static_cast<long long>(stage.dominant_stats().fallbacks),
+                    static_cast<long long>(stage.dominant_stats().solves));
+        // designed_spectrum's gap of 10 in singular value at the rank: the dominant route converges.
+        if (route.kind == EigenRoute::Kind::dominant) {
+          CHECK(stage.dominant_stats().solves == static_cast<std::int64_t>(gpu_stage.blocks().size()));
+          CHECK(stage.dominant_stats().fallbacks == 0);
+        }
         CHECK(difference < 2e-5);  // as below; a fallback gives the full solver's output
       }
     }
@@ -803,8 +886,9 @@ TEST_CASE("clutter_filter: the Jacobi route's warm start over successive related
   xs.push_back(designed_ensemble(pixels, tissue_spectrum(frames, tissue), rng));
   std::int64_t related_sweeps[2] = {0, 0};  // cold, warm: the sweeps of the related ensembles
   for (const bool warm : {false, true}) {
-    ClutterFilterParams params;  // eigensolver auto: the Jacobi route at 32 frames
+    ClutterFilterParams params;  // the Jacobi route (auto takes the dominant route here)
     params.tissue_rank = tissue;
+    params.eigensolver = ClutterFilterParams::Eigensolver::jacobi;
     params.warm_start = warm;
     ClutterFilterStage stage(params);
     CudaStageFrames runs(stage, frame);
@@ -891,7 +975,7 @@ TEST_CASE("clutter_filter: a subspace iteration that does not converge takes the
   CHECK(difference < 2e-5);
 }
 
-TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh random ensembles: the Jacobi kernel up "
+TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh random ensembles: the dominant route up "
           "to 32 frames, the subspace route with a gap at the rank, and without one its retry",
           "[clutter_filter][cuda]") {
   SONOPIPE_REQUIRE_CUDA();
@@ -912,9 +996,9 @@ TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh rand
   // try falls back: the first frame tries, the next kSubspaceRetryFirst take the full solver, the
   // sixth tries again.
   const std::vector<Case> cases = {
-      {"32 frames, k = 1, gap", 32, 1, true, 2, EigenRoute::Kind::jacobi},
-      {"32 frames, k = 4, flat", 32, 4, false, 2, EigenRoute::Kind::jacobi},
-      {"24 frames, k = 3, flat", 24, 3, false, 1, EigenRoute::Kind::jacobi},
+      {"32 frames, k = 1, gap", 32, 1, true, 2, EigenRoute::Kind::dominant},
+      {"32 frames, k = 4, flat", 32, 4, false, 2, EigenRoute::Kind::dominant},
+      {"24 frames, k = 3, flat", 24, 3, false, 1, EigenRoute::Kind::dominant},
       {"96 frames, k = 6, gap", 96, 6, true, 4, EigenRoute::Kind::subspace},
       {"96 frames, k = 6, flat", 96, 6, false, 2 + kSubspaceRetryFirst, EigenRoute::Kind::subspace},
   };
@@ -930,6 +1014,26 @@ TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh rand
     params.tissue_rank = c.tissue;
     // Which frames the subspace iteration converges on, and what auto then does.
     std::int64_t expected_attempts = 0, expected_fallbacks = 0;
+    // The same for the dominant route (its own counters; auto retries as SubspaceRetry decides).
+    std::int64_t expected_dominant_solves = 0, expected_dominant_fallbacks = 0;
+    if (c.route == EigenRoute::Kind::dominant) {
+      ClutterFilterParams asked = params;
+      asked.eigensolver = ClutterFilterParams::Eigensolver::dominant;
+      ClutterFilterStage every_frame(asked);
+      CudaStageFrames runs(every_frame, frame);
+      SubspaceRetry retry;
+      for (const auto& x : xs) {
+        const std::int64_t before = every_frame.dominant_stats().fallbacks;
+        REQUIRE(runs.run(x).size() == x.size());
+        const bool falls_back = every_frame.dominant_stats().fallbacks > before;
+        if (retry.try_subspace(static_cast<std::uint64_t>(expected_dominant_fallbacks))) {
+          ++expected_dominant_solves;
+          expected_dominant_fallbacks += falls_back ? 1 : 0;
+        }
+      }
+      std::printf("clutter_filter dominant route, %s: %lld of %d frames fell back\n", c.name,
+                  static_cast<long long>(every_frame.dominant_stats().fallbacks), c.runs);
+    }
     if (c.route == EigenRoute::Kind::subspace) {
       ClutterFilterParams asked = params;
       asked.eigensolver = ClutterFilterParams::Eigensolver::subspace;
@@ -969,9 +1073,241 @@ TEST_CASE("clutter_filter: auto's routes match LAPACK's SVD filter on fresh rand
     }
     CHECK(stage.subspace_attempts() == expected_attempts);
     CHECK(stage.subspace_fallbacks() == expected_fallbacks);
+    if (c.route == EigenRoute::Kind::dominant) {
+      const DominantStats stats = stage.dominant_stats();
+      std::printf("clutter_filter dominant route (auto), %s: %lld solves, %lld fallbacks\n", c.name,
+                  static_cast<long long>(stats.solves), static_cast<long long>(stats.fallbacks));
+      CHECK(stats.solves == expected_dominant_solves);
+      CHECK(stats.fallbacks == expected_dominant_fallbacks);
+      if (c.gap) CHECK(stats.fallbacks == 0);  // a gap of 1e4 in eigenvalue at the rank
+    }
     if (!c.gap && c.route == EigenRoute::Kind::subspace) {
       CHECK(expected_attempts == 2);  // frames 1 and 2 + kSubspaceRetryFirst
       CHECK(expected_fallbacks == 2);
+    }
+  }
+}
+
+TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest eigenpairs where the spectrum has a "
+          "gap at k, flags a matrix without one and leaves it as it was, and the Jacobi kernel given the flags solves "
+          "that one alone",
+          "[clutter_filter][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  // A batch of 4 positive semidefinite A = U diag(lambda) U^H (U random unitary), the k largest
+  // spread over a decade; below them: 0 a gap of 1e4 (lambda_k+1 = 1e-4 lambda_k, then down to
+  // 1e-8), 1 a gap of 2 (lambda_k+1 = lambda_k / 2, then halving), 2 none (lambda_k+1 = lambda_k:
+  // no k-dimensional dominant subspace, so no test may pass), 3 as 0 at another scale (1e6).
+  const int batch = 4;
+  for (const auto variant : {cuda::DominantVariant::sequential, cuda::DominantVariant::overlapped})
+  for (int n : {5, 17, 31, 32})
+    for (int k : {1, 2, 4, 8}) {
+      if (k >= n) continue;
+      INFO("seed " << seed << ", n " << n << ", k " << k << ", variant " << cuda::dominant_variant_name(variant));
+      std::vector<std::complex<double>> host(static_cast<std::size_t>(n) * n * batch);
+      std::vector<Eigen::SelfAdjointEigenSolver<ComplexMatrix>> exact;
+      for (int entry = 0; entry < batch; ++entry) {
+        ComplexMatrix g(n, n);
+        for (int i = 0; i < n * n; ++i) g.data()[i] = {normal(rng), normal(rng)};
+        const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
+        Eigen::VectorXd lambda(n);
+        for (int i = 0; i < n; ++i) {
+          const double top = std::pow(10.0, -1.0 * std::min(i, k - 1) / std::max(1, k - 1));
+          if (i < k)
+            lambda(i) = top;
+          else if (entry == 1)
+            lambda(i) = top * std::pow(0.5, i - k + 1);
+          else if (entry == 2)
+            lambda(i) = top * std::pow(0.5, i - k);  // lambda_k+1 = lambda_k
+          else
+            lambda(i) = top * 1e-4 * std::pow(1e-4, double(i - k) / std::max(1, n - k - 1));
+        }
+        if (entry == 3) lambda *= 1e6;
+        const ComplexMatrix a = u * lambda.cast<std::complex<double>>().asDiagonal() * u.adjoint();
+        std::copy(a.data(), a.data() + n * n, host.begin() + static_cast<std::ptrdiff_t>(entry) * n * n);
+        exact.emplace_back(a);
+      }
+      const std::size_t bytes = host.size() * sizeof(double2);
+      double2 *matrices = nullptr, *previous = nullptr;
+      double* values = nullptr;
+      int* flags = nullptr;
+      unsigned long long* stats = nullptr;
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&matrices, bytes));
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&previous, static_cast<std::size_t>(n) * k * batch * sizeof(double2)));
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&values, static_cast<std::size_t>(n) * batch * sizeof(double)));
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&flags, batch * sizeof(int)));
+      SONOPIPE_CUDA_CHECK(cudaMalloc(&stats, 5 * sizeof(unsigned long long)));
+      SONOPIPE_CUDA_CHECK(cudaMemset(previous, 0, static_cast<std::size_t>(n) * k * batch * sizeof(double2)));
+      SONOPIPE_CUDA_CHECK(cudaMemset(stats, 0, 5 * sizeof(unsigned long long)));
+      SONOPIPE_CUDA_CHECK(cudaMemset(flags, 0xff, batch * sizeof(int)));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), bytes, cudaMemcpyHostToDevice));
+      const auto nn = static_cast<std::int64_t>(n) * n;
+      auto dominant = [&] {
+        cuda::hermitian_dominant_batched(matrices, n, n, nn, batch, k, 1e-6, values, matrices, n, nn, flags, nullptr,
+                                         previous, stats, nullptr, variant);  // in place, as the stage
+      };
+      dominant();
+      std::vector<std::complex<double>> vectors(host.size());
+      std::vector<double> w(static_cast<std::size_t>(n) * batch);
+      std::vector<int> converged(batch);
+      unsigned long long counters[5] = {};
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(vectors.data(), matrices, bytes, cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(w.data(), values, w.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(converged.data(), flags, batch * sizeof(int), cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(counters, stats, sizeof(counters), cudaMemcpyDeviceToHost));
+      std::printf("dominant kernel %s n %d k %d: converged %d %d %d %d; squarings %llu, iterations %llu, bound "
+                  "squarings %llu\n",
+                  cuda::dominant_variant_name(variant), n, k, converged[0], converged[1], converged[2], converged[3],
+                  counters[2], counters[3], counters[4]);
+      CHECK(converged == std::vector<int>{1, 1, 0, 1});
+      CHECK(counters[0] == static_cast<unsigned long long>(batch));  // solves
+      CHECK(counters[1] == 1);                                       // fallbacks
+      for (int entry = 0; entry < batch; ++entry) {
+        INFO("matrix " << entry);
+        const Eigen::Map<const ComplexMatrix> a(host.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
+        const Eigen::Map<const ComplexMatrix> v(vectors.data() + static_cast<std::ptrdiff_t>(entry) * n * n, n, n);
+        const Eigen::Map<const Eigen::VectorXd> lambda(w.data() + static_cast<std::ptrdiff_t>(entry) * n, n);
+        if (!converged[entry]) {
+          CHECK(v == a);  // flagged: nothing written, the fallback reads the matrix in place
+          continue;
+        }
+        // The k Ritz pairs. The subspace: where the k columns' norms spread (k > 1, the matrix 1
+        // gap) the power phase squares until they span up to 1e8, and M's rounding (eps |M| an
+        // entry) then turns the smallest dominant direction by up to ~16 eps 1e8 = 2e-7 (its
+        // rounding floor, small_eigen.cu); elsewhere the iteration stops at 1e-12. So the removed
+        // projector V V^H within 1e-6 of Eigen's, |A V - V L| within 1e-6 |A|; the Ritz values err
+        // by the angle squared, so Eigen's eigenvalues within n eps |A| (Weyl; 1e-12 ~ 100 n eps).
+        const double scale = a.norm();
+        const ComplexMatrix top = v.rightCols(k);
+        const Eigen::VectorXd theta = lambda.tail(k);
+        const ComplexMatrix eigen_top = exact[entry].eigenvectors().rightCols(k);
+        CHECK((theta - exact[entry].eigenvalues().tail(k)).cwiseAbs().maxCoeff() < 1e-12 * scale);
+        CHECK((a * top - top * theta.cast<std::complex<double>>().asDiagonal()).norm() < 1e-6 * scale);
+        CHECK((top.adjoint() * top - ComplexMatrix::Identity(k, k)).norm() < 1e-12);
+        const double projector_error = (top * top.adjoint() - eigen_top * eigen_top.adjoint()).norm();
+        std::printf("dominant kernel n %d k %d matrix %d: projector vs Eigen %.2e\n", n, k, entry, projector_error);
+        CHECK(projector_error < 1e-6);
+        for (int i = 1; i < k; ++i) CHECK(theta(i - 1) <= theta(i));  // ascending, as the full solver's
+        CHECK(v.leftCols(n - k).norm() == 0.0);                          // the other columns zero
+        CHECK(lambda.head(n - k).norm() == 0.0);
+      }
+      // The fallback: the Jacobi kernel with the flags as skip, in place: the converged matrices
+      // unchanged, the flagged one solved (its eigenpairs as the Jacobi test's bound).
+      cuda::hermitian_jacobi_batched(matrices, n, n, nn, batch, values, matrices, n, nn, nullptr,
+                                     cuda::JacobiVariant::circle, nullptr, nullptr, nullptr, flags);
+      std::vector<std::complex<double>> after(host.size());
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(after.data(), matrices, bytes, cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(w.data(), values, w.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      for (int entry = 0; entry < batch; ++entry) {
+        INFO("after the fallback, matrix " << entry);
+        const auto at = static_cast<std::ptrdiff_t>(entry) * n * n;
+        const Eigen::Map<const ComplexMatrix> v(after.data() + at, n, n);
+        if (converged[entry]) {
+          CHECK(v == Eigen::Map<const ComplexMatrix>(vectors.data() + at, n, n));
+          continue;
+        }
+        const Eigen::Map<const ComplexMatrix> a(host.data() + at, n, n);
+        const Eigen::Map<const Eigen::VectorXd> lambda(w.data() + static_cast<std::ptrdiff_t>(entry) * n, n);
+        CHECK((a * v - v * lambda.cast<std::complex<double>>().asDiagonal()).norm() < 1e-12 * a.norm());
+        CHECK((lambda - exact[entry].eigenvalues()).cwiseAbs().maxCoeff() < 1e-12 * a.norm());
+      }
+      // Warm: the same matrices again from the X each converged one left in `previous`: the same
+      // flags, fewer power iterations.
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(matrices, host.data(), bytes, cudaMemcpyHostToDevice));
+      dominant();
+      unsigned long long warm[5] = {};
+      std::vector<int> warm_converged(batch);
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(warm, stats, sizeof(warm), cudaMemcpyDeviceToHost));
+      SONOPIPE_CUDA_CHECK(cudaMemcpy(warm_converged.data(), flags, batch * sizeof(int), cudaMemcpyDeviceToHost));
+      CHECK(warm_converged == converged);
+      CHECK(warm[3] - counters[3] < counters[3]);
+      cudaFree(matrices);
+      cudaFree(previous);
+      cudaFree(values);
+      cudaFree(flags);
+      cudaFree(stats);
+    }
+}
+
+TEST_CASE("clutter_filter: the dominant route matches LAPACK's SVD filter frame after frame with a gap at the rank "
+          "(k = 1, 2, 4, warm and cold, no fallback), and without one falls back to the Jacobi kernel, counted, "
+          "and still matches",
+          "[clutter_filter][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::int64_t frames = 32, lateral = 24, axial = 30, pixels = lateral * axial;
+  const FrameMeta frame = ensemble_frame(frames, lateral, axial);
+  for (const std::int64_t tissue : {1, 2, 4}) {
+    // With the gap (tissue_spectrum: 100 .. 30 over 0.3 .. 0.1): 5 related ensembles (each the one
+    // before plus 1 % of the smallest component in fresh noise), then an unrelated one.
+    std::vector<std::vector<std::complex<float>>> xs{designed_ensemble(pixels, tissue_spectrum(frames, tissue), rng)};
+    const float step = 0.01f * 0.1f / std::sqrt(2.0f * static_cast<float>(pixels));
+    for (int run = 1; run < 5; ++run) {
+      xs.push_back(xs.back());
+      for (auto& v : xs.back()) v += std::complex<float>(step * normal(rng), step * normal(rng));
+    }
+    xs.push_back(designed_ensemble(pixels, tissue_spectrum(frames, tissue), rng));
+    // Without: singular values 100 .. 60 (k of them; 60 for k = 1), then the (k+1)-th 60 (1 - 5e-6):
+    // lambda_k+1 / lambda_k = 1 - 1e-5, out of reach of 4096th powers (0.96); the rest 3 .. 1
+    // (exact_ensemble: the designed values exactly). The answer is still well defined: the removed
+    // subspace turns by eps lambda_1 / (lambda_k - lambda_k+1) ~ 1e-11 under rounding of G.
+    std::vector<double> close(static_cast<std::size_t>(frames));
+    for (std::int64_t i = 0; i < frames; ++i)
+      close[i] = i < tissue ? 60 + 40.0 * (tissue - 1 - i) / std::max<std::int64_t>(1, tissue - 1)
+                            : (i == tissue ? 60 * (1 - 5e-6) : 3 - 2.0 * (i - tissue - 1) / (frames - tissue - 2));
+    const std::vector<std::vector<std::complex<float>>> no_gap{exact_ensemble(pixels, close, rng),
+                                                                exact_ensemble(pixels, close, rng)};
+    for (const bool warm : {false, true}) {
+      INFO("seed " << seed << ", tissue rank " << tissue << ", warm_start " << warm);
+      ClutterFilterParams params;
+      params.tissue_rank = tissue;
+      params.eigensolver = ClutterFilterParams::Eigensolver::dominant;
+      params.warm_start = warm;
+      ClutterFilterStage stage(params);
+      CudaStageFrames runs(stage, frame);
+      REQUIRE(stage.cuda_eigen_route().kind == EigenRoute::Kind::dominant);
+      for (std::size_t run = 0; run < xs.size(); ++run) {
+        INFO("run " << run);
+        const auto gpu = runs.run(xs[run]);
+        REQUIRE(gpu.size() == xs[run].size());
+        // As the Jacobi route's warm-start case: the device's test bounds the removed subspace's
+        // error to 1e-6 of the output, the float projection's rounding sqrt(N) eps ||S|| / ||S_f||
+        // with ||S|| / ||S_f|| ~ 100 (the 40 dB gap): ~7e-5 at most; 2e-4.
+        const double difference = relative_difference(lapack_filtered(xs[run], pixels, frames, tissue), gpu.data());
+        CHECK(difference < 2e-4);
+      }
+      const DominantStats stats = stage.dominant_stats();
+      std::printf("clutter_filter dominant %s, k = %lld, gap: %lld solves, %lld fallbacks, %.2f squarings, %.2f "
+                  "iterations, %.2f bound squarings a solve\n",
+                  warm ? "warm" : "cold", static_cast<long long>(tissue), static_cast<long long>(stats.solves),
+                  static_cast<long long>(stats.fallbacks), double(stats.squarings) / stats.solves,
+                  double(stats.iterations) / stats.solves, double(stats.bound_squarings) / stats.solves);
+      CHECK(stats.solves == static_cast<std::int64_t>(xs.size()));
+      CHECK(stats.fallbacks == 0);  // a gap of 1e4 in eigenvalue at the rank
+      // The fallback launch returned at once: the Jacobi kernel counts only the matrices it solves.
+      CHECK(stage.jacobi_stats().solves == 0);
+      for (std::size_t run = 0; run < no_gap.size(); ++run) {
+        INFO("no gap, run " << run);
+        const auto gpu = runs.run(no_gap[run]);
+        REQUIRE(gpu.size() == no_gap[run].size());
+        // The Jacobi kernel's output (fallback): the float projection's rounding, ||S|| / ||S_f|| ~ 6
+        // here; 2e-4 as above.
+        const double difference = relative_difference(lapack_filtered(no_gap[run], pixels, frames, tissue), gpu.data());
+        std::printf("clutter_filter dominant %s, k = %lld, no gap, run %zu: vs LAPACK %.2e\n", warm ? "warm" : "cold",
+                    static_cast<long long>(tissue), run, difference);
+        CHECK(difference < 2e-4);
+      }
+      const DominantStats after = stage.dominant_stats();
+      std::printf("clutter_filter dominant %s, k = %lld, no gap: %lld fallbacks of %lld solves\n", warm ? "warm" : "cold",
+                  static_cast<long long>(tissue), static_cast<long long>(after.fallbacks - stats.fallbacks),
+                  static_cast<long long>(after.solves - stats.solves));
+      CHECK(after.solves == stats.solves + static_cast<std::int64_t>(no_gap.size()));
+      CHECK(after.fallbacks > stats.fallbacks);
+      CHECK(stage.jacobi_stats().solves == after.fallbacks);  // the Jacobi kernel solved those
     }
   }
 }
