@@ -646,6 +646,7 @@ void DeviceLane::process(InputFrame& frame) {
       return;
     }
   }
+  mark(frame.times, HostPoint::setup_ready);
   Slot& slot = *slots_[next_slot_];
   {
     std::unique_lock lock(slot_mutex_);

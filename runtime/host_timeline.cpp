@@ -11,8 +11,9 @@ namespace sonopipe {
 
 std::string_view host_point_name(HostPoint point) {
   static constexpr std::array<std::string_view, kHostPoints> names = {
-      "received", "admitted", "popped", "slot", "staging_begin", "staging_end", "issued", "payload_released",
-      "gpu_start", "gpu_h2d_end", "gpu_stages_end", "gpu_done", "done_seen", "published", "slot_free"};
+      "received",      "admitted",  "popped",      "setup_ready",    "slot",     "staging_begin",
+      "staging_end",   "issued",    "payload_released", "gpu_start", "gpu_h2d_end", "gpu_stages_end",
+      "gpu_done",      "done_seen", "published",   "slot_free"};
   return names[static_cast<std::size_t>(point)];
 }
 

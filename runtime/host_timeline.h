@@ -35,6 +35,9 @@ enum class HostPoint : int {
   received,          // [ingest] the whole message is out of ZeroMQ
   admitted,          // [ingest] checked and queued (after any wait for room in the queue)
   popped,            // [submit] taken from the queue
+  setup_ready,       // [submit] its setup in place: a committed live change switched to, or the
+                     //          stages configured for a new description (from popped: what a
+                     //          change or a new description costs the frame's path on the host)
   slot,              // [submit] its slot is free
   staging_begin,     // [submit] the host's part of the upload starts (the driver's copy from
   staging_end,       //          pageable memory, or ours into the slot) ... and ends

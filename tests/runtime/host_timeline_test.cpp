@@ -204,8 +204,8 @@ TEST_CASE("a CPU lane marks each frame's points in the order the frame passes th
     INFO("frame " << n);
     REQUIRE(timeline.find(n));
     const FrameTimes& t = *timeline.find(n);
-    const HostPoint order[] = {HostPoint::received, HostPoint::popped, HostPoint::slot, HostPoint::payload_released,
-                               HostPoint::published, HostPoint::slot_free};
+    const HostPoint order[] = {HostPoint::received, HostPoint::popped, HostPoint::setup_ready, HostPoint::slot,
+                               HostPoint::payload_released, HostPoint::published, HostPoint::slot_free};
     for (std::size_t i = 1; i < std::size(order); ++i) {
       REQUIRE(at(t, order[i]) != 0);
       CHECK(at(t, order[i]) >= at(t, order[i - 1]));
@@ -237,9 +237,9 @@ TEST_CASE("a CUDA lane marks staging, issue, the GPU's instants and completion i
       REQUIRE(at(t, HostPoint::staging_begin) != 0);
       CHECK(at(t, HostPoint::staging_end) >= at(t, HostPoint::staging_begin));
       // Host points: in the order of the threads' steps.
-      const HostPoint host[] = {HostPoint::received, HostPoint::popped, HostPoint::slot, HostPoint::issued,
-                                HostPoint::payload_released, HostPoint::done_seen, HostPoint::published,
-                                HostPoint::slot_free};
+      const HostPoint host[] = {HostPoint::received,  HostPoint::popped,           HostPoint::setup_ready,
+                                HostPoint::slot,      HostPoint::issued,           HostPoint::payload_released,
+                                HostPoint::done_seen, HostPoint::published,        HostPoint::slot_free};
       for (std::size_t i = 1; i < std::size(host); ++i) {
         REQUIRE(at(t, host[i]) != 0);
         CHECK(at(t, host[i]) >= at(t, host[i - 1]));

@@ -20,19 +20,33 @@
 //                 goal B, p99 <= one frame's latency (the median latency of the run's frames)
 // and `control`: the same cost for the frame halfway between two changes (changed by nothing): the
 // noise floor of `cost`, measured the same way in the same run.
+// The same cost on the device (the goal's own terms: "costs at most one frame's latency on the
+// device"), from each frame's GPU events (runtime/host_timeline.h, as SONOPIPE_HOST_TIMELINE
+// records them): its device span, from the H2D's start to the D2H's end, minus the median span of
+// the same neighbours; and the host time a change adds on the frame's path, measured directly: the
+// setup switch (popped -> setup in place) and the issue (slot -> work queued), each against the
+// same frames. The host cost above also holds the threads' wake-ups and the scheduler; the control
+// frames show how much.
 // Not a test: it prints (and --csv writes one line per change).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <tuple>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include "daemon/live_params.h"
+#include "runtime/host_timeline.h"
 #include "runtime/pipeline_executor.h"
 #include "sdk/thread_pool.h"
 #include "stages/registry.h"
@@ -57,6 +71,13 @@ struct LiveOptions {
   std::string chain = "upsample";
   std::string csv;
   int configure_parts = 0;  // ncc: time the parts of a kernel change's configure this many times instead
+  bool probe_first_change = false;  // ncc, CUDA: take the run's first kernel change apart (frames running)
+  bool pinned_input = false;        // CUDA: frames in pinned host memory (as from shm://), not pageable
+  std::vector<std::string> warm_fft;  // CUDA: 2-D R2C/C2R sizes ("9x49") planned and run once before the frames
+  int fft_patient_jit = -1;           // --warm-fft's plans: NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT (-1: cuFFT's default)
+  // --probe-first-change's steps in this process, or the new box's plans made in another process
+  // first (this program, --warm-fft), whose CUDA JIT cache the set then finds.
+  std::string probe_mode = "steps";
 };
 
 std::int64_t now_ns() {
@@ -100,6 +121,12 @@ PipelineConfig live_pipeline(const StageRegistry& registry, const std::string& n
   return pipeline;
 }
 
+// What a frame is measured by: its latency (received -> published), or the span between two of its
+// points.
+struct Measure {
+  HostPoint from = HostPoint::count, to = HostPoint::count;  // count: the latency
+};
+
 // Every published frame of a pipeline, by sequence (the completion thread writes, the main thread
 // reads after draining).
 struct FrameLog {
@@ -107,12 +134,29 @@ struct FrameLog {
     bool published = false;
     std::uint64_t generation = 0;
     double latency_ms = 0;
-    std::int64_t compute_start_ns = 0, published_ns = 0;
+    std::int64_t received_ns = 0, compute_start_ns = 0, published_ns = 0;
   };
   std::mutex mutex;
   std::vector<Frame> frames;
+  // Each frame's instants on the host clock, the GPU's from the slot's events (the lane marks them).
+  HostTimeline timeline;
 
-  explicit FrameLog(std::size_t count) : frames(count) {}
+  explicit FrameLog(std::size_t count) : frames(count), timeline("", count) {}
+  // Frame `sequence`'s record, its received instant marked now.
+  FrameTimes* times_of(std::uint64_t sequence) {
+    FrameTimes* times = timeline.frame(sequence);
+    times->mark(HostPoint::received, host_steady_ns());
+    return times;
+  }
+  // Between two points of frame `n`, ms (nullopt when it did not pass both).
+  std::optional<double> between(std::size_t n, HostPoint from, HostPoint to) const {
+    const FrameTimes* times = timeline.find(n);
+    if (!times) return std::nullopt;
+    const std::int64_t a = times->at[static_cast<std::size_t>(from)].load(std::memory_order_relaxed);
+    const std::int64_t b = times->at[static_cast<std::size_t>(to)].load(std::memory_order_relaxed);
+    if (a == 0 || b == 0) return std::nullopt;
+    return (b - a) * 1e-6;
+  }
   ExecutorCallbacks callbacks() {
     return {.publish =
                 [this](const PublishedResult& r) {
@@ -121,6 +165,7 @@ struct FrameLog {
                   if (r.frame.sequence >= frames.size()) return;
                   frames[r.frame.sequence] = {.published = true, .generation = r.param_generation,
                                               .latency_ms = (now - r.timing.received_ns) * 1e-6,
+                                              .received_ns = r.timing.received_ns,
                                               .compute_start_ns = r.timing.compute_start_ns, .published_ns = now};
                 },
             .stage_error = [](const FrameMeta&, const std::string&, const std::string& why) {
@@ -140,17 +185,31 @@ struct FrameLog {
       if (frames[n].published && frames[n].latency_ms > frames[worst].latency_ms) worst = n;
     return worst;
   }
-  // Frame `first`'s latency minus the median of the next `neighbours` published frames of its
+  std::optional<double> measured(std::size_t n, Measure measure) const {
+    if (!frames[n].published) return std::nullopt;
+    if (measure.from == HostPoint::count) return frames[n].latency_ms;
+    return between(n, measure.from, measure.to);
+  }
+  // Frame `first`'s measure minus its median over the next `neighbours` published frames of its
   // generation; nullopt when fewer than half of them exist.
-  std::optional<double> cost(std::size_t first, int neighbours) const {
+  std::optional<double> cost(std::size_t first, int neighbours, Measure measure = {}) const {
+    const std::optional<double> own = measured(first, measure);
+    if (!own) return std::nullopt;
     std::vector<double> after;
     for (std::size_t n = first + 1; n < frames.size() && after.size() < static_cast<std::size_t>(neighbours); ++n) {
       if (!frames[n].published) continue;
       if (frames[n].generation != frames[first].generation) break;
-      after.push_back(frames[n].latency_ms);
+      if (const std::optional<double> value = measured(n, measure)) after.push_back(*value);
     }
     if (after.size() * 2 < static_cast<std::size_t>(neighbours)) return std::nullopt;
-    return frames[first].latency_ms - percentile(after, 0.5);
+    return *own - percentile(after, 0.5);
+  }
+  // A measure over every published frame from `from` on.
+  std::vector<double> all(std::size_t from, Measure measure) const {
+    std::vector<double> values;
+    for (std::size_t n = from; n < frames.size(); ++n)
+      if (const std::optional<double> value = measured(n, measure)) values.push_back(*value);
+    return values;
   }
 };
 
@@ -193,7 +252,15 @@ struct KindFigures {
   // control_ms: the control frames of these changes (the frame halfway to the next change).
   std::vector<double> set_ms, to_frame_ms, to_result_ms, cost_ms, control_ms;
   std::vector<double> check_ms, apply_ms, configure_ms;  // parts of set_ms
+  // On the device and on the frame's path, the changed frame's and its control frame's: the device
+  // span's cost; the setup switch itself (popped -> setup ready); the issue's cost (slot -> issued).
+  std::vector<double> device_cost_ms, control_device_ms, switch_ms, control_switch_ms, issue_cost_ms,
+      control_issue_ms;
 };
+
+constexpr Measure kDeviceSpan{HostPoint::gpu_start, HostPoint::gpu_done};
+constexpr Measure kSetupSwitch{HostPoint::popped, HostPoint::setup_ready};
+constexpr Measure kIssue{HostPoint::slot, HostPoint::issued};
 
 void print_row(const char* kind, const KindFigures& f) {
   std::printf("%-7s %4zu | %6.3f %6.3f | %6.3f %6.3f %6.3f | %6.3f %6.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f\n",
@@ -318,7 +385,221 @@ void run_configure_parts(const LiveOptions& options) {
 #endif
 }
 
+// --probe-first-change (ncc, CUDA): before the run's first kernel change, the control thread does
+// its suspected parts one at a time, with frames running and a pause between them, so that each
+// one's effect on the frames shows apart: a stream-ordered pool of its own growing by 64 MiB (as
+// ncc_track's pool grows when a new tracker does not fit), cuFFT's two plans for the new kernel's
+// FFT box (as lewis' plan cache makes them: no auto allocation, a work area from that pool), then
+// two executions of them on a stream of its own (each waited for). The set itself follows: what it
+// still costs is what these did not take from it.
+struct FirstChangeProbe {
+  struct Step {
+    std::string name;
+    std::int64_t begin_ns = 0;
+    double ms = 0;
+  };
+  std::vector<Step> steps;
+#ifdef SONOPIPE_WITH_CUDA
+  int box[2] = {0, 0};
+  int points = 0;
+  float* real = nullptr;
+  cufftComplex* spectra = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
+  bool armed = false;
+
+  // CPU only (no device work while frames run): the [41, 5] tracker's points, for the plans' batch.
+  void prepare(const LiveOptions& options) {
+    if (options.chain != "ncc" || options.backend != "cuda")
+      throw std::invalid_argument("--probe-first-change needs --chain ncc --backend cuda");
+    const StageRegistry& registry = builtin_stages();
+    FrameMeta frame;
+    frame.kind = FrameKind::rf;
+    frame.payload.dtype = DType::int16;
+    frame.payload.axes = {{"line", options.lines}, {"sample", options.samples}};
+    TensorSpec input = frame.payload;
+    input.dtype = DType::float32;
+    std::map<std::string, RawParam> raw;
+    for (const auto& [key, value] : std::map<std::string, std::string>{
+             {"method", "lewis"}, {"kernel", "[41, 5]"}, {"search_min", "[-4, -2]"}, {"search_max", "[4, 2]"},
+             {"step", "[4, 1]"}}) {
+      std::string error;
+      if (!raw_param_from_yaml(value, raw[key], error)) throw std::invalid_argument(key + ": " + error);
+    }
+    auto stage = registry.find("ncc_track")->create(registry.find("ncc_track")->validate(raw));
+    points = static_cast<int>(stage->configure(frame, input, Backend::cpu).outputs[2].spec.element_count());
+    auto good_fft_size = [](int m) {
+      for (int n = std::max(1, m);; ++n) {
+        int r = n;
+        for (int p : {2, 3, 5, 7})
+          while (r % p == 0) r /= p;
+        if (r == 1) return n;
+      }
+    };
+    box[0] = good_fft_size(41 + 9 - 1);  // kernel + shifts - 1, as lewis
+    box[1] = good_fft_size(5 + 5 - 1);
+    const std::size_t elements = static_cast<std::size_t>(points) * box[0] * box[1];
+    if (cudaMalloc(reinterpret_cast<void**>(&real), elements * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(reinterpret_cast<void**>(&spectra), elements * sizeof(cufftComplex)) != cudaSuccess ||
+        cudaMemset(real, 0, elements * sizeof(float)) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+      throw std::runtime_error("--probe-first-change: device buffers");
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    cudaGetDevice(&props.location.id);
+    std::uint64_t keep = std::uint64_t(1) << 30;
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+      throw std::runtime_error("--probe-first-change: memory pool");
+    armed = true;
+  }
+  bool ready() const { return armed; }
+  std::string mode = "steps";
+  void run(double rate_hz) {
+    armed = false;
+    if (mode == "process") {
+      run_elsewhere();
+      return;
+    }
+    const auto pause = std::chrono::milliseconds(std::max(30, static_cast<int>(8e3 / rate_hz)));
+    auto timed = [&](const char* name, const auto& body) {
+      Step step{.name = name, .begin_ns = now_ns()};
+      const auto t0 = std::chrono::steady_clock::now();
+      body();
+      step.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      steps.push_back(step);
+      std::this_thread::sleep_for(pause);
+    };
+    int n[2] = {box[1], box[0]};  // slowest first
+    cufftHandle forward = 0, inverse = 0;
+    void* block = nullptr;
+    timed("a stream-ordered pool grows by 64 MiB", [&] {
+      cudaMallocFromPoolAsync(&block, std::size_t(64) << 20, pool, stream);
+      cudaFreeAsync(block, stream);  // kept by the pool (its release threshold): room for the work areas
+      cudaStreamSynchronize(stream);
+    });
+    timed("cuFFT plans R2C + C2R of the new box (made)", [&] {
+      std::size_t work_bytes[2] = {0, 0};
+      cufftCreate(&forward);
+      cufftCreate(&inverse);
+      cufftSetAutoAllocation(forward, 0);
+      cufftSetAutoAllocation(inverse, 0);
+      cufftMakePlanMany(forward, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_R2C, points, &work_bytes[0]);
+      cufftMakePlanMany(inverse, 2, n, nullptr, 1, 0, nullptr, 1, 0, CUFFT_C2R, points, &work_bytes[1]);
+      // The work areas from the pool (they fit in what it just took).
+      void* work = nullptr;
+      cudaMallocFromPoolAsync(&work, std::max<std::size_t>(std::max(work_bytes[0], work_bytes[1]), 256), pool, stream);
+      cudaStreamSynchronize(stream);
+      cufftSetWorkArea(forward, work);
+      cufftSetWorkArea(inverse, work);
+    });
+    timed("their first execution (own stream, waited)", [&] {
+      cufftSetStream(forward, stream);
+      cufftSetStream(inverse, stream);
+      cufftExecR2C(forward, real, spectra);
+      cufftExecC2R(inverse, spectra, real);
+      cudaStreamSynchronize(stream);
+    });
+    timed("their second execution (own stream, waited)", [&] {
+      cufftExecR2C(forward, real, spectra);
+      cufftExecC2R(inverse, spectra, real);
+      cudaStreamSynchronize(stream);
+    });
+    // Kept (destroying a plan waits for the device) until the process ends.
+  }
+  // The new box's plans made (and run) by another process: this program, `live --frames 0
+  // --warm-fft`, with this one's environment (its CUDA JIT cache); waited for.
+  void run_elsewhere() {
+    Step step{.name = "the new box's plans made in another process", .begin_ns = now_ns()};
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string size = std::to_string(box[1]) + "x" + std::to_string(box[0]);
+    std::vector<std::string> words = {"sonopipe-bench", "live", "--backend", "cuda", "--frames", "0", "--warm-fft", size};
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    pid_t child = 0;
+    int status = -1;
+    if (posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0 ||
+        waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      std::fprintf(stderr, "--probe-mode process: the other process failed (status %d)\n", status);
+    step.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    steps.push_back(step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+#else
+  void prepare(const LiveOptions&) { throw std::runtime_error("--probe-first-change needs a CUDA build"); }
+  bool ready() const { return false; }
+  void run(double) {}
+#endif
+};
+
+// --warm-fft: before the frames, each 2-D size is planned (R2C and C2R, a batch of 64) and run once
+// on a stream of its own, waited for: does having loaded cuFFT's kernels for these sizes take the
+// first kernel change's stall away? Timed, printed.
+void warm_fft_sizes(const std::vector<std::string>& sizes, int patient_jit) {
+#ifdef SONOPIPE_WITH_CUDA
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  for (const std::string& size : sizes) {
+    int n[2] = {0, 0};
+    if (std::sscanf(size.c_str(), "%dx%d", &n[0], &n[1]) != 2 || n[0] < 1 || n[1] < 1)
+      throw std::invalid_argument("--warm-fft " + size + ": expected AxB (slowest first), e.g. 9x49");
+    constexpr int kBatch = 64;
+    const std::size_t elements = static_cast<std::size_t>(kBatch) * n[0] * n[1];
+    void *real = nullptr, *spectra = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    cufftHandle forward = 0, inverse = 0;
+    long long patient[2] = {-2, -2};  // the property as the plans have it (-2: not readable)
+    const auto plan = [&](cufftHandle& handle, cufftType type, long long& patient_now) {
+      std::size_t work = 0;
+      if (cufftCreate(&handle) != CUFFT_SUCCESS) return false;
+      if (patient_jit >= 0 &&
+          cufftSetPlanPropertyInt64(handle, NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT, patient_jit) != CUFFT_SUCCESS)
+        return false;
+      if (cufftGetPlanPropertyInt64(handle, NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT, &patient_now) != CUFFT_SUCCESS)
+        patient_now = -2;
+      return cufftMakePlanMany(handle, 2, n, nullptr, 1, 0, nullptr, 1, 0, type, kBatch, &work) == CUFFT_SUCCESS;
+    };
+    if (cudaMalloc(&real, elements * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&spectra, elements * sizeof(cufftComplex)) != cudaSuccess ||
+        cudaMemsetAsync(real, 0, elements * sizeof(float), stream) != cudaSuccess ||
+        !plan(forward, CUFFT_R2C, patient[0]) || !plan(inverse, CUFFT_C2R, patient[1]) ||
+        cufftSetStream(forward, stream) != CUFFT_SUCCESS || cufftSetStream(inverse, stream) != CUFFT_SUCCESS ||
+        cufftExecR2C(forward, static_cast<float*>(real), static_cast<cufftComplex*>(spectra)) != CUFFT_SUCCESS ||
+        cufftExecC2R(inverse, static_cast<cufftComplex*>(spectra), static_cast<float*>(real)) != CUFFT_SUCCESS ||
+        cudaStreamSynchronize(stream) != cudaSuccess)
+      throw std::runtime_error("--warm-fft " + size + ": a CUDA or cuFFT call failed");
+    const double made_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // Run once more: the execution alone (what the frames would pay per transform pair at this batch).
+    const auto t1 = std::chrono::steady_clock::now();
+    cufftExecR2C(forward, static_cast<float*>(real), static_cast<cufftComplex*>(spectra));
+    cufftExecC2R(inverse, static_cast<cufftComplex*>(spectra), static_cast<float*>(real));
+    cudaStreamSynchronize(stream);
+    std::printf("warm-fft %s: planned and run in %.3f ms (patient JIT property %lld / %lld); run again %.3f ms\n",
+                size.c_str(), made_ms, patient[0], patient[1],
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+    cufftDestroy(forward);
+    cufftDestroy(inverse);
+    cudaFree(real);
+    cudaFree(spectra);
+  }
+  cudaStreamDestroy(stream);
+#else
+  (void)sizes;
+  (void)patient_jit;
+  throw std::runtime_error("--warm-fft needs a CUDA build");
+#endif
+}
+
 void run(const LiveOptions& options) {
+  // A control frame (halfway between two changes) has every / 2 - 1 frames of its generation after
+  // it; its cost needs at least half the neighbours (FrameLog::cost), all of them from 2 x
+  // neighbours + 2 on.
+  if (options.every / 2 - 1 < (options.neighbours + 1) / 2)
+    std::fprintf(stderr, "--every %d leaves the control frames %d frames of their generation, fewer than half of "
+                         "--neighbours %d: they are not measured (use --every >= %d)\n",
+                 options.every, options.every / 2 - 1, options.neighbours, 2 * options.neighbours + 2);
   const StageRegistry& registry = builtin_stages();
   const Backend backend = options.backend == "cuda" ? Backend::cuda : Backend::cpu;
   const auto frames = static_cast<std::size_t>(options.frames);
@@ -366,6 +647,24 @@ void run(const LiveOptions& options) {
   for (auto& v : *payload) v = static_cast<std::int16_t>(rng() % 2000) - 1000;
   input.payload = std::shared_ptr<const std::byte>(payload, reinterpret_cast<const std::byte*>(payload->data()));
   input.payload_bytes = payload->size() * sizeof(std::int16_t);
+  if (options.pinned_input) {
+    // As a frame from shm:// arrives: the lane copies it to the device as it is, asynchronously.
+#ifdef SONOPIPE_WITH_CUDA
+    void* pinned = nullptr;
+    if (cudaHostAlloc(&pinned, input.payload_bytes, cudaHostAllocDefault) != cudaSuccess)
+      throw std::runtime_error("--pinned-input: cudaHostAlloc failed");
+    std::memcpy(pinned, payload->data(), input.payload_bytes);
+    input.payload = std::shared_ptr<const std::byte>(static_cast<const std::byte*>(pinned),
+                                                     [](const std::byte* p) { cudaFreeHost(const_cast<std::byte*>(p)); });
+    input.payload_pinned = true;
+#else
+    throw std::runtime_error("--pinned-input needs a CUDA build");
+#endif
+  }
+  FirstChangeProbe probe;
+  probe.mode = options.probe_mode;
+  if (options.probe_first_change) probe.prepare(options);
+  if (!options.warm_fft.empty()) warm_fft_sizes(options.warm_fft, options.fft_patient_jit);
 
   // The changes: scale and factor alternate; factor changes go between 4 and the largest factor so
   // far, except --grow + 1 that raise it (the first factor change, then spread over the run).
@@ -386,7 +685,10 @@ void run(const LiveOptions& options) {
       InputFrame frame = input;
       frame.meta.sequence = static_cast<std::uint64_t>(n);
       frame.received_ns = now_ns();
-      other.submit(frame);
+      InputFrame copy = frame;
+      copy.times = bystander.times_of(frame.meta.sequence);
+      other.submit(std::move(copy));
+      frame.times = live.times_of(frame.meta.sequence);
       executor.submit(std::move(frame));
     }
   });
@@ -415,6 +717,7 @@ void run(const LiveOptions& options) {
       change.value = std::to_string(current_factor);
       name = "live.upsample.factor";
     }
+    if (change.kind == "replan" && probe.ready()) probe.run(options.rate_hz);
     check_ms = apply_ms = configure_ms = 0;
     change.called_ns = now_ns();
     const LiveParameters::Outcome outcome = parameters.set(name, change.value, "bench");
@@ -443,7 +746,8 @@ void run(const LiveOptions& options) {
   std::FILE* csv = options.csv.empty() ? nullptr : std::fopen(options.csv.c_str(), "w");
   if (csv)
     std::fprintf(csv, "kind,value,generation,set_ms,check_ms,apply_ms,configure_ms,to_frame_ms,to_result_ms,cost_ms,"
-                      "control_cost_ms\n");
+                      "control_cost_ms,device_cost_ms,control_device_cost_ms,switch_ms,control_switch_ms,"
+                      "issue_cost_ms,control_issue_cost_ms\n");
   for (const Change& change : changes) {
     auto found = first_of.find(change.generation);
     if (found == first_of.end()) continue;  // superseded before a frame ran it
@@ -457,20 +761,39 @@ void run(const LiveOptions& options) {
     f.to_frame_ms.push_back((first.compute_start_ns - change.called_ns) * 1e-6);
     f.to_result_ms.push_back((first.published_ns - change.called_ns) * 1e-6);
     if (cost) f.cost_ms.push_back(*cost);
+    const std::optional<double> device_cost = live.cost(found->second, options.neighbours, kDeviceSpan);
+    const std::optional<double> switch_ms = live.measured(found->second, kSetupSwitch);
+    const std::optional<double> issue_cost = live.cost(found->second, options.neighbours, kIssue);
+    if (device_cost) f.device_cost_ms.push_back(*device_cost);
+    if (switch_ms) f.switch_ms.push_back(*switch_ms);
+    if (issue_cost) f.issue_cost_ms.push_back(*issue_cost);
     // The control: the frame halfway to the next change, its own cost measured the same way.
     const std::size_t halfway = found->second + static_cast<std::size_t>(options.every / 2);
-    std::optional<double> control_cost;
-    if (halfway < frames && live.frames[halfway].published && live.frames[halfway].generation == change.generation)
+    std::optional<double> control_cost, control_device, control_switch, control_issue;
+    if (halfway < frames && live.frames[halfway].published && live.frames[halfway].generation == change.generation) {
       control_cost = live.cost(halfway, options.neighbours);
+      control_device = live.cost(halfway, options.neighbours, kDeviceSpan);
+      control_switch = live.measured(halfway, kSetupSwitch);
+      control_issue = live.cost(halfway, options.neighbours, kIssue);
+    }
     if (control_cost) {
       control.cost_ms.push_back(*control_cost);
       f.control_ms.push_back(*control_cost);
     }
+    for (auto [value, into, all] : {std::tuple{control_device, &f.control_device_ms, &control.control_device_ms},
+                                    std::tuple{control_switch, &f.control_switch_ms, &control.control_switch_ms},
+                                    std::tuple{control_issue, &f.control_issue_ms, &control.control_issue_ms}})
+      if (value) {
+        into->push_back(*value);
+        all->push_back(*value);
+      }
     if (csv)
-      std::fprintf(csv, "%s,\"%s\",%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", change.kind.c_str(),
-                   change.value.c_str(), static_cast<unsigned long long>(change.generation), change.set_ms,
-                   change.check_ms, change.apply_ms, change.configure_ms, f.to_frame_ms.back(),
-                   f.to_result_ms.back(), cost.value_or(-1.0), control_cost.value_or(-1.0));
+      std::fprintf(csv, "%s,\"%s\",%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                   change.kind.c_str(), change.value.c_str(), static_cast<unsigned long long>(change.generation),
+                   change.set_ms, change.check_ms, change.apply_ms, change.configure_ms, f.to_frame_ms.back(),
+                   f.to_result_ms.back(), cost.value_or(-1.0), control_cost.value_or(-1.0),
+                   device_cost.value_or(-1.0), control_device.value_or(-1.0), switch_ms.value_or(-1.0),
+                   control_switch.value_or(-1.0), issue_cost.value_or(-1.0), control_issue.value_or(-1.0));
   }
   if (csv) std::fclose(csv);
 
@@ -517,6 +840,84 @@ void run(const LiveOptions& options) {
                 kind, a, goal_a_ms, a <= goal_a_ms ? "met" : "NOT met", b, frame_latency_ms,
                 b <= frame_latency_ms ? "met" : "NOT met", percentile(f.control_ms, 0.99));
   }
+
+  // Goal B on the device: the changed frame's device span against its neighbours', and what the
+  // change adds on the frame's path on the host, each beside its control frames.
+  const std::vector<double> spans = live.all(settled, kDeviceSpan), bystander_spans = bystander.all(settled, kDeviceSpan);
+  const double frame_device_ms = percentile(spans, 0.5);
+  std::printf("on the device (a frame's GPU span: H2D start -> D2H end; p50 %.3f p99 %.3f max %.3f ms, bystander "
+              "p50 %.3f p99 %.3f max %.3f ms) and on the frame's path on the host:\n",
+              frame_device_ms, percentile(spans, 0.99), maximum(spans), percentile(bystander_spans, 0.5),
+              percentile(bystander_spans, 0.99), maximum(bystander_spans));
+  std::printf("%-7s %4s | %23s | %23s | %23s | %15s | %23s | %15s\n", "change", "n", "device cost (B)",
+              "control device cost", "setup switch", "control switch", "issue cost", "control issue");
+  std::printf("%-7s %4s | %7s %7s %7s | %7s %7s %7s | %7s %7s %7s | %7s %7s | %7s %7s %7s | %7s %7s\n", "", "", "p50",
+              "p99", "max", "p50", "p99", "max", "p50", "p99", "max", "p50", "p99", "p50", "p99", "max", "p50", "p99");
+  for (const char* kind : {"scale", "replan", "grow"}) {
+    const KindFigures& f = figures[kind];
+    std::printf("%-7s %4zu | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f | %7.3f %7.3f "
+                "%7.3f | %7.3f %7.3f\n",
+                kind, f.device_cost_ms.size(), percentile(f.device_cost_ms, 0.5), percentile(f.device_cost_ms, 0.99),
+                maximum(f.device_cost_ms), percentile(f.control_device_ms, 0.5),
+                percentile(f.control_device_ms, 0.99), maximum(f.control_device_ms), percentile(f.switch_ms, 0.5),
+                percentile(f.switch_ms, 0.99), maximum(f.switch_ms), percentile(f.control_switch_ms, 0.5),
+                percentile(f.control_switch_ms, 0.99), percentile(f.issue_cost_ms, 0.5),
+                percentile(f.issue_cost_ms, 0.99), maximum(f.issue_cost_ms), percentile(f.control_issue_ms, 0.5),
+                percentile(f.control_issue_ms, 0.99));
+  }
+  std::printf("%-7s %4zu | %23s | %7.3f %7.3f %7.3f | %23s | %7.3f %7.3f | %23s | %7.3f %7.3f\n", "control",
+              control.control_device_ms.size(), "-", percentile(control.control_device_ms, 0.5),
+              percentile(control.control_device_ms, 0.99), maximum(control.control_device_ms), "-",
+              percentile(control.control_switch_ms, 0.5), percentile(control.control_switch_ms, 0.99), "-",
+              percentile(control.control_issue_ms, 0.5), percentile(control.control_issue_ms, 0.99));
+  for (const char* kind : {"scale", "replan", "grow"}) {
+    const KindFigures& f = figures[kind];
+    const double b = percentile(f.device_cost_ms, 0.99);
+    std::printf("%-7s goal B on the device: p99 %.3f <= %.3f ms (a frame's device span): %s (control frames p99 "
+                "%.3f); setup switch p99 %.3f ms\n",
+                kind, b, frame_device_ms, b <= frame_device_ms ? "met" : "NOT met",
+                percentile(f.control_device_ms, 0.99), percentile(f.switch_ms, 0.99));
+  }
+
+  // The run's first re-planning change (ncc: the first new kernel shape), and what the frames
+  // received meanwhile paid: the probe's steps first, when asked for.
+  const auto window = [&](const char* what, std::int64_t begin_ns, double ms) {
+    const std::int64_t end_ns = begin_ns + static_cast<std::int64_t>(ms * 1e6);
+    double worst[2] = {0, 0}, worst_span = 0, worst_issue = 0;
+    int count = 0;
+    for (std::size_t n = 0; n < frames; ++n) {
+      int who = 0;
+      for (const FrameLog* log : {&live, &bystander}) {
+        const FrameLog::Frame& frame = log->frames[n];
+        if (frame.published && frame.received_ns >= begin_ns - static_cast<std::int64_t>(1e9 / options.rate_hz) &&
+            frame.received_ns <= end_ns) {
+          worst[who] = std::max(worst[who], frame.latency_ms);
+          worst_span = std::max(worst_span, log->measured(n, kDeviceSpan).value_or(0));
+          worst_issue = std::max(worst_issue, log->measured(n, kIssue).value_or(0));
+          count += who == 0;
+        }
+        ++who;
+      }
+    }
+    std::printf("  %-44s %8.3f ms | %2d frames meanwhile: latency max %7.3f / %7.3f ms (live / bystander), device "
+                "span max %.3f, issue max %.3f ms\n",
+                what, ms, count, worst[0], worst[1], worst_span, worst_issue);
+  };
+  for (const Change& change : changes) {
+    if (change.kind != "replan") continue;
+    std::printf("first replan (to %s), frames running:\n", change.value.c_str());
+    for (const FirstChangeProbe::Step& step : probe.steps) window(step.name.c_str(), step.begin_ns, step.ms);
+    window("the set call", change.called_ns, change.set_ms);
+    std::printf("  %-44s %8.3f ms\n", "  of which the new instances' configure", change.configure_ms);
+    auto found = first_of.find(change.generation);
+    if (found != first_of.end())
+      std::printf("  its first frame %zu: latency %.3f ms, device span %.3f ms, setup switch %.3f ms, issue %.3f ms\n",
+                  found->second, live.frames[found->second].latency_ms,
+                  live.measured(found->second, kDeviceSpan).value_or(-1),
+                  live.measured(found->second, kSetupSwitch).value_or(-1),
+                  live.measured(found->second, kIssue).value_or(-1));
+    break;
+  }
 }
 
 }  // namespace
@@ -541,6 +942,23 @@ void add_live_bench(CLI::App& app) {
                       "changed between [31, 5] and [41, 5] (replan)")
       ->check(CLI::IsMember({"upsample", "ncc"}))->capture_default_str();
   command->add_option("--csv", options->csv, "write one line per change here");
+  command->add_flag("--probe-first-change", options->probe_first_change,
+                    "ncc chain on CUDA: before the first kernel change, make and run its cuFFT plans apart, "
+                    "frames running, and report what each part cost the frames");
+  command->add_flag("--pinned-input", options->pinned_input,
+                    "CUDA: frames in pinned host memory (copied asynchronously, as from shm://) instead of "
+                    "pageable memory (the driver's staged copy, as from tcp/ipc)");
+  command->add_option("--warm-fft", options->warm_fft,
+                      "CUDA: 2-D FFT sizes (AxB, slowest first) planned and run once before the frames (does "
+                      "loading cuFFT's kernels for them take a first kernel change's stall away?)")
+      ->delimiter(',');
+  command->add_option("--fft-patient-jit", options->fft_patient_jit,
+                      "--warm-fft's plans: cuFFT's NVFFT_PLAN_PROPERTY_INT64_PATIENT_JIT (-1: its default)")
+      ->capture_default_str();
+  command->add_option("--probe-mode", options->probe_mode,
+                      "--probe-first-change: steps (in this process, one at a time) or process (the new box's plans "
+                      "made by another process first)")
+      ->check(CLI::IsMember({"steps", "process"}))->capture_default_str();
   command->add_option("--configure-parts", options->configure_parts,
                       "ncc chain on CUDA: time the parts of a kernel change's configure this many times (no run)");
   command->callback([options] {
@@ -551,6 +969,7 @@ void add_live_bench(CLI::App& app) {
                 static_cast<long long>(options->samples), options->chain == "ncc" ? "RF" : "IQ",
                 options->chain == "ncc" ? "ncc_track" : "upsample", options->every);
     if (options->configure_parts > 0) run_configure_parts(*options);
+    else if (options->frames == 0) warm_fft_sizes(options->warm_fft, options->fft_patient_jit);  // no run
     else run(*options);
   });
 }

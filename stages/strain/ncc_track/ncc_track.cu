@@ -3,16 +3,24 @@
 #include "stages/strain/ncc_track/ncc_track.cuh"
 
 #include <cufft.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -101,11 +109,12 @@ class TrackerMemory {
     return value;
   }
   // The pool just grew (the driver mapped memory for it): it takes room for what follows now, at
-  // least 4 x what is in use (at most kKeepBytes). A live change makes its tracker while the one it
-  // replaces (and other pipelines' ones) still hold theirs; growing the pool then held every stream
-  // on the device: the first kernel change's configure took 66 ms and both pipelines' frames waited
-  // 60 ms (H100, result-3). So the pool grows at the first configure (the pipeline's start) and on a
-  // change only past that room. Best effort: without the memory, later allocations grow it as needed.
+  // least 4 x what is in use (at most kKeepBytes), so that a live change, which makes its tracker
+  // while the one it replaces (and other pipelines' ones) still hold theirs, grows it only past that
+  // room. (Session 10 blamed the run's first kernel change's stall, 66 ms, on the pool growing; it was
+  // cuFFT compiling kernels for the new size, see PlanCache. A pool growing by 64 MiB while frames run
+  // takes 0.3-0.4 ms and holds no frame: H100, session 11 result-1.) Best effort: without the memory,
+  // later allocations grow it as needed.
   void make_room() {
     const std::uint64_t room = std::min<std::uint64_t>(std::max<std::uint64_t>(4 * attribute(cudaMemPoolAttrUsedMemCurrent), kLeastRoom), kKeepBytes);
     const std::uint64_t reserved = attribute(cudaMemPoolAttrReservedMemCurrent);
@@ -178,6 +187,7 @@ class PlanCache {
   }
   // A kept plan of `key`'s shape (made on the current device), or a new one.
   Plan take(const Key& key) {
+    bool first_of_shape = false;
     {
       std::lock_guard lock(mutex_);
       auto found = kept_.find(key);
@@ -186,7 +196,9 @@ class PlanCache {
         kept_.erase(found);
         return plan;
       }
+      first_of_shape = compiled_.insert(key).second;
     }
+    if (first_of_shape) compile_elsewhere(key);
     Plan plan;
     check_cufft(cufftCreate(&plan.handle), "create");
     try {
@@ -224,6 +236,44 @@ class PlanCache {
   static constexpr std::size_t kKeptPlans = 16;
   std::mutex mutex_;
   std::multimap<Key, Plan> kept_;
+  std::set<Key> compiled_;  // shapes this process has planned (their kernels are in the JIT cache)
+
+  // cuFFT compiles kernels for a size it has not seen on this machine when it plans it (the CUDA
+  // driver's JIT: 20-90 ms per size on the H100 with CUDA 13, cached in CUDA_CACHE_PATH), holding
+  // the driver's lock meanwhile: every launch of this process waits, so a live change to a new
+  // kernel shape held every pipeline's frames on the device (33-51 ms, session 11 result-1/2;
+  // CUDA_MODULE_LOADING=EAGER and the patient-JIT property change nothing). So the first plan of
+  // each shape in this process is made first by sonopipe-cufft-plan (tools/cufft_plan), a process
+  // of its own with this one's environment: the kernels are compiled there, without our lock, and
+  // our plan finds them in the cache (about 1 ms, no frame held; result-2: 0.96 ms after the other
+  // process, frames at most 0.48 ms meanwhile). It costs the call that plans (a `set`, or the
+  // pipeline's first configure) that process's start, 0.36-0.48 s (result-3, result-4). The helper is
+  // $SONOPIPE_CUFFT_PLAN, or sonopipe-cufft-plan beside this program; without it (or with the JIT
+  // cache off, CUDA_CACHE_DISABLE=1), the plan is made here as before.
+  static void compile_elsewhere(const Key& key) {
+    const std::string helper = [] {  // looked up each time: a test (or a user) may point elsewhere
+      if (const char* path = std::getenv("SONOPIPE_CUFFT_PLAN")) return std::string(path);  // "": none
+      char self[PATH_MAX] = {};
+      const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+      if (length <= 0) return std::string();
+      std::string path(self, static_cast<std::size_t>(length));
+      return path.substr(0, path.rfind('/') + 1) + "sonopipe-cufft-plan";
+    }();
+    const char* cache_off = std::getenv("CUDA_CACHE_DISABLE");
+    if (helper.empty() || access(helper.c_str(), X_OK) != 0 || (cache_off && std::string(cache_off) == "1")) return;
+    std::vector<std::string> words = {helper, std::to_string(key.device), std::to_string(key.type)};
+    for (int d = 0; d < key.rank; ++d) words.push_back(std::to_string(key.n[d]));
+    words.push_back(std::to_string(key.batch));
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    pid_t child = 0;
+    if (posix_spawn(&child, helper.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return;
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    // A helper that failed compiled nothing: the plan below compiles here, as without it.
+  }
 };
 
 }  // namespace

@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "sdk/thread_pool.h"
 #include "stages/strain/ncc_track/ncc_reference.h"
@@ -13,6 +19,7 @@
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <cufft.h>
 #include "stages/common/cuda_check.h"
 #endif
 
@@ -615,6 +622,63 @@ TEST_CASE("auto times the three CUDA methods once and uses one of them", "[ncc_t
   const TensorSpec spec = frame_spec({64, 800});
   stage->configure(rf_frame(spec), spec, Backend::cuda);
   CHECK(stage->method_in_use() != ncc::Method::auto_select);
+}
+TEST_CASE("a lewis plan shape new to the process is first made by the cuFFT helper process, once per shape; a "
+          "helper that fails changes nothing",
+          "[ncc_track][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+  // A stand-in for sonopipe-cufft-plan that notes its arguments (DEVICE TYPE N... BATCH) and exits
+  // with the given status.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ncc-cufft-helper-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path log = dir / "calls.txt";
+  const auto helper = [&](const std::string& name, int status) {
+    const std::filesystem::path path = dir / name;
+    std::ofstream(path) << "#!/bin/sh\necho \"$@\" >> '" << log.string() << "'\nexit " << status << "\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    return path.string();
+  };
+  const auto calls = [&] {
+    std::vector<std::string> lines;
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  int device = 0;
+  SONOPIPE_CUDA_CHECK(cudaGetDevice(&device));
+  const char* cache_off = std::getenv("CUDA_CACHE_DISABLE");
+  const std::string cache_was = cache_off ? cache_off : "";
+  ::unsetenv("CUDA_CACHE_DISABLE");  // with the JIT cache off the helper is not asked
+  // Shapes no other case plans (kernel 27 x 3 and 30 x 3: FFT boxes 5 x 35 and 5 x 36), so that
+  // their first plans in this process are made here.
+  const auto shape = [](const char* axial) {
+    return std::map<std::string, RawParam>{{"method", item("lewis")},       {"kernel", list({axial, "3"})},
+                                           {"search_min", list({"-3", "-1"})}, {"search_max", list({"3", "1"})},
+                                           {"step", list({"4", "1"})}};
+  };
+  const TensorSpec spec = frame_spec({16, 128});
+  ::setenv("SONOPIPE_CUFFT_PLAN", helper("helper.sh", 0).c_str(), 1);
+  for (int round = 0; round < 2; ++round) {  // the second time the shape is known: no helper
+    auto stage = make_stage(shape("27"));
+    stage->configure(rf_frame(spec), spec, Backend::cuda);
+    const std::vector<std::string> lines = calls();
+    REQUIRE(lines.size() == 2);  // the R2C plan and the C2R plan, slowest size first
+    CHECK(lines[0].rfind(std::to_string(device) + " " + std::to_string(CUFFT_R2C) + " 5 35 ", 0) == 0);
+    CHECK(lines[1].rfind(std::to_string(device) + " " + std::to_string(CUFFT_C2R) + " 5 35 ", 0) == 0);
+  }
+  // A helper that fails compiled nothing: the plans are made here, and the tracker runs.
+  ::setenv("SONOPIPE_CUFFT_PLAN", helper("failing.sh", 1).c_str(), 1);
+  const auto seed = test::fresh_seed();
+  const int shift[3] = {1, 0, 0};
+  Pair pair = random_pair(spec, seed, shift, 0.5f);
+  auto stage = make_stage(shape("30"));
+  const Outputs got = run_cuda(*stage, spec, {pair.f.data(), pair.g.data()});
+  CHECK(calls().size() == 4);
+  CHECK(got.produced == std::vector<bool>{false, true});
+  ::unsetenv("SONOPIPE_CUFFT_PLAN");
+  if (cache_off) ::setenv("CUDA_CACHE_DISABLE", cache_was.c_str(), 1);
+  std::filesystem::remove_all(dir);
 }
 #endif
 
