@@ -90,9 +90,7 @@ void Publisher::publish_result(const PublishedResult& result) {
   header.mutable_timing()->set_published_ns(wall_clock_ns());
   header.SerializeToString(&header_bytes_);
   const std::string topic = result_topic(result.pipeline, result.output);
-  if (subscribers_)
-    subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes,
-                                released_->load(std::memory_order_relaxed));
+  if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
   // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
   // lagging one would keep the slot from the shm subscribers (and the executors) for long.
   const bool copy = copy_always_ || !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
@@ -120,10 +118,8 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result, bool co
     std::vector<std::byte> fresh;  // SONOPIPE_PUBLISH_COPY=fresh
     std::size_t bytes;
     std::shared_ptr<std::atomic<std::size_t>> bytes_held;
-    std::shared_ptr<std::atomic<std::uint64_t>> released;
   };
-  auto* held = new Held{.owner = copy ? nullptr : result.owner, .bytes = result.bytes, .bytes_held = bytes_held_,
-                        .released = released_};
+  auto* held = new Held{.owner = copy ? nullptr : result.owner, .bytes = result.bytes, .bytes_held = bytes_held_};
   const void* data = result.data;
   if (copy) {
     try {
@@ -146,7 +142,6 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result, bool co
   return zmq::message_t(const_cast<void*>(data), result.bytes, [](void*, void* hint) {
     auto* done = static_cast<Held*>(hint);
     done->bytes_held->fetch_sub(done->bytes, std::memory_order_relaxed);
-    done->released->fetch_add(1, std::memory_order_relaxed);
     if (done->copies) done->copies->give_back(done->block);
     delete done;
   }, held);

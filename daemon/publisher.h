@@ -103,8 +103,6 @@ class Publisher {
   bool copy_always_ = false;  // SONOPIPE_PUBLISH_COPY=all (experiment)
   bool copy_fresh_ = false;   // SONOPIPE_PUBLISH_COPY=fresh (experiment)
   std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);
-  // Result payloads ZeroMQ let go of (the subscriber watch's sign of movement).
-  std::shared_ptr<std::atomic<std::uint64_t>> released_ = std::make_shared<std::atomic<std::uint64_t>>(0);
   std::size_t held_peak_since_trim_ = 0;
   std::chrono::steady_clock::time_point trim_until_;
 };

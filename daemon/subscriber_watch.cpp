@@ -93,36 +93,20 @@ bool SubscriberWatch::read_events() {
   return left;
 }
 
-bool SubscriberWatch::judged_moving(long queued_before, long queued_now, bool released, std::uint64_t backlog_results,
-                                    std::size_t queue_messages) {
-  return queued_now < 0 || queued_now != queued_before || (released && backlog_results <= queue_messages);
-}
-
-bool SubscriberWatch::moved(int fd, Subscriber& subscriber, std::chrono::steady_clock::time_point now,
-                            bool released) {
+bool SubscriberWatch::moved(int fd, Subscriber& subscriber, std::chrono::steady_clock::time_point now) {
   // Bytes in the connection's kernel send queue (unix: not yet read by the peer; tcp: not yet
   // acknowledged). ZeroMQ refills it as it drains, so a reading subscriber's count changes between
-  // two looks, and a stalled one's stays put once its buffers are full. But a unix socket that
-  // ZeroMQ keeps full while its reader drains it can show the same count at every look (its
-  // buffers are of equal size): on the H100 host the bench's own subscriber of 16 MiB results was
-  // cut that way, as stalled. So results released since the last look count as movement too: a
-  // result is released once every subscriber it was queued for has it. Past its ZeroMQ queue
-  // (high_water_mark) a subscriber is sent no more results and releases say nothing of it. (A
-  // subscriber that takes only some topics is not queued the others, whose releases then count for
-  // it too: stalled, it is cut at kReadingAllowance x the bound, docs/host-path.md.)
+  // two looks, and a stalled one's stays put once its buffers are full.
   int queued = 0;
   const long now_queued = ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : -1;
-  const bool changed = judged_moving(subscriber.queued_in_kernel, now_queued, released, subscriber.backlog_results,
-                                     queue_messages_);
+  const bool changed = now_queued < 0 || now_queued != subscriber.queued_in_kernel;
   subscriber.queued_in_kernel = now_queued;
   if (changed) subscriber.last_moved = now;
   return changed;
 }
 
-void SubscriberWatch::before_result(std::size_t message_bytes, std::uint64_t results_released) {
+void SubscriberWatch::before_result(std::size_t message_bytes) {
   const auto now = std::chrono::steady_clock::now();
-  const bool released = results_released != results_released_;
-  results_released_ = results_released;
   for (auto& [fd, subscriber] : by_fd_) {
     if (subscriber.info.cut) continue;
     pollfd item{fd, POLLOUT, 0};
@@ -136,7 +120,7 @@ void SubscriberWatch::before_result(std::size_t message_bytes, std::uint64_t res
       continue;
     }
     subscriber.info.lagging = true;
-    moved(fd, subscriber, now, released);
+    moved(fd, subscriber, now);
     subscriber.info.stalled = now - subscriber.last_moved >= stall_timeout_;
     // The result that filled its connection is still being written: it counts too.
     if (subscriber.backlog_results == 0) subscriber.info.backlog_bytes = previous_message_bytes_;

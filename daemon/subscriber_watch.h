@@ -60,16 +60,7 @@ class SubscriberWatch {
   bool read_events();
   // Before a result of `message_bytes` is handed to ZeroMQ: updates every subscriber's backlog,
   // counts the result for those whose ZeroMQ queue is full, and cuts those past the bound.
-  // `results_released`: results ZeroMQ has let go of so far (written to every subscriber that had
-  // them queued); a rise since the last look counts as movement of every lagging subscriber whose
-  // ZeroMQ queue is not full (see moved()).
-  void before_result(std::size_t message_bytes, std::uint64_t results_released = 0);
-
-  // The rule of moved(): a lagging subscriber moved since the last look when its kernel send queue
-  // (SIOCOUTQ; -1: unknown) changed, or results were released meanwhile while its ZeroMQ queue
-  // (`backlog_results` of `queue_messages`) is not full.
-  static bool judged_moving(long queued_before, long queued_now, bool released, std::uint64_t backlog_results,
-                            std::size_t queue_messages);
+  void before_result(std::size_t message_bytes);
 
   std::vector<SubscriberInfo> subscribers() const;
   // Whether a subscriber was lagging at the last result (not counting those cut).
@@ -86,9 +77,8 @@ class SubscriberWatch {
     long queued_in_kernel = -1;  // SIOCOUTQ at the last look (-1: unknown)
     std::chrono::steady_clock::time_point last_moved;  // its queue last drained (or it was writable)
   };
-  // Whether the connection's queue moved since the last look (updates last_moved): its kernel send
-  // queue changed, or results were released since the last look.
-  bool moved(int fd, Subscriber& subscriber, std::chrono::steady_clock::time_point now, bool released);
+  // Whether the connection's queue moved since the last look (updates last_moved).
+  bool moved(int fd, Subscriber& subscriber, std::chrono::steady_clock::time_point now);
   void cut(int fd, Subscriber& subscriber);
 
   zmq::socket_t monitor_;
@@ -96,7 +86,6 @@ class SubscriberWatch {
   const std::chrono::steady_clock::duration stall_timeout_;
   std::map<int, Subscriber> by_fd_;
   std::size_t previous_message_bytes_ = 0;  // the last result (being written where a connection filled)
-  std::uint64_t results_released_ = 0;       // at the last look
   std::uint64_t dropped_total_ = 0, cut_total_ = 0;
 };
 

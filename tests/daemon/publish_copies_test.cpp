@@ -16,7 +16,6 @@
 
 #include "daemon/copy_blocks.h"
 #include "daemon/publisher.h"
-#include "daemon/subscriber_watch.h"
 #include "tests/support/test_support.h"
 #include "wire/wire.h"
 
@@ -238,17 +237,4 @@ TEST_CASE("kept copy blocks go back to the system at a heartbeat when no copy wa
   CHECK(pair.publisher.copy_blocks().kept_bytes() > 0);
   pair.publisher.publish_status(v1::Status{});  // none since: dropped
   CHECK(pair.publisher.copy_blocks().kept_bytes() == 0);
-}
-
-TEST_CASE("a lagging subscriber whose kernel queue reads the same counts as moving while results are released",
-          "[publish]") {
-  // A unix socket kept full while its reader drains it reads the same SIOCOUTQ at every look (the
-  // H100: the bench's own subscriber of 16 MiB results was cut as stalled); released results show
-  // that every subscriber they were queued for has them.
-  CHECK(SubscriberWatch::judged_moving(212992, 212992, true, 12, 1000));
-  CHECK_FALSE(SubscriberWatch::judged_moving(212992, 212992, false, 12, 1000));  // stalled
-  CHECK(SubscriberWatch::judged_moving(212992, 106496, false, 12, 1000));        // drained
-  CHECK(SubscriberWatch::judged_moving(212992, -1, false, 12, 1000));            // unknown: not judged
-  // Past its ZeroMQ queue it is sent nothing more: releases are the others' and say nothing of it.
-  CHECK_FALSE(SubscriberWatch::judged_moving(212992, 212992, true, 1001, 1000));
 }
