@@ -5,6 +5,10 @@
 
 #include "runtime/gpu_device.h"
 
+#ifdef SONOPIPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace sonopipe {
 namespace {
 
@@ -43,6 +47,20 @@ BackendSelection choose_backend(BackendChoice requested, int device_id, int cpu_
   selection.reason = "auto; " + probe.reason;
   selection.device_name = cpu_description(cpu_threads);
   return selection;
+}
+
+bool use_blocking_cuda_waits() {
+#ifdef SONOPIPE_WITH_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) return false;
+  for (int d = 0; d < devices; ++d)
+    if (cudaSetDevice(d) != cudaSuccess || cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
+      throw std::runtime_error("cuda_wait: block: device " + std::to_string(d) + " refused blocking waits");
+  cudaSetDevice(0);
+  return devices > 0;
+#else
+  return false;
+#endif
 }
 
 std::vector<int> resolve_devices(const PipelineConfig& pipeline, const DaemonConfig& config, Backend backend,

@@ -20,6 +20,12 @@ struct BackendSelection {
 // Throws std::runtime_error when CUDA is demanded but cannot be used.
 BackendSelection choose_backend(BackendChoice requested, int device_id, int cpu_threads);
 
+// `cuda_wait: block`: threads of this process that wait for a device (a lane's completion thread in
+// cudaEventSynchronize) sleep until it is done instead of spinning on a CPU
+// (cudaDeviceScheduleBlockingSync on every visible device). Returns whether it was applied (false
+// without CUDA or devices). Throws std::runtime_error when a device refuses it.
+bool use_blocking_cuda_waits();
+
 // The devices one pipeline runs on: its own `devices`, else the config's `devices`, else the
 // config's single `device`; `all` = 0 .. visible_devices-1. The CPU backend has one lane ({0}).
 // Throws std::runtime_error naming the pipeline when a listed device is not visible.

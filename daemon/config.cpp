@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include "daemon/thread_placement.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -345,7 +347,7 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
   if (!root || root.IsNull()) reader.fail(1, "(document)", "the file is empty; expected a mapping with `pipelines`");
   reader.expect_map(root, "", {"ingest", "publish", "control", "backend", "device", "devices", "slots", "queue_depth",
                                "overflow", "max_frame_bytes", "non_finite", "cpu_threads", "log_level",
-                               "plugins", "security", "pipelines", "max_streams"});
+                               "plugins", "security", "pipelines", "max_streams", "threads", "cuda_wait"});
   DaemonConfig config;
   config.source = source_name;
 
@@ -447,6 +449,22 @@ DaemonConfig parse_config(const std::string& yaml_text, const std::string& sourc
     config.non_finite = reader.choice(root["non_finite"], "non_finite", {"reject", "pass"}) == "reject"
                             ? NonFinitePolicy::reject : NonFinitePolicy::pass;
   if (root["cpu_threads"]) config.cpu_threads = static_cast<int>(reader.integer(root["cpu_threads"], "cpu_threads", 0, 1024));
+  if (const YAML::Node threads = root["threads"]) {
+    reader.expect_map(threads, "threads", {"cpus", "ingest_io_cpus", "publish_io_cpus"});
+    auto cpus = [&](const char* name, std::vector<int>& out) {
+      const std::string key = std::string("threads.") + name;
+      if (!threads[name]) return;
+      try {
+        out = parse_cpu_list(reader.text(threads[name], key));
+      } catch (const std::invalid_argument& e) {
+        reader.fail(threads[name], key, e.what());
+      }
+    };
+    cpus("cpus", config.threads.cpus);
+    cpus("ingest_io_cpus", config.threads.ingest_io_cpus);
+    cpus("publish_io_cpus", config.threads.publish_io_cpus);
+  }
+  if (root["cuda_wait"]) config.cuda_wait_block = reader.choice(root["cuda_wait"], "cuda_wait", {"spin", "block"}) == "block";
   if (root["log_level"])
     config.log_level = reader.choice(root["log_level"], "log_level", {"trace", "debug", "info", "warn", "error", "off"});
 

@@ -80,6 +80,16 @@ struct DaemonConfig {
   std::size_t max_frame_bytes = std::size_t(256) << 20;
   NonFinitePolicy non_finite = NonFinitePolicy::reject;
   int cpu_threads = 0;  // 0: one per hardware thread
+  // `threads:` where the daemon's threads run (daemon/thread_placement.h); empty: where the OS
+  // puts them. `cpus` holds every thread of the daemon; the two ZeroMQ I/O threads (frames read
+  // from tcp/ipc senders; results written to subscribers) go to their own lists.
+  struct ThreadPlacement {
+    std::vector<int> cpus, ingest_io_cpus, publish_io_cpus;
+  } threads;
+  // `cuda_wait`: how a thread that waits for the GPU (a lane's completion thread in
+  // cudaEventSynchronize) waits: `spin` keeps its CPU busy (the CUDA runtime's choice when there
+  // are more CPUs than GPUs); `block` sleeps until the device signals (cudaDeviceScheduleBlockingSync).
+  bool cuda_wait_block = false;
   std::string log_level = "info";
   std::vector<std::string> plugins;  // stage plugin libraries, resolved against the config's folder
   SecurityConfig security;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "daemon/service_notify.h"
+#include "daemon/thread_placement.h"
 #include "stages/registry.h"
 
 namespace sonopipe {
@@ -43,6 +44,11 @@ int wait_for_stop_signal(int milliseconds) {
 
 Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     : config_(std::move(config)), backend_(std::move(backend)) {
+  // threads.cpus before any socket or lane starts its threads: they inherit it from this one.
+  if (!config_.threads.cpus.empty()) {
+    place_process_threads(config_.threads.cpus);
+    spdlog::info("threads: on CPUs {}", cpu_list_text(config_.threads.cpus));
+  }
   spdlog::info("backend {}: {} ({}; {} slots, queue {} {}, {} CPU threads per pipeline)", backend_name(backend_.backend),
                backend_.reason, backend_.device_name, config_.slots, config_.queue_depth,
                overflow_policy_name(config_.overflow), ThreadPool::size_for(config_.cpu_threads));
@@ -136,6 +142,21 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
     spdlog::info("control: stop {}", config_.security.control_stop == ControlStop::disabled
                                          ? "disabled" : "only for clients with an authorized CURVE key");
   if (curve_gate_) curve_gate_->start();
+  place_io_threads();
+}
+
+void Daemon::place_io_threads() {
+  // libzmq names its I/O threads ZMQbg/IO/<n>; the ingest sockets use the first (kIngestIoThread),
+  // the publisher the second (kPublishIoThread). Both exist once the context's first socket does.
+  const std::pair<const char*, const std::vector<int>*> io[] = {{"ZMQbg/IO/0", &config_.threads.ingest_io_cpus},
+                                                                {"ZMQbg/IO/1", &config_.threads.publish_io_cpus}};
+  for (const auto& [name, cpus] : io) {
+    if (cpus->empty()) continue;
+    if (place_named_threads(name, *cpus) == 0)
+      throw std::runtime_error(std::string("threads: no ZeroMQ I/O thread named ") + name + " to place");
+    spdlog::info("threads: ZeroMQ I/O thread {} ({}) on CPUs {}", name,
+                 name == std::string_view("ZMQbg/IO/0") ? "reads frames" : "writes results", cpu_list_text(*cpus));
+  }
 }
 
 Daemon::~Daemon() = default;

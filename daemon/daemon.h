@@ -46,6 +46,7 @@ class Daemon {
   // the daemon (never std::terminate).
   std::thread guarded_thread(const char* what, std::function<void()> body);
   void add_publish_status(v1::Status& status) const;  // queue bound, subscribers and their drops
+  void place_io_threads();  // threads.ingest_io_cpus / publish_io_cpus
 
   DaemonConfig config_;
   BackendSelection backend_;

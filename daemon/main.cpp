@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   BackendSelection backend;
   try {
     backend = choose_backend(config.backend, config.device, config.cpu_threads);
+    if (backend.backend == Backend::cuda && config.cuda_wait_block && use_blocking_cuda_waits())
+      spdlog::info("cuda_wait: block: threads waiting for the device sleep instead of spinning");
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 3;

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "runtime/gpu_device.h"
 #include "stages/registry.h"
 
@@ -9,8 +12,14 @@ namespace sonopipe {
 
 ExecutorOptions PipelineSet::executor_options(const DaemonConfig& config, Backend backend,
                                               const PipelineSetOptions& options) {
-  return {.backend = backend, .device_id = config.device, .slots = config.slots, .queue_depth = config.queue_depth,
-          .overflow = options.overflow.value_or(config.overflow), .pool = nullptr, .max_streams = config.max_streams};
+  ExecutorOptions executor{.backend = backend, .device_id = config.device, .slots = config.slots,
+                           .queue_depth = config.queue_depth, .overflow = options.overflow.value_or(config.overflow),
+                           .pool = nullptr, .max_streams = config.max_streams};
+  // SONOPIPE_MAX_SPARE_RESULTS=N (an experiment, issue 23): result buffers a lane parks while
+  // receivers hold them, before it publishes copies (default 8).
+  if (const char* spares = std::getenv("SONOPIPE_MAX_SPARE_RESULTS"); spares && *spares)
+    executor.max_spare_results = static_cast<std::size_t>(std::stoul(spares));
+  return executor;
 }
 
 PipelineSet::PipelineSet(const DaemonConfig& config, const BackendSelection& backend, ExecutorCallbacks callbacks,

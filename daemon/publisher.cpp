@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 #include "wire/wire.h"
 #include "wire/wall_clock.h"
@@ -50,7 +53,16 @@ v1::ResultHeader result_header(const PublishedResult& result) {
 
 Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
-    : socket_(context, zmq::socket_type::pub), limits_(limits) {
+    : socket_(context, zmq::socket_type::pub), limits_(limits),
+      copies_(std::make_shared<CopyBlocks>(limits.max_queued_bytes)) {
+  // Experiments (issue 23, docs/host-path.md): SONOPIPE_PUBLISH_COPY=all copies every result into a
+  // copy block on the calling (completion) thread and publishes it from there, as the relay
+  // publishes heap memory; =fresh makes the copies it must make into a new std::vector each (the
+  // daemon before 2026-11-26).
+  if (const char* copy = std::getenv("SONOPIPE_PUBLISH_COPY")) {
+    copy_always_ = std::string_view(copy) == "all";
+    copy_fresh_ = std::string_view(copy) == "fresh";
+  }
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
   if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kPublishIoThread);
   if (configure) {
@@ -81,7 +93,7 @@ void Publisher::publish_result(const PublishedResult& result) {
   if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
   // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
   // lagging one would keep the slot from the shm subscribers (and the executors) for long.
-  const bool copy = !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
+  const bool copy = copy_always_ || !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
   zmq::message_t payload = payload_message(result, copy);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
@@ -98,23 +110,39 @@ void Publisher::read_subscriber_events() {
 zmq::message_t Publisher::payload_message(const PublishedResult& result, bool copy) {
   // Zero copy: the message references the executor's result buffer and holds a reference to it
   // until ZeroMQ has written it to every subscriber (or dropped it), when the free function lets go.
+  // A copy goes into a block of copies_ (daemon/copy_blocks.h), which the free function hands back.
   struct Held {
     std::shared_ptr<const void> owner;
-    std::vector<std::byte> copy;  // when the result has no owner
+    std::shared_ptr<CopyBlocks> copies;  // with `block`: the copy's
+    CopyBlocks::Block block{};
+    std::vector<std::byte> fresh;  // SONOPIPE_PUBLISH_COPY=fresh
     std::size_t bytes;
     std::shared_ptr<std::atomic<std::size_t>> bytes_held;
   };
-  auto* held = new Held{copy ? nullptr : result.owner, {}, result.bytes, bytes_held_};
+  auto* held = new Held{.owner = copy ? nullptr : result.owner, .bytes = result.bytes, .bytes_held = bytes_held_};
   const void* data = result.data;
   if (copy) {
-    const auto* bytes = static_cast<const std::byte*>(result.data);
-    held->copy.assign(bytes, bytes + result.bytes);
-    data = held->copy.data();
+    try {
+      if (copy_fresh_) {
+        const auto* bytes = static_cast<const std::byte*>(result.data);
+        held->fresh.assign(bytes, bytes + result.bytes);
+        data = held->fresh.data();
+      } else {
+        held->copies = copies_;
+        held->block = copies_->take(result.bytes);
+        std::memcpy(held->block.data, result.data, result.bytes);
+        data = held->block.data;
+      }
+    } catch (...) {
+      delete held;
+      throw;
+    }
   }
   bytes_held_->fetch_add(result.bytes, std::memory_order_relaxed);
   return zmq::message_t(const_cast<void*>(data), result.bytes, [](void*, void* hint) {
     auto* done = static_cast<Held*>(hint);
     done->bytes_held->fetch_sub(done->bytes, std::memory_order_relaxed);
+    if (done->copies) done->copies->give_back(done->block);
     delete done;
   }, held);
 }
@@ -128,6 +156,10 @@ void Publisher::return_freed_memory() {
   const auto now = std::chrono::steady_clock::now();
   if (!subscribers_ && held_peak_since_trim_ >= held + kTrimAfterFreedBytes) trim_until_ = now + kTrimPeriod;
   held_peak_since_trim_ = held;
+  // Copies stopped (receivers keep up again): the kept blocks go back to the system.
+  const std::uint64_t copies = copies_->blocks_taken();
+  if (copies == copies_at_last_status_ || now < trim_until_) copies_->drop_kept();
+  copies_at_last_status_ = copies;
   if (now < trim_until_) malloc_trim(0);
 }
 

@@ -7,7 +7,8 @@
 // subscriber_watch.h) cuts a stalled subscriber whose backlog passes the byte bound (one that
 // keeps reading only past kReadingAllowance x the bound); the results it lost are counted for it. With CURVE the socket's monitor belongs to the CURVE gate: no watch, and a
 // queue is bounded by high_water_mark messages only. Result payloads are handed to ZeroMQ without
-// copying; the bytes ZeroMQ still holds are counted (bytes_held). After a subscriber left, the
+// copying where they have an owner (see PublishedResult); the others are copied into reused copy
+// blocks (daemon/copy_blocks.h). The bytes ZeroMQ still holds are counted (bytes_held). After a subscriber left, the
 // heartbeats return the freed heap to the system for a while, so a stalled subscriber that left
 // leaves the daemon's RSS near where it was before.
 #pragma once
@@ -22,6 +23,7 @@
 
 #include <zmq.hpp>
 
+#include "daemon/copy_blocks.h"
 #include "daemon/subscriber_watch.h"
 #include "runtime/device_lane.h"
 #include "sonopipe/v1/result.pb.h"
@@ -52,6 +54,11 @@ inline constexpr std::size_t kTrimAfterFreedBytes = std::size_t(32) << 20;
 // frames: the executors free unused spare result buffers after a second).
 inline constexpr std::chrono::seconds kTrimPeriod{5};
 
+// Copy blocks (daemon/copy_blocks.h) are kept for reuse once ZeroMQ let go of their results, up to
+// publish.max_queued_bytes (what one subscriber's backlog may hold anyway: 64 copies of a 2 MB
+// result by default). A status heartbeat drops them when no copy was made since the heartbeat
+// before, and after a subscriber left.
+
 inline constexpr const char* kStatusTopic = "status";
 // ZMQ_AFFINITY bit of the context's I/O thread that carries the subscribers' connections (when the
 // context has two or more): not the ingest's (daemon/ingest.h), so reading frames and writing
@@ -74,6 +81,8 @@ class Publisher {
   // Also the heartbeat's upkeep: reads the watch's events, returns freed memory.
   void publish_status(const v1::Status& status);
   PublishStats stats();
+  // The blocks results are copied into (tests: reuse).
+  const CopyBlocks& copy_blocks() const { return *copies_; }
   // Gives queued messages up to `milliseconds` to leave, then closes the socket.
   void close(int linger_milliseconds);
 
@@ -89,6 +98,10 @@ class Publisher {
   std::unique_ptr<SubscriberWatch> subscribers_;  // null with CURVE
   std::mutex mutex_;
   std::string header_bytes_;  // reused between results
+  std::shared_ptr<CopyBlocks> copies_;
+  std::uint64_t copies_at_last_status_ = 0;
+  bool copy_always_ = false;  // SONOPIPE_PUBLISH_COPY=all (experiment)
+  bool copy_fresh_ = false;   // SONOPIPE_PUBLISH_COPY=fresh (experiment)
   std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);
   std::size_t held_peak_since_trim_ = 0;
   std::chrono::steady_clock::time_point trim_until_;

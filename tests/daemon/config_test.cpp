@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "daemon/backend_choice.h"
+#include "daemon/thread_placement.h"
 #include "curve/curve_keys.h"
 
 #include "tests/support/test_support.h"
@@ -405,4 +406,36 @@ publish: {endpoint: "tcp://127.0.0.1:5556", shm: {endpoint: "shm://out", mode: l
              Catch::Contains("an endpoint of its own"));
   CHECK_THAT(error_of("pipelines: [{name: d, ingest: {endpoint: \"shm://own\"}, stages: [{type: convert}]}]\n"),
              Catch::Contains("shm:// is for the shared ingest"));
+}
+
+TEST_CASE("threads: CPU lists reach their fields, in taskset's notation", "[config][threads]") {
+  const DaemonConfig config = parse(std::string(kMinimal) +
+                                    "threads: {cpus: \"4-7,12\", ingest_io_cpus: 2, publish_io_cpus: \"3, 3\"}\n");
+  CHECK(config.threads.cpus == std::vector<int>{4, 5, 6, 7, 12});
+  CHECK(config.threads.ingest_io_cpus == std::vector<int>{2});
+  CHECK(config.threads.publish_io_cpus == std::vector<int>{3});
+  const DaemonConfig plain = parse(kMinimal);
+  CHECK(plain.threads.cpus.empty());
+  CHECK(plain.threads.ingest_io_cpus.empty());
+  CHECK(plain.threads.publish_io_cpus.empty());
+  CHECK(cpu_list_text({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11");
+}
+
+TEST_CASE("threads: mistakes name the line and key", "[config][threads]") {
+  const std::string base = std::string(kMinimal);
+  CHECK_THAT(error_of(base + "threads: {cpus: \"4-x\"}\n"),
+             Catch::Contains("test.yaml:2: threads.cpus: '4-x': 'x' is not a CPU number"));
+  CHECK_THAT(error_of(base + "threads: {cpus: \"7-4\"}\n"), Catch::Contains("threads.cpus: '7-4': the range 7-4 runs backwards"));
+  CHECK_THAT(error_of(base + "threads: {ingest_io_cpus: 100000}\n"),
+             Catch::Contains("threads.ingest_io_cpus: '100000': CPU 100000 is past the"));
+  CHECK_THAT(error_of(base + "threads: {publish_io_cpus: \"-1\"}\n"), Catch::Contains("threads.publish_io_cpus"));
+  CHECK_THAT(error_of(base + "threads: {cpu: 1}\n"), Catch::Contains("threads.cpu: unknown key"));
+  CHECK_THAT(error_of(base + "threads: {cpus: \",\"}\n"), Catch::Contains("threads.cpus"));
+}
+
+TEST_CASE("cuda_wait: spin by default, block when asked, anything else a config error", "[config]") {
+  CHECK_FALSE(parse(kMinimal).cuda_wait_block);
+  CHECK_FALSE(parse(std::string(kMinimal) + "cuda_wait: spin\n").cuda_wait_block);
+  CHECK(parse(std::string(kMinimal) + "cuda_wait: block\n").cuda_wait_block);
+  CHECK_THAT(error_of(std::string(kMinimal) + "cuda_wait: sleep\n"), Catch::Contains("test.yaml:2: cuda_wait"));
 }

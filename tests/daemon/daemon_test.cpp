@@ -1,8 +1,19 @@
 // Integration tests against the real sonopiped binary over ipc endpoints (see daemon_harness.h).
+#include <sched.h>
+
+#ifdef SONOPIPE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <thread>
 
+#include "daemon/backend_choice.h"
+#include "daemon/thread_placement.h"
 #include "stages/registry.h"
 
 #include "tests/daemon/daemon_harness.h"
@@ -449,4 +460,68 @@ TEST_CASE("sonopipe-ctl prints the status as text or JSON and stops the daemon",
   // Nobody answers now: exit code 2 after the timeout.
   CHECK(run("status --timeout-ms 300", output) == 2);
   CHECK(output.find("no answer from") != std::string::npos);
+}
+
+TEST_CASE("threads: the daemon's threads run on threads.cpus and its ZeroMQ I/O threads on theirs", "[daemon][threads]") {
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  if (cpus.size() < 2) {
+    WARN("skipped: this process may run on one CPU only");
+    return;
+  }
+  const std::string others = std::to_string(cpus[0]), io = std::to_string(cpus[1]);
+  test::DaemonHarness daemon(std::string(kConvertPipeline) + "threads: {cpus: \"" + others + "\", ingest_io_cpus: \"" + io +
+                       "\", publish_io_cpus: \"" + io + "\"}\n");
+  daemon.start();
+  std::map<std::string, std::vector<int>> placed;  // thread name -> its CPUs (the last of a name)
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(daemon.pid()) + "/task")) {
+    const int tid = std::stoi(entry.path().filename().string());
+    std::ifstream comm(entry.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    placed[name] = thread_cpus(daemon.pid(), tid);
+  }
+  CHECK(placed["ZMQbg/IO/0"] == std::vector<int>{cpus[1]});
+  CHECK(placed["ZMQbg/IO/1"] == std::vector<int>{cpus[1]});
+  CHECK(placed["ingest"] == std::vector<int>{cpus[0]});
+  CHECK(placed["lane-submit"] == std::vector<int>{cpus[0]});
+  CHECK(placed["sonopiped"] == std::vector<int>{cpus[0]});
+  CHECK_THAT(daemon.log(), Catch::Contains("threads: ZeroMQ I/O thread ZMQbg/IO/1 (writes results) on CPUs " + io));
+}
+
+TEST_CASE("threads: CPUs the kernel refuses stop the start with an error naming them", "[daemon][threads]") {
+  test::DaemonHarness daemon(std::string(kConvertPipeline) + "threads: {cpus: \"1000-1001\"}\n");
+  std::string output;
+  CHECK(daemon.run_to_exit({"--config", daemon.config_path()}, output) != 0);
+  CHECK_THAT(output, Catch::Contains("CPUs 1000-1001: the kernel refused them"));
+}
+
+TEST_CASE("cuda_wait: block makes every device's waits blocking, and the daemon says so at start", "[daemon][cuda]") {
+  SONOPIPE_REQUIRE_CUDA();
+#ifdef SONOPIPE_WITH_CUDA
+  REQUIRE(use_blocking_cuda_waits());
+  int devices = 0;
+  REQUIRE(cudaGetDeviceCount(&devices) == cudaSuccess);
+  for (int d = 0; d < devices; ++d) {
+    REQUIRE(cudaSetDevice(d) == cudaSuccess);
+    unsigned flags = 0;
+    REQUIRE(cudaGetDeviceFlags(&flags) == cudaSuccess);
+    CHECK((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync);
+  }
+  cudaSetDevice(0);
+#endif
+  test::DaemonHarness daemon(R"(
+backend: cuda
+cuda_wait: block
+log_level: info
+pipelines:
+  - name: demo
+    stages:
+      - {type: convert, params: {scale: 0.5}}
+)");
+  daemon.start();
+  CHECK_THAT(daemon.log(), Catch::Contains("cuda_wait: block: threads waiting for the device sleep"));
 }

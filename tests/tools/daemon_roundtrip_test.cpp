@@ -5,6 +5,8 @@
 #include <complex>
 #include <cstring>
 #include <filesystem>
+#include <regex>
+#include <thread>
 
 #include "tests/tools/tool_test_support.h"
 #include "tools/common/daemon_launcher.h"
@@ -148,4 +150,43 @@ TEST_CASE("sonopipe-bench core --timeline reads the daemon's timeline back and e
   CHECK(run.output.find("ZMQbg/IO/0: ") != std::string::npos);
   CHECK(run.output.find("relay: ZMQbg/IO/0: ") != std::string::npos);
   CHECK(run.output.find("relay sockets: split contexts") != std::string::npos);
+}
+
+TEST_CASE("sonopipe-bench core runs every --relay-output in each repeat and places the I/O threads with --io-cpus",
+          "[tools][daemon][bench]") {
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("skipped: --io-cpus needs a CPU besides the I/O threads'");
+    return;
+  }
+  // Both I/O threads on CPU 1, everything else on CPU 0 (the machine may have two).
+  const auto run = test::run_tool({test::binary_path("tools/bench/sonopipe-bench"), "core", "--daemon",
+                                   test::binary_path("daemon/sonopiped"), "--backend", "cpu", "--sizes-mb", "0.0625",
+                                   "--transports", "ipc", "--frames", "10", "--latency-frames", "5", "--warmup", "2",
+                                   "--repeats", "2", "--stall-frames", "0", "--relay-output", "constant", "owned",
+                                   "--io-cpus", "1", "1"},
+                                  seconds(120));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("relay output constant and owned (ratio and goals against the first)") != std::string::npos);
+  CHECK(run.output.find("ZeroMQ I/O threads 0 / 1 on CPUs 1 / 1") != std::string::npos);
+  // Two runs of each relay, in run order, and each one's min / median / max against the daemon.
+  CHECK(std::regex_search(run.output, std::regex(R"(relay constant [0-9.]+, [0-9.]+; relay owned [0-9.]+, [0-9.]+;)")));
+  CHECK(std::regex_search(run.output, std::regex(R"(relay owned [0-9.]+ / [0-9.]+ / [0-9.]+ \([0-9.]+ %\))")));
+  CHECK(run.output.find("results published as copies") != std::string::npos);
+  CHECK(run.output.find("0.1 MB: daemon IO/0 ") != std::string::npos);
+  CHECK(run.output.find("relay owned IO/0 ") != std::string::npos);
+}
+
+TEST_CASE("sonopipe-bench hostcopy times its heap sources without a GPU", "[tools][bench]") {
+  const auto run = test::run_tool({test::binary_path("tools/bench/sonopipe-bench"), "hostcopy", "--messages", "20",
+                                   "--repeats", "2", "--bytes", "1048576"},
+                                  seconds(120));
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.output.find("memcpy of 1048576 bytes on one thread") != std::string::npos);
+  for (const char* transport : {"ipc", "tcp"})
+    CHECK(run.output.find(std::string(transport) + ": a writer thread sends 20 results of 1048576 bytes") !=
+          std::string::npos);
+  CHECK(std::regex_search(run.output, std::regex(R"(heap 4 KiB pages, 8 in turn +writer CPU [0-9.]+ / [0-9.]+ / [0-9.]+)")));
+  CHECK(run.output.find("written by the preparer each") != std::string::npos);
 }

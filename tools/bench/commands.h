@@ -17,5 +17,6 @@ void add_soak_bench(CLI::App& app);     // soak_bench.cpp: lossless soak through
 void add_shm_transport_bench(CLI::App& app);  // shm_transport_bench.cpp: shm:// vs ZeroMQ ipc on the CPU
 void add_live_bench(CLI::App& app);       // live_bench.cpp: live parameter changes, set -> next frame
 void add_acknowledgement_bench(CLI::App& app);  // acknowledgement_bench.cpp: delivery acknowledgement's cost (CPU)
+void add_host_copy_bench(CLI::App& app);  // host_copy_bench.cpp: one thread's copy of a result into a socket, by its memory (CUDA)
 
 }  // namespace sonopipe::bench

@@ -64,6 +64,7 @@
 #include <thread>
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -72,6 +73,9 @@
 #include "wire/wire.h"
 #include "tools/bench/commands.h"
 #include "tools/bench/core_shm.h"
+#include "daemon/backend_choice.h"
+#include "daemon/thread_placement.h"
+#include "runtime/gpu_resources.h"
 #include "tools/common/clock.h"
 #include "tools/common/daemon_launcher.h"
 #include "tools/common/zmq_io.h"
@@ -110,8 +114,12 @@ struct CoreOptions {
   // I/O threads (ingest on the first, publish on the second), the bench's PUSH and SUB in another,
   // as with the daemon; "shared" = all four in one context of two I/O threads (before 2026-11-26).
   std::string relay = "split";
-  std::string relay_output = "constant";  // or "rotating": the relay publishes from 8 buffers in turn
+  // What the relay publishes (RelayPayloads): constant, rotating, owned, pinned, d2h; with several,
+  // each relay runs in every repeat and the first is the one the ratio and the goals use.
+  std::vector<std::string> relay_outputs = {"constant"};
+  std::vector<int> io_cpus;  // --io-cpus A B: ZeroMQ I/O threads 0 and 1 pinned (daemon and relay alike)
   bool timeline = false;  // SONOPIPE_HOST_TIMELINE for the daemon, summarised per throughput run
+  bool cuda_blocking_sync = false;  // cuda_wait: block for the daemon, and the bench's own waits (its d2h relay)
 };
 
 // CPU time of a process's threads from /proc/<pid>/task/<tid>/schedstat (ns on a CPU, ns waiting
@@ -275,14 +283,23 @@ struct Row {
   double faults_per_frame = -1;  // the daemon's minor page faults per frame in the throughput run
   double latency_faults_per_frame = -1;  // ... and in the latency run
   std::string slowest;           // the latency run's three slowest frames and their legs
-  std::vector<double> daemon_runs, raw_runs, relay_runs;  // frames/s of each throughput run
+  std::vector<double> daemon_runs, raw_runs;  // frames/s of each throughput run
+  std::uint64_t results_copied = 0;           // over the throughput runs: results published as copies
   // Latency legs (ms, p50 / p99): sent -> daemon received, received -> published, published -> bench got it.
   double in_p50_ms = 0, in_p99_ms = 0, out_p50_ms = 0, out_p99_ms = 0;
   double relay_p50_ms = std::nan(""), relay_p99_ms = std::nan("");  // the relay's latency run, one in flight
   // Summed over the throughput runs: the daemon's threads and the bench's during the daemon's runs;
   // the relay's (--relay split: "relay: ...") and the bench's during the relay's runs.
-  ThreadCpuTable daemon_threads, bench_threads, relay_threads, bench_threads_relay;
-  std::size_t daemon_frames_timed = 0, relay_frames_timed = 0;
+  ThreadCpuTable daemon_threads, bench_threads;
+  std::size_t daemon_frames_timed = 0;
+  // One per --relay-output, in that order: frames/s of each run, its threads and the bench's.
+  struct Relay {
+    std::string output;
+    std::vector<double> runs;
+    ThreadCpuTable threads, bench_threads;
+    std::size_t frames_timed = 0;
+  };
+  std::vector<Relay> relays;
   std::vector<std::pair<std::uint64_t, std::size_t>> throughput_sequences;  // [first sequence, frames] per run
   std::vector<std::pair<std::uint64_t, std::size_t>> latency_sequences;     // the latency run's
   std::string timeline, latency_timeline;  // the summary of SONOPIPE_HOST_TIMELINE over the throughput runs (--timeline)
@@ -398,6 +415,105 @@ double raw_zeromq_fps(const std::string& transport, const std::string& directory
 }
 
 constexpr std::size_t kRotatingOutputs = 8;  // --relay-output rotating: about the daemon's slots and spares
+constexpr std::size_t kPinnedOutputs = 3;    // --relay-output pinned | d2h: the daemon's slots
+
+// What the relay publishes (--relay-output):
+//   constant  one heap buffer, as a constant message (no free function);
+//   rotating  kRotatingOutputs heap buffers in turn, likewise;
+//   owned     one heap buffer whose message holds a shared reference that a free function lets go
+//             of on the I/O thread, as the daemon's results do (the free function's cost);
+//   pinned    kPinnedOutputs pinned buffers from a CUDA host pool (the lane's kind), written by
+//             the CPU once, each reused once ZeroMQ let go of it (its free function);
+//   d2h       the same buffers, each filled by a D2H copy on the relay thread before it is
+//             published: the bytes the daemon publishes, written by DMA, not in any cache.
+struct RelayPayloads {
+  std::string mode;
+  std::size_t bytes;
+  std::vector<std::vector<std::byte>> heap;
+  std::vector<Buffer> pinned;
+  std::vector<std::shared_ptr<int>> holds;  // one per buffer; a message in flight holds a copy
+  Buffer device;
+  std::unique_ptr<GpuStreamHandle> stream;
+  std::unique_ptr<GpuEvent> copied;
+  std::shared_ptr<MemoryPool> pool;
+
+  RelayPayloads(const std::string& relay_output, std::size_t output_bytes) : mode(relay_output), bytes(output_bytes) {
+    if (mode == "constant" || mode == "owned") heap.assign(1, std::vector<std::byte>(bytes, std::byte{1}));
+    else if (mode == "rotating") heap.assign(kRotatingOutputs, std::vector<std::byte>(bytes, std::byte{1}));
+    else if (mode == "pinned" || mode == "d2h") {
+      use_gpu_device(0);
+      pool = std::make_shared<MemoryPool>(0, 0);
+      pinned.resize(kPinnedOutputs);
+      for (Buffer& buffer : pinned) {
+        buffer.reserve(MemoryKind::pinned, bytes, pool);
+        std::memset(buffer.data(), 1, bytes);
+      }
+      device.reserve(MemoryKind::device, bytes);
+      zero_buffer(device, bytes);
+      stream = std::make_unique<GpuStreamHandle>();
+      copied = std::make_unique<GpuEvent>();
+    } else {
+      throw std::runtime_error("--relay-output: constant, rotating, owned, pinned or d2h, not '" + mode + "'");
+    }
+    for (std::size_t i = 0; i < std::max(heap.size(), pinned.size()); ++i) holds.push_back(std::make_shared<int>(0));
+  }
+
+  // The payload message of the relay's i-th frame (on the relay thread).
+  zmq::message_t message(std::size_t i) {
+    const std::size_t count = std::max(heap.size(), pinned.size());
+    const std::size_t b = i % count;
+    void* data = heap.empty() ? pinned[b].data() : static_cast<void*>(heap[b].data());
+    if (mode == "constant" || mode == "rotating") return zmq::message_t(data, bytes, nullptr, nullptr);
+    // Held until ZeroMQ lets go of the message (the daemon's Publisher::payload_message does the same).
+    while (holds[b].use_count() > 1) std::this_thread::yield();
+    if (mode == "d2h") {
+      copy_to_host_async(data, device.data(), bytes, stream->get());
+      copied->record(stream->get());
+      copied->synchronize();
+    }
+    auto* held = new std::shared_ptr<int>(holds[b]);
+    return zmq::message_t(data, bytes, [](void*, void* hint) { delete static_cast<std::shared_ptr<int>*>(hint); }, held);
+  }
+};
+
+// --io-cpus A B: ZeroMQ I/O thread 0 (the frames' reads) on CPU A and thread 1 (the results'
+// writes) on CPU B, in the daemon (its config's `threads:`) and in the relay alike; every other
+// thread of the daemon and of the bench on the remaining CPUs. The relay's threads are found by
+// name (libzmq names them ZMQbg/IO/<n>).
+std::string thread_name(pid_t pid, pid_t tid) {
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
+void set_thread_cpus(pid_t tid, const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  if (sched_setaffinity(tid, sizeof set, &set) != 0)
+    throw std::runtime_error("--io-cpus: cannot set the CPUs of thread " + std::to_string(tid));
+}
+
+std::vector<int> cpus_but(const std::vector<int>& io_cpus) {
+  std::vector<int> rest;
+  const int count = static_cast<int>(std::thread::hardware_concurrency());
+  for (int cpu = 0; cpu < count; ++cpu)
+    if (std::find(io_cpus.begin(), io_cpus.end(), cpu) == io_cpus.end()) rest.push_back(cpu);
+  return rest;
+}
+
+// `tids` of `pid` (all when empty): ZMQbg/IO/0 -> io_cpus[0], ZMQbg/IO/1 -> io_cpus[1], others the rest
+// (`others`: false leaves the others as they are).
+void place_threads(pid_t pid, const std::vector<int>& io_cpus, const std::set<pid_t>& tids = {}, bool others = true) {
+  if (io_cpus.size() != 2) return;
+  for (pid_t tid : tids.empty() ? thread_ids(pid) : tids) {
+    const std::string name = thread_name(pid, tid);
+    if (name == "ZMQbg/IO/0") set_thread_cpus(tid, {io_cpus[0]});
+    else if (name == "ZMQbg/IO/1") set_thread_cpus(tid, {io_cpus[1]});
+    else if (others) set_thread_cpus(tid, cpus_but(io_cpus));
+  }
+}
 
 // Raw ZeroMQ relay: the daemon's I/O without its work. PUSH -> [PULL -> PUB] -> SUB, the relay
 // thread publishing an output-sized payload per frame as the daemon does ([topic][header][payload]).
@@ -405,7 +521,8 @@ constexpr std::size_t kRotatingOutputs = 8;  // --relay-output rotating: about t
 // time instead, as the daemon's latency run does, and gives their round trips (0 returned).
 double raw_relay(const std::string& transport, const std::string& directory, const BenchFrame& frame,
                  std::size_t output_bytes, std::size_t count, std::size_t warmup, bool split_contexts,
-                 bool rotating_outputs, std::vector<double>* latency_ms = nullptr, Row* row = nullptr) {
+                 const std::string& relay_output, const std::vector<int>& io_cpus,
+                 std::vector<double>* latency_ms = nullptr, Row::Relay* row = nullptr) {
   // Split: the relay's own context, its sockets on the daemon's I/O threads (ingest bit 0, publish
   // bit 1); the bench's PUSH and SUB in another context, as against the daemon.
   const std::set<pid_t> threads_before = thread_ids(::getpid());
@@ -432,6 +549,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
   if (split_contexts)
     for (pid_t tid : thread_ids(::getpid()))
       if (!threads_before.contains(tid)) relay_threads.insert(tid);
+  if (split_contexts) place_threads(::getpid(), io_cpus, relay_threads, false);
   zmq::socket_t sub(client_context, zmq::socket_type::sub);
   for (zmq::socket_t* s : {&relay_in, &relay_out, &sub}) s->set(zmq::sockopt::linger, 0);
   relay_out.set(zmq::sockopt::sndhwm, 0);
@@ -446,10 +564,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     if (!watch.wait(std::chrono::seconds(10))) throw std::runtime_error("relay: no handshake");
     std::this_thread::sleep_for(kSubscriptionMargin);
   }
-  // The payload it publishes: one constant buffer, or (--relay-output rotating) the next of
-  // kRotatingOutputs, as the daemon publishes from its slots' and spares' result buffers in turn.
-  const std::size_t outputs = rotating_outputs ? kRotatingOutputs : 1;
-  const std::vector<std::vector<std::byte>> output(outputs, std::vector<std::byte>(output_bytes, std::byte{1}));
+  RelayPayloads payloads(relay_output, output_bytes);
   const std::string topic = tools::result_topic("bench", "relay");
   std::atomic<pid_t> relay_tid{0};
   CountedGate counted;
@@ -460,9 +575,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     for (std::size_t i = 0; i < warmup + count && tools::receive_message(relay_in, parts); ++i) {
       relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       relay_out.send(parts[0], zmq::send_flags::sndmore);
-      const std::vector<std::byte>& payload = output[i % outputs];
-      relay_out.send(zmq::message_t(const_cast<std::byte*>(payload.data()), payload.size(), nullptr, nullptr),
-                     zmq::send_flags::none);
+      relay_out.send(payloads.message(i), zmq::send_flags::none);
     }
     counted.linger();
   });
@@ -511,9 +624,9 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     const ThreadCpuTable after = thread_cpu(::getpid(), relay_threads);
     ThreadCpuTable relay_side, bench_side;
     for (const auto& [name, cpu] : after) (name.rfind("relay: ", 0) == 0 ? relay_side : bench_side)[name] = cpu;
-    add_thread_cpu(row->relay_threads, cpu_before, relay_side);
-    add_thread_cpu(row->bench_threads_relay, cpu_before, bench_side);
-    row->relay_frames_timed += count;
+    add_thread_cpu(row->threads, cpu_before, relay_side);
+    add_thread_cpu(row->bench_threads, cpu_before, bench_side);
+    row->frames_timed += count;
   }
   counted.release();
   sender.join();
@@ -547,6 +660,11 @@ std::string daemon_config(const tools::DaemonEndpoints& endpoints, const CoreOpt
        << "max_frame_bytes: " << max_bytes << "\n"
        << "non_finite: pass\n"
        << "cpu_threads: " << options.cpu_threads << "\n"
+       << (options.cuda_blocking_sync ? "cuda_wait: block\n" : "")
+       << (options.io_cpus.size() == 2 ? "threads: {cpus: \"" + cpu_list_text(cpus_but(options.io_cpus)) +
+                                             "\", ingest_io_cpus: \"" + std::to_string(options.io_cpus[0]) +
+                                             "\", publish_io_cpus: \"" + std::to_string(options.io_cpus[1]) + "\"}\n"
+                                       : std::string())
        << "log_level: warn\n"
        << "pipelines:\n"
        << "  - name: bench\n"
@@ -691,7 +809,17 @@ double daemon_throughput(tools::DaemonLauncher& daemon, DaemonClient& client, co
       client.receive(received_ns);
       ++results;
     }
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // Why the results stopped: the daemon gone, or our subscriber cut or starved (its counters).
+    std::cerr << "throughput run: " << results << " of " << options.frames << " results, then: " << e.what() << "\n";
+    try {
+      const v1::Status status = daemon.status();
+      std::cerr << "  daemon answers: frames received " << status.frames_received() << ", results published "
+                << status.results_published() << ", subscribers cut " << status.subscribers_cut()
+                << ", results dropped for subscribers " << status.results_dropped_for_subscribers() << "\n";
+    } catch (const std::exception& status_error) {
+      std::cerr << "  daemon does not answer (" << status_error.what() << "):\n" << daemon.log_tail() << "\n";
+    }
     counted.release();
     sender.join();
     throw;
@@ -885,7 +1013,11 @@ std::string thread_table(const ThreadCpuTable& table, std::size_t frames) {
 void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& frame, const CoreOptions& options,
                const std::string& transport, const std::string& directory, std::uint64_t& sequence, Row& row) {
   warm_up(client, frame, options.warmup, sequence, row);
-  const std::size_t rejected_before = daemon.status().frames_rejected();
+  const v1::Status before = daemon.status();
+  const std::size_t rejected_before = before.frames_rejected();
+  const std::uint64_t copied_before = before.pipelines_size() > 0 ? before.pipelines(0).results_copied() : 0;
+  if (transport != "shm")
+    for (const std::string& output : options.relay_outputs) row.relays.push_back({.output = output});
   for (std::size_t run = 0; run < std::max<std::size_t>(1, options.repeats); ++run) {
     if (run > 0) warm_up(client, frame, options.warmup, sequence, row);
     row.daemon_runs.push_back(daemon_throughput(daemon, client, frame, options, sequence, row));
@@ -893,20 +1025,23 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
       row.raw_runs.push_back(raw_shm_fps(frame, options.frames, options.shm_write == "first"));
     } else {
       row.raw_runs.push_back(raw_zeromq_fps(transport, directory, frame, options.frames, options.warmup));
-      row.relay_runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
-                                         options.relay == "split", options.relay_output == "rotating", nullptr, &row));
+      for (Row::Relay& relay : row.relays)
+        relay.runs.push_back(raw_relay(transport, directory, frame, row.output_bytes, options.frames, options.warmup,
+                                       options.relay == "split", relay.output, options.io_cpus, nullptr, &relay));
     }
   }
   row.daemon_fps = median(row.daemon_runs);
   row.raw_fps = median(row.raw_runs);
-  row.relay_fps = row.relay_runs.empty() ? std::nan("") : median(row.relay_runs);  // shm: results leave over ipc
+  row.relay_fps = row.relays.empty() ? std::nan("") : median(row.relays[0].runs);  // shm: results leave over ipc
+  if (const v1::Status after = daemon.status(); after.pipelines_size() > 0)
+    row.results_copied = after.pipelines(0).results_copied() - copied_before;
   read_daemon_timing(daemon, rejected_before, row);
   measure_latency(daemon, client, frame, options, sequence, row);
   if (transport != "shm") {
     // The same latency run through the relay, with the same settling frames: the transport's own tail.
     std::vector<double> relay_ms;
     raw_relay(transport, directory, frame, row.output_bytes, options.latency_frames, 10, options.relay == "split",
-              options.relay_output == "rotating", &relay_ms);
+              options.relay_outputs[0], options.io_cpus, &relay_ms);
     row.relay_p50_ms = percentile(relay_ms, 0.50);
     row.relay_p99_ms = percentile(relay_ms, 0.99);
   }
@@ -1006,10 +1141,26 @@ void print_table(const std::vector<Row>& rows) {
     for (double v : values) text += (text.empty() ? "" : ", ") + fixed(v, 1);
     return text.empty() ? std::string("-") : text;
   };
+  auto spread = [](const std::vector<double>& values) {
+    if (values.empty()) return std::string("-");
+    const auto [low, high] = std::minmax_element(values.begin(), values.end());
+    return fixed(*low, 1) + " / " + fixed(median(values), 1) + " / " + fixed(*high, 1);
+  };
   std::cout << "throughput runs, frames/s in run order (the table gives their medians):";
-  for (const Row& r : rows)
-    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon " << runs(r.daemon_runs) << "; relay "
-              << runs(r.relay_runs) << "; raw " << runs(r.raw_runs);
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon " << runs(r.daemon_runs);
+    for (const Row::Relay& relay : r.relays) std::cout << "; relay " << relay.output << " " << runs(relay.runs);
+    std::cout << "; raw " << runs(r.raw_runs);
+  }
+  std::cout << "\nthroughput, frames/s min / median / max, and the daemon's median against each relay's:";
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon " << spread(r.daemon_runs);
+    for (const Row::Relay& relay : r.relays)
+      std::cout << "; relay " << relay.output << " " << spread(relay.runs) << " ("
+                << fixed(100.0 * r.daemon_fps / median(relay.runs), 1) << " %)";
+    std::cout << "; results published as copies (spare buffers all held) " << r.results_copied << " of "
+              << r.daemon_runs.size() * (r.daemon_runs.empty() ? 0 : r.daemon_frames_timed / r.daemon_runs.size());
+  }
   std::cout << "\nlatency legs, ms p50 / p99 (sent -> the daemon's ingest has it; the daemon's received -> published; "
                "published -> the bench has it):";
   for (const Row& r : rows)
@@ -1023,16 +1174,33 @@ void print_table(const std::vector<Row>& rows) {
   for (const Row& r : rows)
     std::cout << " " << r.transport << " " << fixed(r.size_mb, 1) << " MB " << fixed(r.faults_per_frame, 0)
               << " (latency run " << fixed(r.latency_faults_per_frame, 1) << ");";
+  // The two I/O threads side by side (the host path's bottleneck is one of them, docs/host-path.md).
+  auto io_ms = [](const ThreadCpuTable& table, const std::string& name, std::size_t frames) {
+    const auto it = table.find(name);
+    return it == table.end() || frames == 0 ? std::string("-")
+                                            : fixed(static_cast<double>(it->second.run_ns) * 1e-6 / static_cast<double>(frames), 3);
+  };
+  std::cout << "\nZeroMQ I/O threads' CPU per frame, ms (IO/0 reads frames, IO/1 writes results):";
+  for (const Row& r : rows) {
+    std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB: daemon IO/0 "
+              << io_ms(r.daemon_threads, "ZMQbg/IO/0", r.daemon_frames_timed) << ", IO/1 "
+              << io_ms(r.daemon_threads, "ZMQbg/IO/1", r.daemon_frames_timed);
+    for (const Row::Relay& relay : r.relays)
+      std::cout << "; relay " << relay.output << " IO/0 " << io_ms(relay.threads, "relay: ZMQbg/IO/0", relay.frames_timed)
+                << ", IO/1 " << io_ms(relay.threads, "relay: ZMQbg/IO/1", relay.frames_timed);
+  }
   std::cout << "\nper-thread CPU per frame in the throughput runs (/proc/<pid>/task/*/schedstat, summed per thread "
                "name):";
   for (const Row& r : rows) {
     std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon:" << thread_table(r.daemon_threads, r.daemon_frames_timed);
     std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB the bench during the daemon's runs:"
               << thread_table(r.bench_threads, r.daemon_frames_timed);
-    if (!r.relay_threads.empty())
-      std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB relay:" << thread_table(r.relay_threads, r.relay_frames_timed)
-                << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB the bench during the relay's runs:"
-                << thread_table(r.bench_threads_relay, r.relay_frames_timed);
+    for (const Row::Relay& relay : r.relays)
+      if (!relay.threads.empty())
+        std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB relay " << relay.output << ":"
+                  << thread_table(relay.threads, relay.frames_timed) << "\n  " << r.transport << " "
+                  << fixed(r.size_mb, 1) << " MB the bench during the relay " << relay.output << "'s runs:"
+                  << thread_table(relay.bench_threads, relay.frames_timed);
     if (!r.timeline.empty())
       std::cout << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon timeline, throughput runs: " << r.timeline
                 << "\n  " << r.transport << " " << fixed(r.size_mb, 1) << " MB daemon timeline, latency run (one frame in flight): "
@@ -1117,6 +1285,8 @@ void run_core_bench(const CoreOptions& options_in) {
                                 : fs::path(options.work_dir);
   fs::create_directories(work);
   spdlog::set_level(spdlog::level::warn);
+  place_threads(::getpid(), options.io_cpus);  // the bench's threads (and the daemons it starts) off the I/O CPUs
+  if (options.cuda_blocking_sync) use_blocking_cuda_waits();  // the d2h relay's waits; the daemon's: its config
 
   double max_mb = 0;
   for (double mb : options.sizes_mb) max_mb = std::max(max_mb, mb);
@@ -1179,7 +1349,17 @@ void run_core_bench(const CoreOptions& options_in) {
             << "medians), " << options.latency_frames << " frames for latency after 10 untimed, " << options.warmup
             << " untimed warm-up frames before every run (daemon, raw and relay alike); slots " << options.slots << ", queue " << options.queue_depth
             << (options.shm_write == "first" ? "; shm: each slot's payload written once (--shm-write first)" : "")
-            << "; relay sockets: " << options.relay << " contexts, relay output " << options.relay_output << "\n";
+            << "; relay sockets: " << options.relay << " contexts, relay output " << [&] {
+                 std::string text;
+                 for (const std::string& output : options.relay_outputs) text += (text.empty() ? "" : " and ") + output;
+                 return text + (options.relay_outputs.size() > 1 ? " (ratio and goals against the first)" : "");
+               }()
+            << (options.cuda_blocking_sync ? "; CUDA waits block (cuda_wait: block)" : "")
+            << (options.io_cpus.size() == 2 ? "; ZeroMQ I/O threads 0 / 1 on CPUs " + std::to_string(options.io_cpus[0]) +
+                                                  " / " + std::to_string(options.io_cpus[1]) +
+                                                  " (daemon and relay), every other thread on the others"
+                                            : std::string())
+            << "\n";
   print_table(rows);
   print_goals(rows, stalls);
   if (own_dir && !options.keep) fs::remove_all(work);
@@ -1227,10 +1407,20 @@ void add_core_bench(CLI::App& app) {
                       "split: the relay's PULL and PUB in a context of their own on the daemon's two I/O threads, "
                       "the bench's PUSH and SUB in another (as with the daemon); shared: all four in one context")
       ->capture_default_str()->check(CLI::IsMember({"split", "shared"}));
-  command->add_option("--relay-output", options->relay_output,
+  command->add_option("--relay-output", options->relay_outputs,
                       "constant: the relay publishes one buffer (always in the cache); rotating: 8 buffers in turn, "
-                      "as the daemon publishes from its result buffers in turn")
-      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating"}));
+                      "as the daemon publishes from its result buffers in turn; owned: one buffer with a free "
+                      "function, as the daemon's messages; pinned: 3 pinned host-pool buffers (CUDA); d2h: those "
+                      "filled by a D2H copy before each is published (CUDA). Several: each runs in every repeat, "
+                      "the first is the one the ratio and the goals use")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h"}));
+  command->add_flag("--cuda-blocking-sync", options->cuda_blocking_sync,
+                    "threads that wait for the GPU sleep instead of spinning, in the daemon (cuda_wait: block) "
+                    "and in the bench (the d2h relay)");
+  command->add_option("--io-cpus", options->io_cpus,
+                      "two CPUs: ZeroMQ I/O thread 0 (reads frames) and 1 (writes results) pinned there, in the "
+                      "daemon and in the relay alike; every other thread of both on the other CPUs")
+      ->expected(2);
   command->add_flag("--timeline", options->timeline,
                     "the daemon notes each frame's host path (SONOPIPE_HOST_TIMELINE); printed per row");
   command->add_option("--max-queued-bytes", options->max_queued_bytes,

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   sonopipe::bench::add_shm_transport_bench(app);
   sonopipe::bench::add_live_bench(app);
   sonopipe::bench::add_acknowledgement_bench(app);
+  sonopipe::bench::add_host_copy_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,96 @@
+#include "daemon/copy_blocks.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <map>
+#include <new>
+
+namespace sonopipe {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
+// SONOPIPE_COPY_HUGE_PAGES=1 (an experiment): blocks of 2 MiB or more from a 2 MiB boundary with
+// transparent huge pages asked for (MADV_HUGEPAGE). Not the default: one thread's copy of a 2 MB
+// result into a socket cost no less from 2 MiB pages (H100 host, docs/host-path.md), and where THP
+// defrag is `madvise` a fault in such memory may compact memory first.
+bool huge_pages_asked() {
+  const char* value = std::getenv("SONOPIPE_COPY_HUGE_PAGES");  // per mapping: beside an mmap, nothing
+  return value && std::string_view(value) == "1";
+}
+
+// `capacity` bytes (whole pages), page-aligned (2 MiB-aligned with huge pages asked for, above).
+// Mapped with the alignment to spare, the ends unmapped.
+void* map_block(std::size_t capacity) {
+  const bool huge = huge_pages_asked() && capacity >= kHugePage;
+  const std::size_t alignment = huge ? kHugePage : kPage;
+  const std::size_t spare = alignment - kPage;
+  void* raw = mmap(nullptr, capacity + spare, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  auto* base = static_cast<std::byte*>(raw);
+  const auto offset = reinterpret_cast<std::uintptr_t>(base) % alignment;
+  std::byte* aligned = offset ? base + (alignment - offset) : base;
+  if (aligned > base) munmap(base, static_cast<std::size_t>(aligned - base));
+  if (std::byte* end = aligned + capacity; end < base + capacity + spare)
+    munmap(end, static_cast<std::size_t>(base + capacity + spare - end));
+  if (huge) madvise(aligned, capacity, MADV_HUGEPAGE);  // a request: the kernel decides
+  std::memset(aligned, 0, capacity);  // mapped now, not page by page in the first copy
+  return aligned;
+}
+
+}  // namespace
+
+CopyBlocks::~CopyBlocks() { drop_kept(); }
+
+CopyBlocks::Block CopyBlocks::take(std::size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    ++taken_;
+    if (Block kept = kept_.take(bytes); kept.data) return kept;
+  }
+  const std::size_t capacity = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  Block block{map_block(capacity), capacity};
+  std::lock_guard lock(mutex_);
+  ++mapped_;
+  return block;
+}
+
+void CopyBlocks::give_back(Block block) {
+  if (!block.data) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (kept_.keep(block)) return;
+  }
+  munmap(block.data, block.capacity);
+}
+
+void CopyBlocks::drop_kept() {
+  std::multimap<std::size_t, void*> blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks = kept_.take_all();
+  }
+  for (const auto& [capacity, data] : blocks) munmap(data, capacity);
+}
+
+std::size_t CopyBlocks::kept_bytes() const {
+  std::lock_guard lock(mutex_);
+  return kept_.kept_bytes();
+}
+
+std::uint64_t CopyBlocks::blocks_taken() const {
+  std::lock_guard lock(mutex_);
+  return taken_;
+}
+
+std::uint64_t CopyBlocks::blocks_mapped() const {
+  std::lock_guard lock(mutex_);
+  return mapped_;
+}
+
+}  // namespace sonopipe
