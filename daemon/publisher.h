@@ -88,8 +88,8 @@ class Publisher {
 
  private:
   // The payload as a message that references it (or a copy of it: `copy`) and counts its bytes in
-  // bytes_held until ZeroMQ lets go of it.
-  zmq::message_t payload_message(const PublishedResult& result, bool copy);
+  // bytes_held until ZeroMQ lets go of it, when it tells the watch (result `sequence`).
+  zmq::message_t payload_message(const PublishedResult& result, bool copy, std::uint64_t sequence);
   void read_subscriber_events();
   void return_freed_memory();
 
