@@ -12,7 +12,9 @@
 //
 // Reading or stalled: a connection that is not writable still drains while its subscriber reads,
 // which the kernel shows as a change in the bytes waiting in its send queue (SIOCOUTQ) between two
-// looks. A subscriber whose queue has not moved for `stall_timeout` is stalled. A result that would
+// looks, or as the oldest result of its backlog released (a full unix socket can show the same
+// SIOCOUTQ at every look while ZeroMQ refills it). A subscriber whose queue has not moved for
+// `stall_timeout` is stalled. A result that would
 // take a stalled subscriber's backlog past max_queued_bytes cuts it: its connection is shut down,
 // ZeroMQ frees its queue, and the subscriber (a SUB socket reconnects by itself) starts afresh.
 // A subscriber that keeps reading is not cut at the bound: it may fall behind a burst by up to

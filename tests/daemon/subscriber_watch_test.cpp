@@ -181,7 +181,7 @@ TEST_CASE("a subscriber that reads from a connection kept full is not cut; one t
     CHECK(received > 0);
     // What it lost is counted for it. The count is an estimate: ZeroMQ learns that its queue was
     // read in batches of half the HWM, so it may drop while the watch sees room (seen here: the
-    // count 70-100 % of the real drops).
+    // count 0.7 to 1.3 times the real drops).
     CHECK(stats.results_dropped > 0);
     reader.close();
     publisher.close(0);
