@@ -109,6 +109,9 @@ std::uint64_t SubscriberWatch::before_result(std::size_t message_bytes) {
   const auto now = std::chrono::steady_clock::now();
   const std::uint64_t sequence = next_sequence_++;
   const auto released = released_->take();
+  // The result before this one (being written where a connection is full), unless already released.
+  const bool previous_unreleased =
+      sequence > 1 && std::find(released.begin(), released.end(), sequence - 1) == released.end();
   for (auto& [fd, subscriber] : by_fd_) {
     if (subscriber.info.cut) continue;
     // Released results are in no queue; the oldest one released means its queue moved on.
@@ -127,7 +130,10 @@ std::uint64_t SubscriberWatch::before_result(std::size_t message_bytes) {
       continue;
     }
     // The result that filled its connection is still being written: it counts too.
-    if (!subscriber.info.lagging) subscriber.backlog.start(sequence - 1, previous_message_bytes_);
+    if (!subscriber.info.lagging) {
+      subscriber.backlog.start();
+      if (previous_unreleased) subscriber.backlog.add(sequence - 1, previous_message_bytes_);
+    }
     subscriber.info.lagging = true;
     if (!moved(fd, subscriber, now) && head_released) subscriber.last_moved = now;
     subscriber.info.stalled = now - subscriber.last_moved >= stall_timeout_;

@@ -63,11 +63,11 @@ struct SubscriberInfo {
 // numbered in publication order.
 class Backlog {
  public:
-  // Lagging from now on; result `sequence`, of `message_bytes`, was being written.
-  void start(std::uint64_t sequence, std::size_t message_bytes) {
+  // Lagging from now on: nothing counted yet (then add() the result being written, unless
+  // ZeroMQ already released it).
+  void start() {
     unreleased_.clear();
     bytes_ = 0;
-    add(sequence, message_bytes);
   }
   // A result published while it lags.
   void add(std::uint64_t sequence, std::size_t message_bytes) {
@@ -86,7 +86,7 @@ class Backlog {
     return oldest;
   }
   std::uint64_t bytes() const { return bytes_; }
-  // Results counted beyond the one that was being written when it started lagging.
+  // Results counted beyond the oldest (being written: not in ZeroMQ's queue of HWM messages).
   std::size_t queued_results() const { return unreleased_.empty() ? 0 : unreleased_.size() - 1; }
 
  private:
