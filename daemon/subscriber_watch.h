@@ -8,20 +8,20 @@
 // connection's file descriptor) and asks the kernel, before each result, whether each connection
 // is writable: a writable connection has nothing of ours waiting (ZeroMQ writes into it while its
 // queue holds anything), so the result bytes published since it was last writable, with the result
-// it was writing then, bound what is queued for it (its backlog).
+// it was writing then, less those ZeroMQ released since (below), bound what is queued for it (its
+// backlog).
 //
 // Reading or stalled: a connection that is not writable still drains while its subscriber reads,
 // which the kernel shows as a change in the bytes waiting in its send queue (SIOCOUTQ) between two
 // looks, or as the oldest result of its backlog released (a full unix socket can show the same
 // SIOCOUTQ at every look while ZeroMQ refills it). A subscriber whose queue has not moved for
-// `stall_timeout` is stalled. A result that would
-// take a stalled subscriber's backlog past max_queued_bytes cuts it: its connection is shut down,
-// ZeroMQ frees its queue, and the subscriber (a SUB socket reconnects by itself) starts afresh.
+// `stall_timeout` is stalled. A result that would take a stalled subscriber's backlog past
+// max_queued_bytes cuts it: its connection is shut down, ZeroMQ frees its queue, and the subscriber (a SUB socket reconnects by itself) starts afresh.
 // A subscriber that keeps reading is not cut at the bound: it may fall behind a burst by up to
 // kReadingAllowance times the bound (a reader slower than the results for good is cut there, so
 // the memory stays bounded whatever it does). Results counted as dropped for it: those past
 // ZeroMQ's queue of `high_water_mark` messages while it lagged, and those discarded with its queue
-// at a cut.
+// at a cut (an estimate: ZeroMQ learns that a queue was read in batches of half its HWM).
 //
 // Released results: ZeroMQ lets go of a result (the payload's free function) only when no
 // subscriber's queue holds it any more (sent or dropped), so a released result is taken off the
