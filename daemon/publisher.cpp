@@ -90,11 +90,12 @@ void Publisher::publish_result(const PublishedResult& result) {
   header.mutable_timing()->set_published_ns(wall_clock_ns());
   header.SerializeToString(&header_bytes_);
   const std::string topic = result_topic(result.pipeline, result.output);
-  if (subscribers_) subscribers_->before_result(topic.size() + header_bytes_.size() + result.bytes);
+  const std::size_t message_bytes = topic.size() + header_bytes_.size() + result.bytes;
+  const std::uint64_t sequence = subscribers_ ? subscribers_->before_result(message_bytes) : 0;
   // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
   // lagging one would keep the slot from the shm subscribers (and the executors) for long.
   const bool copy = copy_always_ || !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
-  zmq::message_t payload = payload_message(result, copy);
+  zmq::message_t payload = payload_message(result, copy, sequence);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   socket_.send(zmq::buffer(header_bytes_), zmq::send_flags::sndmore);
@@ -107,10 +108,11 @@ void Publisher::read_subscriber_events() {
   if (subscribers_ && subscribers_->read_events()) trim_until_ = std::chrono::steady_clock::now() + kTrimPeriod;
 }
 
-zmq::message_t Publisher::payload_message(const PublishedResult& result, bool copy) {
+zmq::message_t Publisher::payload_message(const PublishedResult& result, bool copy, std::uint64_t sequence) {
   // Zero copy: the message references the executor's result buffer and holds a reference to it
   // until ZeroMQ has written it to every subscriber (or dropped it), when the free function lets go.
   // A copy goes into a block of copies_ (daemon/copy_blocks.h), which the free function hands back.
+  // The free function also tells the subscriber watch that the result is in no queue any more.
   struct Held {
     std::shared_ptr<const void> owner;
     std::shared_ptr<CopyBlocks> copies;  // with `block`: the copy's
@@ -118,8 +120,11 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result, bool co
     std::vector<std::byte> fresh;  // SONOPIPE_PUBLISH_COPY=fresh
     std::size_t bytes;
     std::shared_ptr<std::atomic<std::size_t>> bytes_held;
+    std::shared_ptr<ReleasedResults> released;  // null without a watch
+    std::uint64_t sequence;
   };
-  auto* held = new Held{.owner = copy ? nullptr : result.owner, .bytes = result.bytes, .bytes_held = bytes_held_};
+  auto* held = new Held{.owner = copy ? nullptr : result.owner, .bytes = result.bytes, .bytes_held = bytes_held_,
+                        .released = subscribers_ ? subscribers_->releases() : nullptr, .sequence = sequence};
   const void* data = result.data;
   if (copy) {
     try {
@@ -143,6 +148,7 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result, bool co
     auto* done = static_cast<Held*>(hint);
     done->bytes_held->fetch_sub(done->bytes, std::memory_order_relaxed);
     if (done->copies) done->copies->give_back(done->block);
+    if (done->released) done->released->released(done->sequence);
     delete done;
   }, held);
 }

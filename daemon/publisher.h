@@ -8,7 +8,8 @@
 // keeps reading only past kReadingAllowance x the bound); the results it lost are counted for it. With CURVE the socket's monitor belongs to the CURVE gate: no watch, and a
 // queue is bounded by high_water_mark messages only. Result payloads are handed to ZeroMQ without
 // copying where they have an owner (see PublishedResult); the others are copied into reused copy
-// blocks (daemon/copy_blocks.h). The bytes ZeroMQ still holds are counted (bytes_held). After a subscriber left, the
+// blocks (daemon/copy_blocks.h). The bytes ZeroMQ still holds are counted (bytes_held), and the
+// watch learns which results ZeroMQ let go of (they leave the subscribers' backlogs). After a subscriber left, the
 // heartbeats return the freed heap to the system for a while, so a stalled subscriber that left
 // leaves the daemon's RSS near where it was before.
 #pragma once
@@ -88,8 +89,8 @@ class Publisher {
 
  private:
   // The payload as a message that references it (or a copy of it: `copy`) and counts its bytes in
-  // bytes_held until ZeroMQ lets go of it.
-  zmq::message_t payload_message(const PublishedResult& result, bool copy);
+  // bytes_held until ZeroMQ lets go of it, when it tells the watch (result `sequence`).
+  zmq::message_t payload_message(const PublishedResult& result, bool copy, std::uint64_t sequence);
   void read_subscriber_events();
   void return_freed_memory();
 

@@ -105,37 +105,52 @@ bool SubscriberWatch::moved(int fd, Subscriber& subscriber, std::chrono::steady_
   return changed;
 }
 
-void SubscriberWatch::before_result(std::size_t message_bytes) {
+std::uint64_t SubscriberWatch::before_result(std::size_t message_bytes) {
   const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t sequence = next_sequence_++;
+  const auto released = released_->take();
+  // The result before this one (being written where a connection is full), unless already released.
+  const bool previous_unreleased =
+      sequence > 1 && std::find(released.begin(), released.end(), sequence - 1) == released.end();
   for (auto& [fd, subscriber] : by_fd_) {
     if (subscriber.info.cut) continue;
+    // Released results are in no queue; the oldest one released means its queue moved on.
+    bool head_released = false;
+    if (subscriber.info.lagging)
+      for (const std::uint64_t released_sequence : released)
+        head_released = subscriber.backlog.release(released_sequence) || head_released;
     pollfd item{fd, POLLOUT, 0};
     if (poll(&item, 1, 0) == 1 && (item.revents & POLLOUT) && !(item.revents & (POLLERR | POLLHUP))) {
       subscriber.info.lagging = false;
       subscriber.info.stalled = false;
       subscriber.info.backlog_bytes = 0;
-      subscriber.backlog_results = 0;
+      subscriber.backlog = {};
       subscriber.last_moved = now;
       subscriber.queued_in_kernel = -1;
       continue;
     }
-    subscriber.info.lagging = true;
-    moved(fd, subscriber, now);
-    subscriber.info.stalled = now - subscriber.last_moved >= stall_timeout_;
     // The result that filled its connection is still being written: it counts too.
-    if (subscriber.backlog_results == 0) subscriber.info.backlog_bytes = previous_message_bytes_;
-    const std::uint64_t backlog = subscriber.info.backlog_bytes + message_bytes;
+    if (!subscriber.info.lagging) {
+      subscriber.backlog.start();
+      if (previous_unreleased) subscriber.backlog.add(sequence - 1, previous_message_bytes_);
+    }
+    subscriber.info.lagging = true;
+    if (!moved(fd, subscriber, now) && head_released) subscriber.last_moved = now;
+    subscriber.info.stalled = now - subscriber.last_moved >= stall_timeout_;
+    const std::uint64_t backlog = subscriber.backlog.bytes() + message_bytes;
     if ((backlog > max_queued_bytes_ && subscriber.info.stalled) || backlog > kReadingAllowance * max_queued_bytes_) {
       cut(fd, subscriber);
       continue;
     }
-    subscriber.info.backlog_bytes = backlog;
-    if (++subscriber.backlog_results > queue_messages_) {  // ZeroMQ's queue for it is full
+    subscriber.backlog.add(sequence, message_bytes);
+    subscriber.info.backlog_bytes = subscriber.backlog.bytes();
+    if (subscriber.backlog.queued_results() > queue_messages_) {  // ZeroMQ's queue for it is full
       ++subscriber.info.results_dropped;
       ++dropped_total_;
     }
   }
   previous_message_bytes_ = message_bytes;
+  return sequence;
 }
 
 void SubscriberWatch::cut(int fd, Subscriber& subscriber) {
@@ -144,7 +159,7 @@ void SubscriberWatch::cut(int fd, Subscriber& subscriber) {
   if (local_of(fd) != subscriber.local || peer_of(fd) != subscriber.info.peer) return;
   shutdown(fd, SHUT_RDWR);  // ZeroMQ sees the connection end, and drops its queue
   // Lost with it: its queue, the result being written and the one that would have passed the bound.
-  const std::uint64_t discarded = std::min<std::uint64_t>(subscriber.backlog_results, queue_messages_) + 2;
+  const std::uint64_t discarded = std::min<std::uint64_t>(subscriber.backlog.queued_results(), queue_messages_) + 2;
   subscriber.info.results_dropped += discarded;
   dropped_total_ += discarded;
   subscriber.info.cut = true;
