@@ -72,7 +72,7 @@ case "$kind" in
               beamform_daemon_test ncc_track_test strain_test faults_test soak_test
               igtl_test igtl_client_connection_test igtl_layout_test record_test run_test replay_test
               daemon_roundtrip_test stream_route_test client_test client_shm_test shm_transport_test
-              shm_ingest_test shm_publish_test replay_shm_test record_shm_test publish_copies_test)
+              shm_ingest_test shm_publish_test replay_shm_test record_shm_test publish_copies_test subscriber_watch_test)
     targets=("${programs[@]}" sonopiped sonopipe-sim sonopipe-replay sonopipe-record sonopipe-ctl sonopipe-igtl
              sonopipe-run sonopipe-bench)
     # The client library (client_test, client_shm_test) links without --no-undefined here: clang's
