@@ -696,31 +696,27 @@ __device__ void square32(const double2* in, double2* out, double scale_by) {
   out[ti + 16 + (tj + 16) * kLd] = scale(scale_by, c11);
 }
 
-// y_c = A x_c for the k columns (warp c computes column c, lane = row); the caller synchronises.
-__device__ void multiply_columns(const double2* a, const double2* x, double2* y, int k) {
-  const int lane = threadIdx.x & 31, c = threadIdx.x >> 5;
-  if (c >= k) return;
+// Row `lane` of A x_c (32 x 32 A, leading dimension kLd; x_c = x + 32 c), two partial sums.
+__device__ double2 column_product_row(const double2* a, const double2* x, int c, int lane) {
   double2 sum0 = make_double2(0, 0), sum1 = sum0;
 #pragma unroll 8
   for (int s = 0; s < 32; s += 2) {
     sum0 = cfma(a[lane + s * kLd], x[s + 32 * c], sum0);
     sum1 = cfma(a[lane + (s + 1) * kLd], x[s + 1 + 32 * c], sum1);
   }
-  y[lane + 32 * c] = add(sum0, sum1);
+  return add(sum0, sum1);
+}
+
+// y_c = A x_c for the k columns (warp c computes column c, lane = row); the caller synchronises.
+__device__ void multiply_columns(const double2* a, const double2* x, double2* y, int k) {
+  const int lane = threadIdx.x & 31, c = threadIdx.x >> 5;
+  if (c < k) y[lane + 32 * c] = column_product_row(a, x, c, lane);
 }
 
 // kOverlap: y_c = A x_c by warps 0..3 (warp w: columns w and w + 4); the caller synchronises them.
 __device__ void multiply_columns_4(const double2* a, const double2* x, double2* y, int k) {
   const int lane = threadIdx.x & 31;
-  for (int c = threadIdx.x >> 5; c < k; c += 4) {
-    double2 sum0 = make_double2(0, 0), sum1 = sum0;
-#pragma unroll 8
-    for (int s = 0; s < 32; s += 2) {
-      sum0 = cfma(a[lane + s * kLd], x[s + 32 * c], sum0);
-      sum1 = cfma(a[lane + (s + 1) * kLd], x[s + 1 + 32 * c], sum1);
-    }
-    y[lane + 32 * c] = add(sum0, sum1);
-  }
+  for (int c = threadIdx.x >> 5; c < k; c += 4) y[lane + 32 * c] = column_product_row(a, x, c, lane);
 }
 
 // kOverlap: out = scale in^2 by 128 threads (u = 0..127: rows u % 16 and + 16, columns u / 16 + 8 b,

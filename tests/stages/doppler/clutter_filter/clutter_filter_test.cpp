@@ -347,19 +347,26 @@ TEST_CASE("clutter_filter: refuses ranks that leave nothing and inputs that are 
   CHECK_THROWS_WITH(fine.configure(flat, flat.payload, Backend::cpu), Catch::Contains("[frame, lateral, axial]"));
 }
 
+namespace {
+// The route the stage picks for `frames` frames at these ranks (the route tests' one shape).
+EigenRoute route_for(std::int64_t frames, std::int64_t tissue, std::int64_t noise, ClutterFilterParams params = {}) {
+  ClutterFilterShape shape;
+  shape.frames = frames;
+  shape.tissue_rank = tissue;
+  shape.noise_rank = noise;
+  params.tissue_rank = tissue;
+  params.noise_rank = noise;
+  return ClutterFilterStage::eigen_route(shape, params);
+}
+}  // namespace
+
 TEST_CASE("clutter_filter: the eigenvector route: auto takes the Jacobi kernel up to 32 frames and the subspace "
           "route with retry where it applies, asked-for routes where they apply, else cuSOLVER's solver",
           "[clutter_filter]") {
   using Kind = EigenRoute::Kind;
   using Eigensolver = ClutterFilterParams::Eigensolver;
   auto route = [](std::int64_t frames, std::int64_t tissue, std::int64_t noise, ClutterFilterParams params = {}) {
-    ClutterFilterShape shape;
-    shape.frames = frames;
-    shape.tissue_rank = tissue;
-    shape.noise_rank = noise;
-    params.tissue_rank = tissue;
-    params.noise_rank = noise;
-    return ClutterFilterStage::eigen_route(shape, params);
+    return route_for(frames, tissue, noise, params);
   };
   auto with = [](Eigensolver e, ClutterFilterParams params = {}) {
     params.eigensolver = e;
@@ -440,14 +447,8 @@ TEST_CASE("clutter_filter: the dominant route: auto and dominant take it up to 3
   using Eigensolver = ClutterFilterParams::Eigensolver;
   auto route = [](std::int64_t frames, std::int64_t tissue, std::int64_t noise, Eigensolver eigensolver,
                   ClutterFilterParams params = {}) {
-    ClutterFilterShape shape;
-    shape.frames = frames;
-    shape.tissue_rank = tissue;
-    shape.noise_rank = noise;
-    params.tissue_rank = tissue;
-    params.noise_rank = noise;
     params.eigensolver = eigensolver;
-    return ClutterFilterStage::eigen_route(shape, params);
+    return route_for(frames, tissue, noise, params);
   };
   for (const Eigensolver e : {Eigensolver::automatic, Eigensolver::dominant}) {
     INFO("eigensolver " << static_cast<int>(e));
