@@ -156,9 +156,10 @@ void Daemon::place_io_threads() {
     // An I/O thread names itself once it runs, which may be after the socket that started it is
     // made: look again for up to 2 s before giving up (daemon_test saw the name missing 2 in 9 starts).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (place_named_threads(name, *cpus) == 0 && std::chrono::steady_clock::now() < deadline)
+    int placed = 0;
+    while ((placed = place_named_threads(name, *cpus)) == 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (place_named_threads(name, *cpus) == 0)
+    if (placed == 0)
       throw std::runtime_error(std::string("threads: no ZeroMQ I/O thread named ") + name + " to place");
     spdlog::info("threads: ZeroMQ I/O thread {} ({}) on CPUs {}", name,
                  name == std::string_view("ZMQbg/IO/0") ? "reads frames" : "writes results", cpu_list_text(*cpus));
