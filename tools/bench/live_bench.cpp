@@ -50,6 +50,7 @@
 #include "runtime/pipeline_executor.h"
 #include "sdk/thread_pool.h"
 #include "stages/registry.h"
+#include "stages/strain/ncc_track/fft_size.h"
 #include "tools/bench/commands.h"
 
 #ifdef SONOPIPE_WITH_CUDA
@@ -271,6 +272,29 @@ void print_row(const char* kind, const KindFigures& f) {
               percentile(f.control_ms, 0.99), maximum(f.control_ms));
 }
 
+#ifdef SONOPIPE_WITH_CUDA
+// The ncc chain's frame: int16 RF [line, sample] of the run's shape (ncc_track reads it as float32).
+FrameMeta ncc_rf_frame(const LiveOptions& options) {
+  FrameMeta frame;
+  frame.kind = FrameKind::rf;
+  frame.payload.dtype = DType::int16;
+  frame.payload.axes = {{"line", options.lines}, {"sample", options.samples}};
+  return frame;
+}
+
+// An ncc_track stage as the ncc chain changes it: lewis, `kernel` (e.g. "[41, 5]"), its search and step.
+std::unique_ptr<Stage> lewis_tracker(const StageRegistry& registry, const std::string& kernel) {
+  std::map<std::string, RawParam> raw;
+  for (const auto& [key, value] : std::map<std::string, std::string>{
+           {"method", "lewis"}, {"kernel", kernel}, {"search_min", "[-4, -2]"}, {"search_max", "[4, 2]"},
+           {"step", "[4, 1]"}}) {
+    std::string error;
+    if (!raw_param_from_yaml(value, raw[key], error)) throw std::invalid_argument(key + ": " + error);
+  }
+  return registry.find("ncc_track")->create(registry.find("ncc_track")->validate(raw));
+}
+#endif
+
 // --configure-parts N (ncc chain, CUDA): what a kernel change's `set` spends, part by part, N times
 // with the kernel alternating between [31, 5] and [41, 5], on the frames of the run: the try on the CPU
 // (a new instance configured for Backend::cpu, as LiveParameters does), the new instance configured
@@ -279,32 +303,12 @@ void print_row(const char* kind, const KindFigures& f) {
 void run_configure_parts(const LiveOptions& options) {
 #ifdef SONOPIPE_WITH_CUDA
   const StageRegistry& registry = builtin_stages();
-  FrameMeta frame;
-  frame.kind = FrameKind::rf;
-  frame.payload.dtype = DType::int16;
-  frame.payload.axes = {{"line", options.lines}, {"sample", options.samples}};
+  const FrameMeta frame = ncc_rf_frame(options);
   TensorSpec input = frame.payload;
   input.dtype = DType::float32;
-  auto make = [&](const std::string& kernel) {
-    std::map<std::string, RawParam> raw;
-    for (const auto& [key, value] : std::map<std::string, std::string>{
-             {"method", "lewis"}, {"kernel", kernel}, {"search_min", "[-4, -2]"}, {"search_max", "[4, 2]"},
-             {"step", "[4, 1]"}}) {
-      std::string error;
-      if (!raw_param_from_yaml(value, raw[key], error)) throw std::invalid_argument(key + ": " + error);
-    }
-    return registry.find("ncc_track")->create(registry.find("ncc_track")->validate(raw));
-  };
+  auto make = [&](const std::string& kernel) { return lewis_tracker(registry, kernel); };
   auto ms_since = [](std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  auto good_fft_size = [](int m) {
-    for (int n = std::max(1, m);; ++n) {
-      int r = n;
-      for (int p : {2, 3, 5, 7})
-        while (r % p == 0) r /= p;
-      if (r == 1) return n;
-    }
   };
   std::map<std::string, std::vector<double>> parts;
   // Warm-up: the first CUDA configure loads modules and creates cuFFT's context.
@@ -351,7 +355,7 @@ void run_configure_parts(const LiveOptions& options) {
     parts["cuda destroy"].push_back(ms_since(t0));
     // lewis' plans: the box kernel + shifts - 1 per axis (cuFFT-friendly size), a batch of every point
     // (its bound, batch_mb 256, holds them all here).
-    const int box[2] = {good_fft_size((wide ? 41 : 31) + 9 - 1), good_fft_size(5 + 5 - 1)};
+    const int box[2] = {ncc::good_fft_size((wide ? 41 : 31) + 9 - 1), ncc::good_fft_size(5 + 5 - 1)};
     const int points = static_cast<int>(plan.outputs[2].spec.element_count());
     int n[2] = {box[1], box[0]};  // slowest first
     cufftHandle forward = 0, inverse = 0;
@@ -412,32 +416,13 @@ struct FirstChangeProbe {
   void prepare(const LiveOptions& options) {
     if (options.chain != "ncc" || options.backend != "cuda")
       throw std::invalid_argument("--probe-first-change needs --chain ncc --backend cuda");
-    const StageRegistry& registry = builtin_stages();
-    FrameMeta frame;
-    frame.kind = FrameKind::rf;
-    frame.payload.dtype = DType::int16;
-    frame.payload.axes = {{"line", options.lines}, {"sample", options.samples}};
+    const FrameMeta frame = ncc_rf_frame(options);
     TensorSpec input = frame.payload;
     input.dtype = DType::float32;
-    std::map<std::string, RawParam> raw;
-    for (const auto& [key, value] : std::map<std::string, std::string>{
-             {"method", "lewis"}, {"kernel", "[41, 5]"}, {"search_min", "[-4, -2]"}, {"search_max", "[4, 2]"},
-             {"step", "[4, 1]"}}) {
-      std::string error;
-      if (!raw_param_from_yaml(value, raw[key], error)) throw std::invalid_argument(key + ": " + error);
-    }
-    auto stage = registry.find("ncc_track")->create(registry.find("ncc_track")->validate(raw));
+    auto stage = lewis_tracker(builtin_stages(), "[41, 5]");
     points = static_cast<int>(stage->configure(frame, input, Backend::cpu).outputs[2].spec.element_count());
-    auto good_fft_size = [](int m) {
-      for (int n = std::max(1, m);; ++n) {
-        int r = n;
-        for (int p : {2, 3, 5, 7})
-          while (r % p == 0) r /= p;
-        if (r == 1) return n;
-      }
-    };
-    box[0] = good_fft_size(41 + 9 - 1);  // kernel + shifts - 1, as lewis
-    box[1] = good_fft_size(5 + 5 - 1);
+    box[0] = ncc::good_fft_size(41 + 9 - 1);  // kernel + shifts - 1, as lewis
+    box[1] = ncc::good_fft_size(5 + 5 - 1);
     const std::size_t elements = static_cast<std::size_t>(points) * box[0] * box[1];
     if (cudaMalloc(reinterpret_cast<void**>(&real), elements * sizeof(float)) != cudaSuccess ||
         cudaMalloc(reinterpret_cast<void**>(&spectra), elements * sizeof(cufftComplex)) != cudaSuccess ||

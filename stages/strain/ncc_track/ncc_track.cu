@@ -24,6 +24,7 @@
 
 #include "stages/common/cuda_check.h"
 #include "stages/strain/ncc_track/cufft_helper.h"
+#include "stages/strain/ncc_track/fft_size.h"
 #include "stages/strain/ncc_track/ncc_kernels.cuh"
 
 namespace sonopipe::cuda {
@@ -35,16 +36,6 @@ namespace k = ncc_kernels;
 void check_cufft(cufftResult result, const char* what) {
   if (result != CUFFT_SUCCESS)
     throw CudaError(std::string("cuFFT ") + what + " failed with code " + std::to_string(result));
-}
-
-// Smallest n >= m with no prime factor above 7 (sizes cuFFT handles fastest).
-int good_fft_size(int m) {
-  for (int n = std::max(1, m);; ++n) {
-    int r = n;
-    for (int p : {2, 3, 5, 7})
-      while (r % p == 0) r /= p;
-    if (r == 1) return n;
-  }
 }
 
 // Where the trackers' buffers come from: a stream-ordered pool of ncc_track's own per device, which
@@ -382,7 +373,7 @@ NccTracker::NccTracker(const ncc::Geometry& geometry, std::size_t batch_bytes, n
   m.luo_bytes += table_bytes;
   // lewis: FFT boxes W + S - 1 per dimension, cuFFT-friendly sizes; batch of points.
   for (int d = 0; d < kDims; ++d)
-    m.fft_size[d] = g.kernel[d] + g.shifts(d) - 1 > 1 ? good_fft_size(g.kernel[d] + g.shifts(d) - 1) : 1;
+    m.fft_size[d] = g.kernel[d] + g.shifts(d) - 1 > 1 ? ncc::good_fft_size(g.kernel[d] + g.shifts(d) - 1) : 1;
   m.fft_total = static_cast<std::size_t>(m.fft_size[0]) * m.fft_size[1] * m.fft_size[2];
   m.spectrum_total = static_cast<std::size_t>(m.fft_size[0] / 2 + 1) * m.fft_size[1] * m.fft_size[2];
   const std::size_t per_point = 2 * m.fft_total * sizeof(float) + 2 * m.spectrum_total * sizeof(cufftComplex);
