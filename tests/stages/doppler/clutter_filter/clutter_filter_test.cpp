@@ -156,6 +156,29 @@ std::vector<double> flat_spectrum(std::int64_t frames) {
   return s;
 }
 
+// A = U diag(lambda) U^H with U a fresh random unitary (the Q of a complex Gaussian matrix): a
+// Hermitian matrix with the eigenvalues `lambda`, for the small eigensolvers' kernel cases.
+ComplexMatrix with_eigenvalues(const Eigen::VectorXd& lambda, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal(0, 1);
+  const Eigen::Index n = lambda.size();
+  ComplexMatrix g(n, n);
+  for (Eigen::Index i = 0; i < n * n; ++i) g.data()[i] = {normal(rng), normal(rng)};
+  const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
+  return u * lambda.cast<std::complex<double>>().asDiagonal() * u.adjoint();
+}
+
+// Eigenvalues spread over 10 decades (a Gram matrix's, from tissue to noise) with 10 % jitter;
+// every other one negative where `mixed_signs` (the Jacobi kernels take any Hermitian matrix).
+Eigen::VectorXd ten_decades(int n, bool mixed_signs, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal(0, 1);
+  Eigen::VectorXd lambda(n);
+  for (int i = 0; i < n; ++i) {
+    lambda(i) = std::pow(10.0, -10.0 * i / std::max(1, n - 1)) * (1 + 0.1 * normal(rng));
+    if (mixed_signs && i % 2) lambda(i) = -lambda(i);
+  }
+  return lambda;
+}
+
 }  // namespace
 
 TEST_CASE("clutter_filter: the Gram-matrix reference equals a direct SVD of the Casorati matrix", "[clutter_filter]") {
@@ -694,7 +717,6 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
   SONOPIPE_REQUIRE_CUDA();
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0, 1);
   for (const auto variant : {cuda::JacobiVariant::mixed, cuda::JacobiVariant::mixed_phased,
                              cuda::JacobiVariant::circle, cuda::JacobiVariant::fused,
                              cuda::JacobiVariant::two_phase})
@@ -705,15 +727,7 @@ TEST_CASE("clutter_filter: the Jacobi kernel's eigenpairs of fresh random Hermit
     std::vector<std::complex<double>> host(static_cast<std::size_t>(n) * n * batch);
     std::vector<Eigen::VectorXd> exact;
     for (int entry = 0; entry < batch; ++entry) {
-      ComplexMatrix g(n, n);
-      for (int i = 0; i < n * n; ++i) g.data()[i] = {normal(rng), normal(rng)};
-      const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
-      Eigen::VectorXd lambda(n);
-      for (int i = 0; i < n; ++i) {
-        lambda(i) = std::pow(10.0, -10.0 * i / std::max(1, n - 1)) * (1 + 0.1 * normal(rng));
-        if (entry == batch - 1 && i % 2) lambda(i) = -lambda(i);
-      }
-      const ComplexMatrix a = u * lambda.cast<std::complex<double>>().asDiagonal() * u.adjoint();
+      const ComplexMatrix a = with_eigenvalues(ten_decades(n, entry == batch - 1, rng), rng);
       std::copy(a.data(), a.data() + n * n, host.begin() + static_cast<std::ptrdiff_t>(entry) * n * n);
       exact.push_back(Eigen::SelfAdjointEigenSolver<ComplexMatrix>(a).eigenvalues());
     }
@@ -769,17 +783,7 @@ TEST_CASE("clutter_filter: the Jacobi kernel's warm start (from a nearby, an unr
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0, 1);
   // A = U diag(lambda) U^H as in the case above (10 decades, signs mixed in the last matrix).
-  auto hermitian = [&](int n, int entry) {
-    ComplexMatrix g(n, n);
-    for (int i = 0; i < n * n; ++i) g.data()[i] = {normal(rng), normal(rng)};
-    const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
-    Eigen::VectorXd lambda(n);
-    for (int i = 0; i < n; ++i) {
-      lambda(i) = std::pow(10.0, -10.0 * i / std::max(1, n - 1)) * (1 + 0.1 * normal(rng));
-      if (entry == 2 && i % 2) lambda(i) = -lambda(i);
-    }
-    return ComplexMatrix(u * lambda.cast<std::complex<double>>().asDiagonal() * u.adjoint());
-  };
+  auto hermitian = [&](int n, int entry) { return with_eigenvalues(ten_decades(n, entry == 2, rng), rng); };
   for (int n : {7, 31, 32}) {
     const int batch = 3;
     const std::size_t bytes = static_cast<std::size_t>(n) * n * batch * sizeof(double2);
@@ -1096,7 +1100,6 @@ TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest e
   SONOPIPE_REQUIRE_CUDA();
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0, 1);
   // A batch of 4 positive semidefinite A = U diag(lambda) U^H (U random unitary), the k largest
   // spread over a decade; below them: 0 a gap of 1e4 (lambda_k+1 = 1e-4 lambda_k, then down to
   // 1e-8), 1 a gap of 2 (lambda_k+1 = lambda_k / 2, then halving), 2 none (lambda_k+1 = lambda_k:
@@ -1110,9 +1113,6 @@ TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest e
       std::vector<std::complex<double>> host(static_cast<std::size_t>(n) * n * batch);
       std::vector<Eigen::SelfAdjointEigenSolver<ComplexMatrix>> exact;
       for (int entry = 0; entry < batch; ++entry) {
-        ComplexMatrix g(n, n);
-        for (int i = 0; i < n * n; ++i) g.data()[i] = {normal(rng), normal(rng)};
-        const ComplexMatrix u = Eigen::HouseholderQR<ComplexMatrix>(g).householderQ();
         Eigen::VectorXd lambda(n);
         for (int i = 0; i < n; ++i) {
           const double top = std::pow(10.0, -1.0 * std::min(i, k - 1) / std::max(1, k - 1));
@@ -1126,7 +1126,7 @@ TEST_CASE("clutter_filter: the dominant route's kernel gives Eigen's k largest e
             lambda(i) = top * 1e-4 * std::pow(1e-4, double(i - k) / std::max(1, n - k - 1));
         }
         if (entry == 3) lambda *= 1e6;
-        const ComplexMatrix a = u * lambda.cast<std::complex<double>>().asDiagonal() * u.adjoint();
+        const ComplexMatrix a = with_eigenvalues(lambda, rng);
         std::copy(a.data(), a.data() + n * n, host.begin() + static_cast<std::ptrdiff_t>(entry) * n * n);
         exact.emplace_back(a);
       }
