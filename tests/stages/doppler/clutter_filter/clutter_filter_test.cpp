@@ -280,8 +280,10 @@ TEST_CASE("clutter_filter: blocks filter each region with its own subspace", "[c
   INFO("seed " << seed << ": energy left, global " << global_energy << ", blocked " << blocked_energy);
   CHECK(blocked.blocks().size() == 2);
   CHECK(blocked_energy < 2 * 14 * 9.0);        // at most the blood of both halves (sum of s^2 <= 14 x 3^2 each)
-  // The global rank 2 removes the two 100s and leaves both halves' 30: 2 x 30^2 = 1800 against the blood.
-  CHECK(global_energy > 1500);
+  // The global rank 2 removes the two 100s and leaves both halves' 30: 2 x 30^2 = 1800 against the
+  // blood, less what of each 30 lies along the other half's removed direction (random subspaces of
+  // 16 frames: 1268-2011 over seeds 1-400, under 1500 in 7 of them, which failed a CI rehearsal).
+  CHECK(global_energy > 1000);
   CHECK(global_energy > 5 * blocked_energy);
 }
 
