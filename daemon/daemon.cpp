@@ -349,6 +349,7 @@ v1::Status Daemon::status() const {
     p->set_queue_capacity(static_cast<std::uint32_t>(config_.queue_depth));
     p->set_publish_errors(stats.publish_errors);
     p->set_results_copied(stats.results_copied);
+    p->set_results_waited(stats.results_waited);
     p->set_streams_live(static_cast<std::uint32_t>(stats.streams_live));
     p->set_streams_evicted(stats.streams_evicted);
     for (const StageStats& stage : stats.stages) {

@@ -19,6 +19,13 @@ ExecutorOptions PipelineSet::executor_options(const DaemonConfig& config, Backen
   // receivers hold them, before it publishes copies (default 8).
   if (const char* spares = std::getenv("SONOPIPE_MAX_SPARE_RESULTS"); spares && *spares)
     executor.max_spare_results = static_cast<std::size_t>(std::stoul(spares));
+  // SONOPIPE_MAX_SPARE_BYTES=N (an experiment, issue 23): ... and at most N bytes of them (default 32 MiB).
+  if (const char* bytes = std::getenv("SONOPIPE_MAX_SPARE_BYTES"); bytes && *bytes)
+    executor.max_spare_bytes = static_cast<std::size_t>(std::stoull(bytes));
+  // SONOPIPE_SPARE_WAIT_US=N (an experiment, issue 23): the lane waits up to N us (0: never) for a
+  // spare result buffer before it publishes a copy (ExecutorOptions::spare_wait).
+  if (const char* wait = std::getenv("SONOPIPE_SPARE_WAIT_US"); wait && *wait)
+    executor.spare_wait = std::chrono::microseconds(std::stol(wait));
   return executor;
 }
 

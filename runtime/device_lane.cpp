@@ -44,6 +44,22 @@ constexpr std::uintptr_t kCpuInputAlignment = 8;
 // 8th, ... occurrence: a flood is told about, in a bounded number of lines, with its count.
 bool worth_a_line(std::uint64_t count) { return count > 0 && (count & (count - 1)) == 0; }
 
+// A spare no receiver holds, taken out of `spares`; null if every one is held.
+std::shared_ptr<Buffer> take_released(std::vector<std::shared_ptr<Buffer>>& spares) {
+  for (std::size_t i = 0; i < spares.size(); ++i) {
+    if (!held_by_receivers(spares[i])) {
+      std::shared_ptr<Buffer> released = std::move(spares[i]);
+      spares[i] = std::move(spares.back());
+      spares.pop_back();
+      return released;
+    }
+  }
+  return nullptr;
+}
+
+// How often a lane waiting for a spare result buffer looks whether a receiver let one go.
+constexpr std::chrono::microseconds kSparePoll{20};
+
 // How long receivers must keep up before the spare result buffers they no longer hold are freed
 // (on CUDA freeing pinned memory waits for the device: not for every frame).
 constexpr std::chrono::nanoseconds kSpareIdle = std::chrono::seconds(1);
@@ -126,6 +142,7 @@ struct DeviceLane::Slot {
 DeviceLane::DeviceLane(std::string name, std::vector<PipelineStage> stages,
                                    ExecutorOptions options, ExecutorCallbacks callbacks)
     : name_(std::move(name)), stages_(std::move(stages)), options_(options),
+      may_wait_for_spares_(options.overflow == OverflowPolicy::block && options.spare_wait.count() > 0),
       callbacks_(std::move(callbacks)), queue_(options.queue_depth, options.overflow),
       started_steady_ns_(steady_ns()) {
   if (stages_.empty()) throw std::invalid_argument("pipeline '" + name_ + "' has no stages");
@@ -558,6 +575,7 @@ void DeviceLane::retire_replaced(std::shared_ptr<Setup> previous) {
     old.spares = std::move(spare_results_);  // freed with the old setup
     spare_results_.assign(setup_->published_outputs.size(), {});
     spares_needed_steady_ns_.assign(setup_->published_outputs.size(), 0);
+    copy_until_steady_ns_.assign(setup_->published_outputs.size(), 0);
   }
   {
     std::lock_guard lock(retire_mutex_);
@@ -737,18 +755,14 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
       // take a released spare, or grow the spares up to the cap when receivers lag.
       std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
       if (!was_private) spares.push_back(std::move(current));
-      std::shared_ptr<Buffer> released;
-      for (std::size_t i = 0; i < spares.size(); ++i) {
-        if (!held_by_receivers(spares[i])) {
-          released = std::move(spares[i]);
-          spares[i] = std::move(spares.back());
-          spares.pop_back();
-          break;
-        }
-      }
-      if (!released && spares.size() < options_.max_spare_results) {
+      std::shared_ptr<Buffer> released = take_released(spares);
+      if (!released && spares.size() < spare_cap(slot.setup->result_bytes[p])) {
         released = std::make_shared<Buffer>();
         released->reserve(kind, slot.setup->result_bytes[p]);
+      }
+      if (!released && may_wait_for_spares_ && steady_ns() >= copy_until_steady_ns_[p]) {
+        released = wait_for_spare(spares);
+        if (!released) copy_until_steady_ns_[p] = steady_ns() + kSpareIdle.count();
       }
       if (released) {
         current = std::move(released);
@@ -784,6 +798,26 @@ void DeviceLane::release_staged_payload(Slot& slot) {
     slot.frame.payload.reset();
     mark(slot.frame.times, HostPoint::payload_released);
   }
+}
+
+std::size_t DeviceLane::spare_cap(std::size_t result_bytes) const {
+  constexpr std::size_t kLeastSpares = 2;
+  const std::size_t by_bytes = result_bytes > 0 ? options_.max_spare_bytes / result_bytes : options_.max_spare_results;
+  return std::min(options_.max_spare_results, std::max(kLeastSpares, by_bytes));
+}
+
+std::shared_ptr<Buffer> DeviceLane::wait_for_spare(std::vector<std::shared_ptr<Buffer>>& spares) {
+  // The receivers (ZeroMQ's I/O thread) give no signal when they let go: look again every
+  // kSparePoll, a fraction of one result's write.
+  const auto until = std::chrono::steady_clock::now() + options_.spare_wait;
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(kSparePoll);
+    if (std::shared_ptr<Buffer> released = take_released(spares)) {
+      spare_waits_.fetch_add(1, std::memory_order_relaxed);
+      return released;
+    }
+  }
+  return nullptr;
 }
 
 void DeviceLane::release_idle_spares(std::size_t output) {
@@ -1099,6 +1133,7 @@ LaneStats DeviceLane::stats() const {
   stats.stage_errors = stage_errors_.load();
   stats.publish_errors = publish_errors_.load(std::memory_order_relaxed);
   stats.results_copied = results_copied_.load(std::memory_order_relaxed);
+  stats.results_waited = spare_waits_.load(std::memory_order_relaxed);
   stats.streams_live = streams_live_.load(std::memory_order_relaxed);
   stats.streams_evicted = streams_evicted_.load(std::memory_order_relaxed);
   stats.param_generation = generation_now_.load(std::memory_order_relaxed);

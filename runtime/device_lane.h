@@ -18,7 +18,8 @@
 // and keep one state per stream id (runtime/stream_states.h, at most `max_streams` live, least
 // recently used evicted).
 //
-// Result buffers a receiver still holds are parked as spares, at most `max_spare_results` per
+// Result buffers a receiver still holds are parked as spares, at most `max_spare_results` (and
+// `max_spare_bytes`, but at least 2) per
 // published output; past that the result is written to a slot-private buffer and published as
 // a copy (counted: results_copied), so a receiver that never lets go cannot pin more memory.
 // Spares are freed once receivers have kept up for a second (the memory of a stalled receiver
@@ -62,6 +63,17 @@ struct ExecutorOptions {
   std::size_t trace_capacity = 0;  // keep the timelines of the last N frames (tests, benchmarks)
   std::size_t max_streams = 64;        // live per-stream states of stateful stages
   std::size_t max_spare_results = 8;   // parked result buffers per published output
+  // ... and at most this many bytes of them, but always 2 (large results: a short queue in front of
+  // the publisher's I/O thread keeps it busy, and the results it reads are still in the cache).
+  std::size_t max_spare_bytes = std::size_t(32) << 20;
+  // overflow: block only. With every spare held, how long the submit thread waits for a receiver to
+  // let one go before it publishes a copy. Receivers that keep up (ZeroMQ's I/O thread writing
+  // results more slowly than the device makes them) let go within one result's write: the lane
+  // waits for them, and the back-pressure reaches the sender as the block policy promises, instead
+  // of queueing copies that the I/O thread then reads from memory no cache holds. A receiver that
+  // holds on past this (a stalled subscriber) costs one wait per kSpareIdle; copies, as under
+  // drop_oldest, in between.
+  std::chrono::microseconds spare_wait{20'000};
   // CUDA: pinned memory the lane lets go of while it runs (buffers replaced by a live change or a new
   // description) is kept for reuse up to this many bytes, not freed (cudaFreeHost waits for the
   // whole device); see MemoryPool.
@@ -171,6 +183,7 @@ struct LaneStats {
   std::uint64_t stage_errors = 0; // frames refused by a stage
   std::uint64_t publish_errors = 0;  // results the publish callback threw on
   std::uint64_t results_copied = 0;  // results published from a private buffer (spare cap reached)
+  std::uint64_t results_waited = 0;  // results that waited for a receiver to let go of a spare (spare_wait)
   std::size_t streams_live = 0;      // streams with state (stateful stages)
   std::uint64_t streams_evicted = 0; // least recently used streams forgotten (max_streams)
   std::uint64_t param_generation = 0;  // parameter generation of the frames started now
@@ -263,6 +276,8 @@ class DeviceLane {
   void record_trace(const FrameTrace& trace);
   void prepare_result_buffers(Slot& slot);
   void release_idle_spares(std::size_t output);
+  std::shared_ptr<Buffer> wait_for_spare(std::vector<std::shared_ptr<Buffer>>& spares);
+  std::size_t spare_cap(std::size_t result_bytes) const;  // spares of one output: max_spare_results / _bytes
   void release_staged_payload(Slot& slot);
   void stage_into_pinned(void* pinned, const void* payload, std::size_t bytes);  // SONOPIPE_STAGING=slot
   void report_stage_error(const FrameMeta& frame, const std::string& why);
@@ -273,6 +288,8 @@ class DeviceLane {
   // Labels, prefixes and publish flags; the instances and their factories live in the setups.
   std::vector<PipelineStage> stages_;
   const ExecutorOptions options_;
+  // spare_wait applies (overflow: block); drop_oldest never holds a frame for a receiver.
+  const bool may_wait_for_spares_;
   const ExecutorCallbacks callbacks_;
   FrameQueue queue_;
   std::shared_ptr<MemoryPool> memory_;  // CUDA: where the slots' and setups' buffers come from
@@ -300,6 +317,7 @@ class DeviceLane {
   // again, per published output; reused once released (submit thread only).
   std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
   std::vector<std::int64_t> spares_needed_steady_ns_;  // [published output] last time a spare was taken
+  std::vector<std::int64_t> copy_until_steady_ns_;  // [published output] a spare wait timed out: copy until then
 
   // Setups no longer switched to, freed (device memory, stage instances) on the retire thread once
   // no slot runs them, so no frame waits on a free.
@@ -318,7 +336,7 @@ class DeviceLane {
   bool switching_ = false;  // the submit thread switched setups for a frame not yet on a slot (slot_mutex_)
 
   std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
-  std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0};
+  std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0}, spare_waits_{0};
   std::atomic<std::uint64_t> busy_ns_total_{0};
   SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
   std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;

@@ -209,6 +209,7 @@ PipelineStats PipelineExecutor::stats() const {
     stats.total.busy_ms_total += s.busy_ms_total;
     stats.total.publish_errors += s.publish_errors;
     stats.total.results_copied += s.results_copied;
+    stats.total.results_waited += s.results_waited;
     stats.total.streams_live += s.streams_live;
     stats.total.streams_evicted += s.streams_evicted;
     stats.total.state_resets += s.state_resets;

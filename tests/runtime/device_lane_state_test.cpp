@@ -3,11 +3,14 @@
 // buffers parked for receivers that hold them; errors in the publish callback and failed
 // configurations counted without ending a thread or configuring again per frame.
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/device_lane.h"
@@ -209,6 +212,160 @@ TEST_CASE("a receiver that never lets go pins at most max_spare_results buffers;
   CHECK(addresses.size() <= kSlots + kSpares + kSlots - 1);
   CHECK(stats.results_copied == copies);
   CHECK(copies >= kFrames - (kSlots + kSpares + kSlots - 1));
+}
+
+namespace {
+
+// ZeroMQ's I/O thread writing results more slowly than the lane makes them: it holds every result
+// it is given and lets go of them in order, one per `write`.
+class SlowWriter {
+ public:
+  explicit SlowWriter(std::chrono::microseconds write) : thread_([this, write] { run(write); }) {}
+  ~SlowWriter() {
+    stop_ = true;
+    thread_.join();
+  }
+  void hold(std::shared_ptr<const void> owner) {
+    std::lock_guard lock(mutex_);
+    held_.push_back(std::move(owner));
+  }
+
+ private:
+  void run(std::chrono::microseconds write) {
+    while (true) {
+      std::this_thread::sleep_for(write);
+      std::lock_guard lock(mutex_);
+      if (held_.empty() && stop_) return;
+      if (!held_.empty()) held_.pop_front();
+    }
+  }
+  std::mutex mutex_;
+  std::deque<std::shared_ptr<const void>> held_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+struct SlowWriterRun {
+  LaneStats stats;
+  std::vector<double> values;  // in publish order
+};
+
+// `frames` frames (values 0, 1, ...) through a lane whose receiver is a SlowWriter; the submitter
+// pauses `pace` between frames.
+SlowWriterRun through_slow_writer(OverflowPolicy overflow, std::uint64_t frames, std::chrono::microseconds pace) {
+  ThreadPool pool(2);
+  SlowWriterRun run;
+  std::mutex mutex;
+  SlowWriter writer(std::chrono::microseconds(300));
+  ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
+    double value;
+    std::memcpy(&value, r.data, sizeof value);
+    {
+      std::lock_guard lock(mutex);
+      run.values.push_back(value);
+    }
+    if (r.owner) writer.hold(r.owner);
+  }};
+  std::atomic<int> configurations{0};
+  DeviceLane executor("slow-writer", one_stage(std::make_unique<CountingPickyStage>(configurations)),
+                      {.slots = 2, .queue_depth = 8, .overflow = overflow, .pool = &pool, .max_spare_results = 2,
+                       .spare_wait = std::chrono::seconds(1)},
+                      callbacks);
+  for (std::uint64_t n = 0; n < frames; ++n) {
+    REQUIRE(executor.submit(value_frame(0, n, static_cast<double>(n))));
+    std::this_thread::sleep_for(pace);
+  }
+  executor.drain();
+  run.stats = executor.stats();
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("overflow block: a receiver slower than the lane is waited for, and no result is copied",
+          "[executor][resources]") {
+  // The lane makes results far faster than the writer lets go of them (0.3 ms each): with every
+  // spare held it waits for the writer instead of publishing copies, so the sender feels the
+  // writer's pace (back-pressure) and nothing is queued beyond the spares.
+  constexpr std::uint64_t kFrames = 60;
+  const SlowWriterRun run = through_slow_writer(OverflowPolicy::block, kFrames, std::chrono::microseconds(0));
+  CHECK(run.stats.published == kFrames);
+  CHECK(run.stats.results_copied == 0);
+  CHECK(run.stats.results_waited > 0);
+  REQUIRE(run.values.size() == kFrames);
+  for (std::uint64_t n = 0; n < kFrames; ++n) REQUIRE(run.values[n] == static_cast<double>(n));  // byte-exact
+}
+
+TEST_CASE("overflow drop_oldest: a slow receiver is never waited for; results past the spares are copies",
+          "[executor][resources]") {
+  // Frames come every 0.1 ms, three times the writer's pace: a live pipeline keeps its pace and
+  // publishes copies rather than holding a frame for a receiver.
+  constexpr std::uint64_t kFrames = 60;
+  const SlowWriterRun run =
+      through_slow_writer(OverflowPolicy::drop_oldest, kFrames, std::chrono::microseconds(100));
+  CHECK(run.stats.results_waited == 0);
+  CHECK(run.stats.results_copied > 0);
+  CHECK(run.stats.published == run.values.size());
+  for (std::size_t i = 1; i < run.values.size(); ++i) REQUIRE(run.values[i] > run.values[i - 1]);  // in order
+}
+
+TEST_CASE("overflow block: a receiver that never lets go costs one wait, not one per frame",
+          "[executor][resources]") {
+  // A stalled subscriber: after the first wait runs out, results are copies without waiting for
+  // a while (kSpareIdle, 1 s); 100 frames waiting 50 ms each would take 5 s.
+  ThreadPool pool(2);
+  std::vector<std::shared_ptr<const void>> kept;  // completion thread only, read after drain
+  ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
+    if (r.owner) kept.push_back(r.owner);
+  }};
+  std::atomic<int> configurations{0};
+  constexpr std::uint64_t kFrames = 100;
+  const auto start = std::chrono::steady_clock::now();
+  LaneStats stats;
+  {
+    DeviceLane executor("stalled-block", one_stage(std::make_unique<CountingPickyStage>(configurations)),
+                        {.slots = 2, .queue_depth = 8, .pool = &pool, .max_spare_results = 2,
+                         .spare_wait = std::chrono::milliseconds(50)},
+                        callbacks);
+    for (std::uint64_t n = 0; n < kFrames; ++n) REQUIRE(executor.submit(value_frame(0, n, 1.0)));
+    executor.drain();
+    stats = executor.stats();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(stats.published == kFrames);
+  CHECK(stats.results_waited == 0);
+  CHECK(stats.results_copied >= kFrames - 5);
+  CHECK(seconds < 2.5);  // one wait (0.05 s) and 100 tiny frames; a wait per frame would be 5 s
+}
+
+TEST_CASE("large results: the spares a receiver may hold are bounded in bytes too, never below two",
+          "[executor][resources]") {
+  // A receiver that never lets go of 1,024-line results (8 KiB): with max_spare_bytes 12 KiB one
+  // spare by bytes, two by the floor, where max_spare_results alone allows six.
+  auto distinct_buffers = [](std::size_t max_spare_bytes) {
+    ThreadPool pool(2);
+    std::vector<std::shared_ptr<const void>> kept;  // completion thread only, read after drain
+    std::set<const void*> addresses;
+    ExecutorCallbacks callbacks{.publish = [&](const PublishedResult& r) {
+      if (!r.owner) return;
+      kept.push_back(r.owner);
+      addresses.insert(r.data);
+    }};
+    std::atomic<int> configurations{0};
+    DeviceLane executor("large", one_stage(std::make_unique<CountingPickyStage>(configurations)),
+                        {.slots = 2, .queue_depth = 8, .pool = &pool, .max_spare_results = 6,
+                         .max_spare_bytes = max_spare_bytes, .spare_wait = std::chrono::microseconds(0)},
+                        callbacks);
+    for (std::uint64_t n = 0; n < 50; ++n) REQUIRE(executor.submit(value_frame(0, n, 1.0, 1024)));
+    executor.drain();
+    return addresses.size();
+  };
+  const std::size_t bounded = distinct_buffers(12 << 10), by_count = distinct_buffers(std::size_t(1) << 30);
+  INFO("distinct result buffers handed to the receiver: " << bounded << " (by count alone " << by_count << ")");
+  // Parked buffers count against the cap, the slots' own among them (see the case above).
+  CHECK(bounded <= 2 + 2);
+  CHECK(bounded >= 2 + 1);
+  CHECK(by_count >= 6);
 }
 
 TEST_CASE("a publish callback that throws is counted, and the executor goes on", "[executor][resources]") {

@@ -285,6 +285,7 @@ struct Row {
   std::string slowest;           // the latency run's three slowest frames and their legs
   std::vector<double> daemon_runs, raw_runs;  // frames/s of each throughput run
   std::uint64_t results_copied = 0;           // over the throughput runs: results published as copies
+  std::uint64_t results_waited = 0;           // ... and results that waited for a spare buffer (spare_wait)
   // Latency legs (ms, p50 / p99): sent -> daemon received, received -> published, published -> bench got it.
   double in_p50_ms = 0, in_p99_ms = 0, out_p50_ms = 0, out_p99_ms = 0;
   double relay_p50_ms = std::nan(""), relay_p99_ms = std::nan("");  // the relay's latency run, one in flight
@@ -1016,6 +1017,7 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   const v1::Status before = daemon.status();
   const std::size_t rejected_before = before.frames_rejected();
   const std::uint64_t copied_before = before.pipelines_size() > 0 ? before.pipelines(0).results_copied() : 0;
+  const std::uint64_t waited_before = before.pipelines_size() > 0 ? before.pipelines(0).results_waited() : 0;
   if (transport != "shm")
     for (const std::string& output : options.relay_outputs) row.relays.push_back({.output = output});
   for (std::size_t run = 0; run < std::max<std::size_t>(1, options.repeats); ++run) {
@@ -1033,8 +1035,10 @@ void run_point(tools::DaemonLauncher& daemon, DaemonClient& client, BenchFrame& 
   row.daemon_fps = median(row.daemon_runs);
   row.raw_fps = median(row.raw_runs);
   row.relay_fps = row.relays.empty() ? std::nan("") : median(row.relays[0].runs);  // shm: results leave over ipc
-  if (const v1::Status after = daemon.status(); after.pipelines_size() > 0)
+  if (const v1::Status after = daemon.status(); after.pipelines_size() > 0) {
     row.results_copied = after.pipelines(0).results_copied() - copied_before;
+    row.results_waited = after.pipelines(0).results_waited() - waited_before;
+  }
   read_daemon_timing(daemon, rejected_before, row);
   measure_latency(daemon, client, frame, options, sequence, row);
   if (transport != "shm") {
@@ -1159,7 +1163,8 @@ void print_table(const std::vector<Row>& rows) {
       std::cout << "; relay " << relay.output << " " << spread(relay.runs) << " ("
                 << fixed(100.0 * r.daemon_fps / median(relay.runs), 1) << " %)";
     std::cout << "; results published as copies (spare buffers all held) " << r.results_copied << " of "
-              << r.daemon_runs.size() * (r.daemon_runs.empty() ? 0 : r.daemon_frames_timed / r.daemon_runs.size());
+              << r.daemon_runs.size() * (r.daemon_runs.empty() ? 0 : r.daemon_frames_timed / r.daemon_runs.size())
+              << ", waited for a spare " << r.results_waited;
   }
   std::cout << "\nlatency legs, ms p50 / p99 (sent -> the daemon's ingest has it; the daemon's received -> published; "
                "published -> the bench has it):";
