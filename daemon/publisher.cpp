@@ -15,6 +15,16 @@
 #include "wire/wall_clock.h"
 
 namespace sonopipe {
+namespace {
+
+void read_every_line(const void* data, std::size_t bytes) {
+  constexpr std::size_t kCacheLine = 64;
+  const auto* line = static_cast<const volatile unsigned char*>(data);
+  for (std::size_t offset = 0; offset < bytes; offset += kCacheLine) static_cast<void>(line[offset]);
+}
+
+}  // namespace
+
 std::string result_topic(const std::string& pipeline, const std::string& output) {
   return "result/" + pipeline + "/" + output;
 }
@@ -63,6 +73,8 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
     copy_always_ = std::string_view(copy) == "all";
     copy_fresh_ = std::string_view(copy) == "fresh";
   }
+  // SONOPIPE_PUBLISH_TOUCH=0 (experiment): results are handed to ZeroMQ without being read first.
+  if (const char* touch = std::getenv("SONOPIPE_PUBLISH_TOUCH")) touch_ = std::string_view(touch) != "0";
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
   if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kPublishIoThread);
   if (configure) {
@@ -85,6 +97,11 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
 }
 
 void Publisher::publish_result(const PublishedResult& result) {
+  // A result ZeroMQ sends from the lane's buffer was just written there by a D2H (DMA), so no cache
+  // holds it: the I/O thread's copy into the socket would read it from memory. Reading it here first
+  // brings it into the shared cache, and that copy costs the I/O thread (the host path's bottleneck
+  // for large results) about what it costs for a buffer in the cache (docs/host-path.md).
+  if (touch_ && result.owner && !result.claim && result.bytes <= kTouchMaxBytes) read_every_line(result.data, result.bytes);
   v1::ResultHeader header = result_header(result);
   std::lock_guard lock(mutex_);
   header.mutable_timing()->set_published_ns(wall_clock_ns());

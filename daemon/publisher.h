@@ -54,6 +54,9 @@ inline constexpr std::size_t kTrimAfterFreedBytes = std::size_t(32) << 20;
 // How long after a subscriber left the heartbeats do so (its memory is freed over the next
 // frames: the executors free unused spare result buffers after a second).
 inline constexpr std::chrono::seconds kTrimPeriod{5};
+// Zero-copy results up to this size are read once before they are sent (Publisher::publish_result):
+// a larger one would not stay in the cache until the I/O thread reaches its end.
+inline constexpr std::size_t kTouchMaxBytes = std::size_t(32) << 20;
 
 // Copy blocks (daemon/copy_blocks.h) are kept for reuse once ZeroMQ let go of their results, up to
 // publish.max_queued_bytes (what one subscriber's backlog may hold anyway: 64 copies of a 2 MB
@@ -103,6 +106,7 @@ class Publisher {
   std::uint64_t copies_at_last_status_ = 0;
   bool copy_always_ = false;  // SONOPIPE_PUBLISH_COPY=all (experiment)
   bool copy_fresh_ = false;   // SONOPIPE_PUBLISH_COPY=fresh (experiment)
+  bool touch_ = true;         // read a zero-copy result before sending it (publish_result)
   std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);
   std::size_t held_peak_since_trim_ = 0;
   std::chrono::steady_clock::time_point trim_until_;
