@@ -101,7 +101,8 @@ void Publisher::publish_result(const PublishedResult& result) {
   // holds it: the I/O thread's copy into the socket would read it from memory. Reading it here first
   // brings it into the shared cache, and that copy costs the I/O thread (the host path's bottleneck
   // for large results) about what it costs for a buffer in the cache (docs/host-path.md).
-  if (touch_ && result.owner && !result.claim && result.bytes <= kTouchMaxBytes) read_every_line(result.data, result.bytes);
+  if (touch_ && result.backend == Backend::cuda && result.owner && !result.claim && result.bytes <= kTouchMaxBytes)
+    read_every_line(result.data, result.bytes);
   v1::ResultHeader header = result_header(result);
   std::lock_guard lock(mutex_);
   header.mutable_timing()->set_published_ns(wall_clock_ns());

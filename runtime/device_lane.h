@@ -19,9 +19,10 @@
 // recently used evicted).
 //
 // Result buffers a receiver still holds are parked as spares, at most `max_spare_results` (and
-// `max_spare_bytes`, but at least 2) per
-// published output; past that the result is written to a slot-private buffer and published as
-// a copy (counted: results_copied), so a receiver that never lets go cannot pin more memory.
+// `max_spare_bytes`, but at least 2) per published output; past that, under overflow: block, the
+// lane waits for a receiver to let one go (`spare_wait`, counted: results_waited), and otherwise
+// the result is written to a slot-private buffer and published as a copy (counted:
+// results_copied), so a receiver that never lets go cannot pin more memory.
 // Spares are freed once receivers have kept up for a second (the memory of a stalled receiver
 // that left is returned).
 // Nothing thrown in the submit or completion thread escapes it: per frame it is a counted stage
