@@ -748,7 +748,12 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
     std::shared_ptr<Buffer>& own = slot.buffers->private_results[p];
     const bool was_private = own && current == own;
     const bool needs_spare = was_private || held_by_receivers(current);
-    if (!needs_spare) release_idle_spares(p);
+    if (!needs_spare) {
+      release_idle_spares(p);
+      // The slot's buffer for copies too, once no copy was needed for kSpareIdle: a stall that
+      // reached the cap leaves nothing behind.
+      if (own && steady_ns() - spares_needed_steady_ns_[p] >= kSpareIdle.count()) own.reset();
+    }
     if (needs_spare) {
       spares_needed_steady_ns_[p] = steady_ns();
       // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
