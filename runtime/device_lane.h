@@ -73,8 +73,9 @@ struct ExecutorOptions {
   // waits for them, and the back-pressure reaches the sender as the block policy promises, instead
   // of queueing copies that the I/O thread then reads from memory no cache holds. A receiver that
   // holds on past this (a stalled subscriber) costs one wait per kSpareIdle; copies, as under
-  // drop_oldest, in between.
-  std::chrono::microseconds spare_wait{20'000};
+  // drop_oldest, in between. The daemon sets it to publish.stall_timeout_s: the lane waits for a
+  // subscriber as long as the daemon takes to call it stalled.
+  std::chrono::microseconds spare_wait{100'000};
   // CUDA: pinned memory the lane lets go of while it runs (buffers replaced by a live change or a new
   // description) is kept for reuse up to this many bytes, not freed (cudaFreeHost waits for the
   // whole device); see MemoryPool.
