@@ -98,10 +98,13 @@ Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, Publi
 
 void Publisher::publish_result(const PublishedResult& result) {
   // A result ZeroMQ sends from the lane's buffer was just written there by a D2H (DMA), so no cache
-  // holds it: the I/O thread's copy into the socket would read it from memory. Reading it here first
-  // brings it into the shared cache, and that copy costs the I/O thread (the host path's bottleneck
-  // for large results) about what it costs for a buffer in the cache (docs/host-path.md).
-  if (touch_ && result.backend == Backend::cuda && result.owner && !result.claim && result.bytes <= kTouchMaxBytes)
+  // holds it: the I/O thread's copy into the socket would read it from memory. While the I/O thread
+  // is still writing earlier results (the host path's bottleneck when results come faster than it
+  // writes them), reading this one here first brings it into the shared cache by the time its turn
+  // comes. With nothing queued it is sent at once: reading it first would only add to its latency
+  // (and leave it in this core's cache for the I/O thread to fetch). docs/host-path.md.
+  if (touch_ && result.backend == Backend::cuda && result.owner && !result.claim && result.bytes <= kTouchMaxBytes &&
+      bytes_held_->load(std::memory_order_relaxed) > 0)
     read_every_line(result.data, result.bytes);
   v1::ResultHeader header = result_header(result);
   std::lock_guard lock(mutex_);
