@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -15,8 +16,8 @@ ExecutorOptions PipelineSet::executor_options(const DaemonConfig& config, Backen
   ExecutorOptions executor{.backend = backend, .device_id = config.device, .slots = config.slots,
                            .queue_depth = config.queue_depth, .overflow = options.overflow.value_or(config.overflow),
                            .pool = nullptr, .max_streams = config.max_streams};
-  executor.spare_wait = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::duration<double>(config.publish_stall_timeout_s));
+  executor.spare_wait = std::min(executor.spare_wait, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                         std::chrono::duration<double>(config.publish_stall_timeout_s)));
   // SONOPIPE_MAX_SPARE_RESULTS=N (an experiment, issue 23): result buffers a lane parks while
   // receivers hold them, before it publishes copies (default 8).
   if (const char* spares = std::getenv("SONOPIPE_MAX_SPARE_RESULTS"); spares && *spares)

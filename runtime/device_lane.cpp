@@ -576,6 +576,7 @@ void DeviceLane::retire_replaced(std::shared_ptr<Setup> previous) {
     spare_results_.assign(setup_->published_outputs.size(), {});
     spares_needed_steady_ns_.assign(setup_->published_outputs.size(), 0);
     copy_until_steady_ns_.assign(setup_->published_outputs.size(), 0);
+    copying_.assign(setup_->published_outputs.size(), 0);
   }
   {
     std::lock_guard lock(retire_mutex_);
@@ -761,13 +762,20 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
       std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
       if (!was_private) spares.push_back(std::move(current));
       std::shared_ptr<Buffer> released = take_released(spares);
+      if (released) copying_[p] = false;  // receivers let go again: wait for them from now on
       if (!released && spares.size() < spare_cap(slot.setup->result_bytes[p])) {
         released = std::make_shared<Buffer>();
         released->reserve(kind, slot.setup->result_bytes[p]);
       }
-      if (!released && may_wait_for_spares_ && steady_ns() >= copy_until_steady_ns_[p]) {
+      if (!released && may_wait_for_spares_ && !copying_[p] && steady_ns() >= copy_until_steady_ns_[p]) {
         released = wait_for_spare(spares);
-        if (!released) copy_until_steady_ns_[p] = steady_ns() + kSpareIdle.count();
+        if (!released) {
+          // A receiver that holds on (a stalled subscriber): copies, without waiting again until a
+          // spare comes back, and not within kSpareIdle (one that lets go only now and then).
+          copying_[p] = true;
+          copy_until_steady_ns_[p] = steady_ns() + kSpareIdle.count();
+          spare_waits_timed_out_.fetch_add(1, std::memory_order_relaxed);
+        }
       }
       if (released) {
         current = std::move(released);
@@ -1139,6 +1147,7 @@ LaneStats DeviceLane::stats() const {
   stats.publish_errors = publish_errors_.load(std::memory_order_relaxed);
   stats.results_copied = results_copied_.load(std::memory_order_relaxed);
   stats.results_waited = spare_waits_.load(std::memory_order_relaxed);
+  stats.spare_waits_timed_out = spare_waits_timed_out_.load(std::memory_order_relaxed);
   stats.streams_live = streams_live_.load(std::memory_order_relaxed);
   stats.streams_evicted = streams_evicted_.load(std::memory_order_relaxed);
   stats.param_generation = generation_now_.load(std::memory_order_relaxed);

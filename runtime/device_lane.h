@@ -72,9 +72,9 @@ struct ExecutorOptions {
   // results more slowly than the device makes them) let go within one result's write: the lane
   // waits for them, and the back-pressure reaches the sender as the block policy promises, instead
   // of queueing copies that the I/O thread then reads from memory no cache holds. A receiver that
-  // holds on past this (a stalled subscriber) costs one wait per kSpareIdle; copies, as under
-  // drop_oldest, in between. The daemon sets it to publish.stall_timeout_s: the lane waits for a
-  // subscriber as long as the daemon takes to call it stalled.
+  // holds on past this (a stalled subscriber) costs one wait: copies follow, as under drop_oldest,
+  // until a spare comes back (and for at least a second). The daemon takes publish.stall_timeout_s
+  // when it is shorter: the lane waits no longer than the daemon takes to call a subscriber stalled.
   std::chrono::microseconds spare_wait{100'000};
   // CUDA: pinned memory the lane lets go of while it runs (buffers replaced by a live change or a new
   // description) is kept for reuse up to this many bytes, not freed (cudaFreeHost waits for the
@@ -186,6 +186,7 @@ struct LaneStats {
   std::uint64_t publish_errors = 0;  // results the publish callback threw on
   std::uint64_t results_copied = 0;  // results published from a private buffer (spare cap reached)
   std::uint64_t results_waited = 0;  // results that waited for a receiver to let go of a spare (spare_wait)
+  std::uint64_t spare_waits_timed_out = 0;  // waits that ran out (a receiver held on): copies followed
   std::size_t streams_live = 0;      // streams with state (stateful stages)
   std::uint64_t streams_evicted = 0; // least recently used streams forgotten (max_streams)
   std::uint64_t param_generation = 0;  // parameter generation of the frames started now
@@ -320,6 +321,7 @@ class DeviceLane {
   std::vector<std::vector<std::shared_ptr<Buffer>>> spare_results_;
   std::vector<std::int64_t> spares_needed_steady_ns_;  // [published output] last time a spare was taken
   std::vector<std::int64_t> copy_until_steady_ns_;  // [published output] a spare wait timed out: copy until then
+  std::vector<char> copying_;  // [published output] ... and until a spare comes back
 
   // Setups no longer switched to, freed (device memory, stage instances) on the retire thread once
   // no slot runs them, so no frame waits on a free.
@@ -338,7 +340,7 @@ class DeviceLane {
   bool switching_ = false;  // the submit thread switched setups for a frame not yet on a slot (slot_mutex_)
 
   std::atomic<std::uint64_t> accepted_{0}, issued_{0}, processed_{0}, published_{0}, stage_errors_{0};
-  std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0}, spare_waits_{0};
+  std::atomic<std::uint64_t> publish_errors_{0}, results_copied_{0}, spare_waits_{0}, spare_waits_timed_out_{0};
   std::atomic<std::uint64_t> busy_ns_total_{0};
   SampleWindow latency_ms_, h2d_ms_, d2h_ms_, busy_ms_, interval_ms_;
   std::vector<std::unique_ptr<SampleWindow>> stage_compute_ms_, stage_enqueue_ms_;
