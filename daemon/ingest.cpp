@@ -101,6 +101,10 @@ std::size_t Ingest::read_ready(KeepGoing keep_going) {
 }
 
 void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) {
+  // The frames taken so far are acknowledged before this one is dispatched: with overflow: block
+  // its dispatch may wait for room in the queue while those frames are processed and published, and
+  // a sender whose daemon dies then must not count a frame with a result as not delivered.
+  acknowledge(true);
   const std::int64_t received_ns = wall_clock_ns();
   const std::int64_t received_steady_ns = host_steady_ns();
   if (part_count != 2) {
