@@ -3,7 +3,7 @@
 // sender_id/send_index) which of its messages it accepted and refused, as ranges of send indices.
 // One topic per sender ("ack/<sender id>"), so a sender's SUB receives its own acknowledgements only.
 // Cumulative: published after the messages just read (at most once per sender per
-// kCoalesce) and again every kRefresh while the sender was active within kForgetAfter, so a
+// kCoalesce, and always before the ingest dispatches the next frame) and again every kRefresh while the sender was active within kForgetAfter, so a
 // subscription that joined late or an acknowledgement lost on the way costs nothing but time.
 // Owned and called by the ingest thread only.
 #pragma once
