@@ -220,9 +220,14 @@ std::unique_ptr<Pool> Pool::create(std::string_view endpoint, const PoolOptions&
 std::unique_ptr<Pool> Pool::open(std::string_view endpoint, std::chrono::milliseconds ready_wait) {
   const std::string object = object_name(endpoint);
   const auto deadline = std::chrono::steady_clock::now() + ready_wait;
+  bool seen_unfinished = false;  // a creator was making it: it may replace the object (Pool::create)
   while (true) {
     const int fd = shm_open(object.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
+      if (errno == ENOENT && seen_unfinished && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
       if (errno == ENOENT)
         throw ShmError(std::string(endpoint) + ": no such pool (/dev/shm" + object +
                        "); start sonopiped with this endpoint first (e.g. systemctl start sonopiped)");
@@ -235,6 +240,7 @@ std::unique_ptr<Pool> Pool::open(std::string_view endpoint, std::chrono::millise
       return map(endpoint, fd, false);
     } catch (const NotReady& e) {
       // Its creator is between shm_open and its last header write (or died there): wait a little.
+      seen_unfinished = true;
       if (std::chrono::steady_clock::now() >= deadline)
         throw ShmError(std::string(e.what()) + " (waited " + std::to_string(ready_wait.count()) + " ms)");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
