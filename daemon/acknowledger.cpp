@@ -43,7 +43,7 @@ bool Acknowledger::already_accepted(const wire::DeliveryTag& tag) const {
   return found != senders_.end() && tag.resend_of != 0 && found->second.accepted.contains(tag.resend_of);
 }
 
-void Acknowledger::send(std::uint64_t sender_id, Sender& sender, Clock::time_point now) {
+void Acknowledger::send(std::uint64_t sender_id, Sender& sender) {
   const std::string body = wire::encode_ack(wire::Acknowledgement{
       .sender_id = sender_id, .daemon_instance = instance_, .accepted = sender.accepted.ranges(),
       .refused = sender.refused.ranges()});
@@ -52,17 +52,15 @@ void Acknowledger::send(std::uint64_t sender_id, Sender& sender, Clock::time_poi
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   socket_.send(zmq::buffer(body), zmq::send_flags::dontwait);
   sender.changed = false;
-  sender.last_published = now;
   ++published_;
 }
 
-void Acknowledger::publish(Clock::time_point now, bool force) {
+void Acknowledger::publish(Clock::time_point now) {
   const bool refresh = now - last_refresh_ >= kRefresh;
   if (refresh) last_refresh_ = now;
   for (auto& [sender_id, sender] : senders_) {
-    const bool due = sender.changed && (force || now - sender.last_published >= kCoalesce);
     const bool standing = refresh && now - sender.last_activity < kForgetAfter;
-    if (due || standing) send(sender_id, sender, now);
+    if (sender.changed || standing) send(sender_id, sender);
   }
 }
 

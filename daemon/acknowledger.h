@@ -2,8 +2,8 @@
 // socket on ingest.ack_endpoint on which the daemon tells each sender that asked (FrameHeader
 // sender_id/send_index) which of its messages it accepted and refused, as ranges of send indices.
 // One topic per sender ("ack/<sender id>"), so a sender's SUB receives its own acknowledgements only.
-// Cumulative: published after the messages just read (at most once per sender per
-// kCoalesce, and always before the ingest dispatches the next frame) and again every kRefresh while the sender was active within kForgetAfter, so a
+// Cumulative: published before the ingest dispatches the next frame and after the messages just
+// read, and again every kRefresh while the sender was active within kForgetAfter, so a
 // subscription that joined late or an acknowledgement lost on the way costs nothing but time.
 // Owned and called by the ingest thread only.
 #pragma once
@@ -23,7 +23,6 @@ namespace sonopipe {
 class Acknowledger {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr auto kCoalesce = std::chrono::milliseconds(1);   // per sender, between acknowledgements
   static constexpr auto kRefresh = std::chrono::milliseconds(100);  // the standing repeat
   static constexpr auto kForgetAfter = std::chrono::seconds(30);    // a sender silent this long is not repeated
   static constexpr std::size_t kMaxSenders = 1024;                  // least recently active forgotten
@@ -36,9 +35,9 @@ class Acknowledger {
   void record(const wire::DeliveryTag& tag, bool accepted, Clock::time_point now);
   // Whether the message a resend replaces was accepted by this daemon.
   bool already_accepted(const wire::DeliveryTag& tag) const;
-  // Publishes the senders recorded since their last acknowledgement, at most once per kCoalesce
-  // each (`force`: regardless), and every active sender once per kRefresh.
-  void publish(Clock::time_point now, bool force = false);
+  // Publishes the senders recorded since their last acknowledgement, and every active sender once
+  // per kRefresh.
+  void publish(Clock::time_point now);
 
   std::uint64_t published() const { return published_; }
   std::uint64_t instance() const { return instance_; }
@@ -46,10 +45,10 @@ class Acknowledger {
  private:
   struct Sender {
     wire::IndexRanges accepted, refused;
-    Clock::time_point last_activity{}, last_published{};
+    Clock::time_point last_activity{};
     bool changed = false;
   };
-  void send(std::uint64_t sender_id, Sender& sender, Clock::time_point now);
+  void send(std::uint64_t sender_id, Sender& sender);
 
   zmq::socket_t socket_;
   std::uint64_t instance_;

@@ -45,9 +45,9 @@ Ingest::Ingest(zmq::context_t& context, const DaemonConfig& config, Dispatch dis
   }
 }
 
-void Ingest::acknowledge(bool force) {
+void Ingest::acknowledge() {
   if (!acknowledger_) return;
-  acknowledger_->publish(Acknowledger::Clock::now(), force);
+  acknowledger_->publish(Acknowledger::Clock::now());
   acknowledgements_.store(acknowledger_->published(), std::memory_order_relaxed);
 }
 
@@ -55,14 +55,14 @@ void Ingest::run(const std::atomic<bool>& stop) {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (!stop.load()) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) > 0) read_ready([&] { return !stop.load(); });
-    acknowledge(true);  // what was just read; the standing repeat while idle
+    acknowledge();  // what was just read; the standing repeat while idle
   }
   // Messages already in ZeroMQ's buffers were sent before the stop: handle them too, up to a bound.
   std::uint64_t swept = 0;
   auto under_limit = [&] { return swept < stop_sweep_limit_; };
   while (under_limit()) {
     const std::size_t completed = read_ready(under_limit);
-    acknowledge(true);
+    acknowledge();
     if (completed == 0) break;
     swept += completed;
     read_at_stop_.store(swept, std::memory_order_relaxed);
@@ -104,7 +104,7 @@ void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) 
   // The frames taken so far are acknowledged before this one is dispatched: with overflow: block
   // its dispatch may wait for room in the queue while those frames are processed and published, and
   // a sender whose daemon dies then must not count a frame with a result as not delivered.
-  acknowledge(true);
+  acknowledge();
   const std::int64_t received_ns = wall_clock_ns();
   const std::int64_t received_steady_ns = host_steady_ns();
   if (part_count != 2) {
@@ -121,8 +121,8 @@ void Ingest::handle(std::vector<zmq::message_t>& parts, std::size_t part_count) 
                        std::shared_ptr<const std::byte>(message, message->data<const std::byte>()), payload_bytes,
                        false, received_ns, &delivery, received_steady_ns);
   if (acknowledger_ && delivery.requested()) {
+    // Published before the next frame's dispatch, or when the messages just read are done (run).
     acknowledger_->record(delivery, verdict != FrameAdmission::Verdict::refused, Acknowledger::Clock::now());
-    acknowledge(false);  // within a burst, at most one per sender per Acknowledger::kCoalesce
   }
 }
 

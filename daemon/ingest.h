@@ -48,7 +48,7 @@ class Ingest {
 
  private:
   void handle(std::vector<zmq::message_t>& parts, std::size_t part_count);  // parts: the first 3 kept
-  void acknowledge(bool force);  // publishes what is due (Acknowledger::publish)
+  void acknowledge();  // publishes what is due (Acknowledger::publish)
   // Reads and handles the messages ready now while `keep_going()`; returns how many it completed.
   template <typename KeepGoing>
   std::size_t read_ready(KeepGoing keep_going);

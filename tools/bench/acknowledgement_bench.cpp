@@ -79,7 +79,7 @@ void parts(const Options& o, const std::string& folder) {
   auto start = Clock::now();
   for (int n = 1; n <= o.parts_frames; ++n) {
     acknowledger.record({ledger.sender_id(), static_cast<std::uint64_t>(n), 0}, true, Clock::now());
-    acknowledger.publish(Clock::now(), true);
+    acknowledger.publish(Clock::now());
   }
   const double daemon_ns = ns_per(start, o.parts_frames);
   reader.join();
