@@ -66,6 +66,20 @@ void join(Publisher& publisher, zmq::socket_t& subscriber) {
   while (zmq::recv_multipart(subscriber, std::back_inserter(parts)));
 }
 
+// A SUB on `address` that queues one message on its side and `kernel_buffer` bytes in its socket,
+// so that what the publisher queues for it is what fills; joined (see join).
+zmq::socket_t joined_subscriber(zmq::context_t& context, Publisher& publisher, const std::string& address,
+                                int kernel_buffer) {
+  zmq::socket_t subscriber(context, zmq::socket_type::sub);
+  subscriber.set(zmq::sockopt::subscribe, "result/");
+  subscriber.set(zmq::sockopt::rcvhwm, 1);
+  subscriber.set(zmq::sockopt::rcvbuf, kernel_buffer);
+  subscriber.set(zmq::sockopt::linger, 0);
+  subscriber.connect(address);
+  join(publisher, subscriber);
+  return subscriber;
+}
+
 }  // namespace
 
 TEST_CASE("released results leave the backlog; results still queued do not", "[publish][watch]") {
@@ -133,13 +147,7 @@ TEST_CASE("a subscriber that reads from a connection kept full is not cut; one t
     Endpoint endpoint("reading");
     zmq::context_t context(2);
     Publisher publisher(context, endpoint.address, limits);
-    zmq::socket_t reader(context, zmq::socket_type::sub);
-    reader.set(zmq::sockopt::subscribe, "result/");
-    reader.set(zmq::sockopt::rcvhwm, 1);
-    reader.set(zmq::sockopt::rcvbuf, 256 * 1024);
-    reader.set(zmq::sockopt::linger, 0);
-    reader.connect(endpoint.address);
-    join(publisher, reader);
+    zmq::socket_t reader = joined_subscriber(context, publisher, endpoint.address, 256 * 1024);
 
     std::atomic<bool> done{false};
     std::atomic<std::size_t> received{0};
@@ -191,13 +199,7 @@ TEST_CASE("a subscriber that reads from a connection kept full is not cut; one t
     Endpoint endpoint("stalled");
     zmq::context_t context(2);
     Publisher publisher(context, endpoint.address, limits);
-    zmq::socket_t stalled(context, zmq::socket_type::sub);
-    stalled.set(zmq::sockopt::subscribe, "result/");
-    stalled.set(zmq::sockopt::rcvhwm, 1);
-    stalled.set(zmq::sockopt::rcvbuf, 64 * 1024);
-    stalled.set(zmq::sockopt::linger, 0);
-    stalled.connect(endpoint.address);
-    join(publisher, stalled);
+    zmq::socket_t stalled = joined_subscriber(context, publisher, endpoint.address, 64 * 1024);
     // It reads nothing more; results come at a pace that lets the watch see its queue stand still.
     for (std::size_t i = 0; i < kResults && publisher.stats().subscribers_cut == 0; ++i) {
       publish(publisher, payload);
