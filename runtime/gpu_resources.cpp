@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #ifdef SONOPIPE_WITH_CUDA
@@ -186,7 +187,11 @@ MemoryPool::MemoryPool(int device_id, std::size_t keep_pinned_bytes)
     throw;
   }
   int host_pools = 0;
-  if (cudaDeviceGetAttribute(&host_pools, cudaDevAttrHostMemoryPoolsSupported, device_id) == cudaSuccess &&
+  // SONOPIPE_PINNED_POOL=0 (experiment): cudaHostAlloc and kept blocks even where a host pool exists.
+  const char* pinned_pool = std::getenv("SONOPIPE_PINNED_POOL");
+  const bool pool_wanted = !pinned_pool || std::string_view(pinned_pool) != "0";
+  if (pool_wanted &&
+      cudaDeviceGetAttribute(&host_pools, cudaDevAttrHostMemoryPoolsSupported, device_id) == cudaSuccess &&
       host_pools) {
     try {
       host_pool_ = make_pool(cudaMemLocationTypeHost, device_id);
