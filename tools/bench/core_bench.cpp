@@ -426,14 +426,17 @@ constexpr std::size_t kPinnedOutputs = 3;    // --relay-output pinned | d2h: the
 //   pinned    kPinnedOutputs pinned buffers from a CUDA host pool (the lane's kind), written by
 //             the CPU once, each reused once ZeroMQ let go of it (its free function);
 //   d2h       the same buffers, each filled by a D2H copy on the relay thread before it is
-//             published: the bytes the daemon publishes, written by DMA, not in any cache.
+//             published: the bytes the daemon publishes, written by DMA, not in any cache;
+//   h2d_d2h   as d2h, and first the received frame copied to the device from ZeroMQ's message
+//             (pageable, through the driver's staging, as the daemon's lane does): the daemon's
+//             host path with its GPU copies and without its stages.
 struct RelayPayloads {
   std::string mode;
   std::size_t bytes;
   std::vector<std::vector<std::byte>> heap;
   std::vector<Buffer> pinned;
   std::vector<std::shared_ptr<int>> holds;  // one per buffer; a message in flight holds a copy
-  Buffer device;
+  Buffer device, device_input;
   std::unique_ptr<GpuStreamHandle> stream;
   std::unique_ptr<GpuEvent> copied;
   std::shared_ptr<MemoryPool> pool;
@@ -441,7 +444,7 @@ struct RelayPayloads {
   RelayPayloads(const std::string& relay_output, std::size_t output_bytes) : mode(relay_output), bytes(output_bytes) {
     if (mode == "constant" || mode == "owned") heap.assign(1, std::vector<std::byte>(bytes, std::byte{1}));
     else if (mode == "rotating") heap.assign(kRotatingOutputs, std::vector<std::byte>(bytes, std::byte{1}));
-    else if (mode == "pinned" || mode == "d2h") {
+    else if (mode == "pinned" || mode == "d2h" || mode == "h2d_d2h") {
       use_gpu_device(0);
       pool = std::make_shared<MemoryPool>(0, 0);
       pinned.resize(kPinnedOutputs);
@@ -454,20 +457,24 @@ struct RelayPayloads {
       stream = std::make_unique<GpuStreamHandle>();
       copied = std::make_unique<GpuEvent>();
     } else {
-      throw std::runtime_error("--relay-output: constant, rotating, owned, pinned or d2h, not '" + mode + "'");
+      throw std::runtime_error("--relay-output: constant, rotating, owned, pinned, d2h or h2d_d2h, not '" + mode + "'");
     }
     for (std::size_t i = 0; i < std::max(heap.size(), pinned.size()); ++i) holds.push_back(std::make_shared<int>(0));
   }
 
-  // The payload message of the relay's i-th frame (on the relay thread).
-  zmq::message_t message(std::size_t i) {
+  // The payload message of the relay's i-th frame (on the relay thread); `input`: the frame's payload.
+  zmq::message_t message(std::size_t i, const zmq::message_t& input) {
     const std::size_t count = std::max(heap.size(), pinned.size());
     const std::size_t b = i % count;
     void* data = heap.empty() ? pinned[b].data() : static_cast<void*>(heap[b].data());
     if (mode == "constant" || mode == "rotating") return zmq::message_t(data, bytes, nullptr, nullptr);
     // Held until ZeroMQ lets go of the message (the daemon's Publisher::payload_message does the same).
     while (holds[b].use_count() > 1) std::this_thread::yield();
-    if (mode == "d2h") {
+    if (mode == "h2d_d2h") {
+      if (device_input.capacity() < input.size()) device_input.reserve(MemoryKind::device, input.size());
+      copy_to_device_async(device_input.data(), input.data(), input.size(), stream->get());
+    }
+    if (mode == "d2h" || mode == "h2d_d2h") {
       copy_to_host_async(data, device.data(), bytes, stream->get());
       copied->record(stream->get());
       copied->synchronize();
@@ -576,7 +583,7 @@ double raw_relay(const std::string& transport, const std::string& directory, con
     for (std::size_t i = 0; i < warmup + count && tools::receive_message(relay_in, parts); ++i) {
       relay_out.send(zmq::buffer(topic), zmq::send_flags::sndmore);
       relay_out.send(parts[0], zmq::send_flags::sndmore);
-      relay_out.send(payloads.message(i), zmq::send_flags::none);
+      relay_out.send(payloads.message(i, parts.back()), zmq::send_flags::none);
     }
     counted.linger();
   });
@@ -1416,9 +1423,11 @@ void add_core_bench(CLI::App& app) {
                       "constant: the relay publishes one buffer (always in the cache); rotating: 8 buffers in turn, "
                       "as the daemon publishes from its result buffers in turn; owned: one buffer with a free "
                       "function, as the daemon's messages; pinned: 3 pinned host-pool buffers (CUDA); d2h: those "
-                      "filled by a D2H copy before each is published (CUDA). Several: each runs in every repeat, "
+                      "filled by a D2H copy before each is published (CUDA); h2d_d2h: as d2h, after copying the received "
+                      "frame to the device from ZeroMQ's message (CUDA: the daemon's GPU copies, no stages). Several: "
+                      "each runs in every repeat, "
                       "the first is the one the ratio and the goals use")
-      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h"}));
+      ->capture_default_str()->check(CLI::IsMember({"constant", "rotating", "owned", "pinned", "d2h", "h2d_d2h"}));
   command->add_flag("--cuda-blocking-sync", options->cuda_blocking_sync,
                     "threads that wait for the GPU sleep instead of spinning, in the daemon (cuda_wait: block) "
                     "and in the bench (the d2h relay)");
