@@ -749,14 +749,15 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
     std::shared_ptr<Buffer>& own = slot.buffers->private_results[p];
     const bool was_private = own && current == own;
     const bool needs_spare = was_private || held_by_receivers(current);
-    if (!needs_spare) {
+    const std::int64_t now = steady_ns();
+    if (!needs_spare && now - spares_needed_steady_ns_[p] >= kSpareIdle.count()) {
+      // Receivers kept up for kSpareIdle: the spares they let go of are freed, and the slot's buffer
+      // for copies too, so a stall that reached the cap leaves nothing behind.
       release_idle_spares(p);
-      // The slot's buffer for copies too, once no copy was needed for kSpareIdle: a stall that
-      // reached the cap leaves nothing behind.
-      if (own && steady_ns() - spares_needed_steady_ns_[p] >= kSpareIdle.count()) own.reset();
+      own.reset();
     }
     if (needs_spare) {
-      spares_needed_steady_ns_[p] = steady_ns();
+      spares_needed_steady_ns_[p] = now;
       // A receiver (e.g. a ZeroMQ message in flight) still holds last round's result: park it and
       // take a released spare, or grow the spares up to the cap when receivers lag.
       std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[p];
@@ -767,7 +768,7 @@ void DeviceLane::prepare_result_buffers(Slot& slot) {
         released = std::make_shared<Buffer>();
         released->reserve(kind, slot.setup->result_bytes[p]);
       }
-      if (!released && may_wait_for_spares_ && !copying_[p] && steady_ns() >= copy_until_steady_ns_[p]) {
+      if (!released && may_wait_for_spares_ && !copying_[p] && now >= copy_until_steady_ns_[p]) {
         released = wait_for_spare(spares);
         if (!released) {
           // A receiver that holds on (a stalled subscriber): copies, without waiting again until a
@@ -834,11 +835,10 @@ std::shared_ptr<Buffer> DeviceLane::wait_for_spare(std::vector<std::shared_ptr<B
 }
 
 void DeviceLane::release_idle_spares(std::size_t output) {
-  // Receivers keep up again (e.g. a stalled subscriber left): after kSpareIdle without needing a
-  // spare, the spares they let go of are freed, so the memory a lagging receiver cost is returned.
-  std::vector<std::shared_ptr<Buffer>>& spares = spare_results_[output];
-  if (spares.empty() || steady_ns() - spares_needed_steady_ns_[output] < kSpareIdle.count()) return;
-  std::erase_if(spares, [](const std::shared_ptr<Buffer>& spare) { return !held_by_receivers(spare); });
+  // Receivers keep up again (e.g. a stalled subscriber left; the caller saw kSpareIdle without a
+  // spare needed): the spares they let go of are freed, so the memory a lagging receiver cost is
+  // returned.
+  std::erase_if(spare_results_[output], [](const std::shared_ptr<Buffer>& spare) { return !held_by_receivers(spare); });
 }
 
 void DeviceLane::run_on_cpu(Slot& slot) {
