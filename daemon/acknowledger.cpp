@@ -36,6 +36,7 @@ void Acknowledger::record(const wire::DeliveryTag& tag, bool accepted, Clock::ti
   (accepted ? sender.accepted : sender.refused).add(tag.send_index);
   sender.last_activity = now;
   sender.changed = true;
+  any_changed_ = true;
 }
 
 bool Acknowledger::already_accepted(const wire::DeliveryTag& tag) const {
@@ -57,11 +58,14 @@ void Acknowledger::send(std::uint64_t sender_id, Sender& sender) {
 
 void Acknowledger::publish(Clock::time_point now) {
   const bool refresh = now - last_refresh_ >= kRefresh;
+  // Called before every frame's dispatch: nothing to look through unless a sender changed.
+  if (!refresh && !any_changed_) return;
   if (refresh) last_refresh_ = now;
   for (auto& [sender_id, sender] : senders_) {
     const bool standing = refresh && now - sender.last_activity < kForgetAfter;
     if (sender.changed || standing) send(sender_id, sender);
   }
+  any_changed_ = false;
 }
 
 }  // namespace sonopipe

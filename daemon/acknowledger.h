@@ -54,6 +54,7 @@ class Acknowledger {
   std::uint64_t instance_;
   std::unordered_map<std::uint64_t, Sender> senders_;
   Clock::time_point last_refresh_{};
+  bool any_changed_ = false;  // a sender recorded since the last publish
   std::uint64_t published_ = 0;
 };
 
