@@ -1,7 +1,8 @@
 // The publisher's copies (daemon/copy_blocks.h): results it cannot send from their own buffer are
 // copied into reused 2 MiB-aligned blocks, which ZeroMQ hands back when every subscriber has them
 // (issue 23: a fresh 2 MB vector per copy cost the publisher's I/O thread its free). Also the
-// experiment switch SONOPIPE_PUBLISH_COPY (all: every result copied; fresh: the old vectors).
+// experiment switch SONOPIPE_PUBLISH_COPY (all: every result copied; fresh: the old vectors), and the
+// spare-buffer experiments' numbers (SONOPIPE_MAX_SPARE_RESULTS, _BYTES, SONOPIPE_SPARE_WAIT_US).
 #include <zmq_addon.hpp>
 
 #include <atomic>
@@ -14,7 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/config.h"
 #include "daemon/copy_blocks.h"
+#include "daemon/pipeline_set.h"
 #include "daemon/publisher.h"
 #include "tests/support/test_support.h"
 #include "wire/wire.h"
@@ -237,4 +240,31 @@ TEST_CASE("kept copy blocks go back to the system at a heartbeat when no copy wa
   CHECK(pair.publisher.copy_blocks().kept_bytes() > 0);
   pair.publisher.publish_status(v1::Status{});  // none since: dropped
   CHECK(pair.publisher.copy_blocks().kept_bytes() == 0);
+}
+
+TEST_CASE("the spare-buffer experiments take whole numbers from the environment and refuse anything else by name",
+          "[publish][config]") {
+  const DaemonConfig config;  // publish.stall_timeout_s 0.1 s: the wait's default and cap
+  const ExecutorOptions plain = PipelineSet::executor_options(config, Backend::cpu, {});
+  CHECK(plain.spare_wait == std::chrono::microseconds(100'000));
+  {
+    ScopedEnv results("SONOPIPE_MAX_SPARE_RESULTS", "3"), bytes("SONOPIPE_MAX_SPARE_BYTES", "1048576"),
+        wait("SONOPIPE_SPARE_WAIT_US", "250");
+    const ExecutorOptions set = PipelineSet::executor_options(config, Backend::cpu, {});
+    CHECK(set.max_spare_results == 3);
+    CHECK(set.max_spare_bytes == 1048576);
+    CHECK(set.spare_wait == std::chrono::microseconds(250));
+  }
+  {
+    ScopedEnv empty("SONOPIPE_SPARE_WAIT_US", "");  // as unset
+    CHECK(PipelineSet::executor_options(config, Backend::cpu, {}).spare_wait == plain.spare_wait);
+  }
+  for (const char* hostile : {"12abc", "-1", "0x10", " 5", "1e3", "99999999999999999999", "abc"}) {
+    INFO("SONOPIPE_SPARE_WAIT_US=" << hostile);
+    ScopedEnv wait("SONOPIPE_SPARE_WAIT_US", hostile);
+    CHECK_THROWS_WITH(PipelineSet::executor_options(config, Backend::cpu, {}),
+                      Catch::Contains("SONOPIPE_SPARE_WAIT_US") && Catch::Contains("not a whole number"));
+  }
+  ScopedEnv bytes("SONOPIPE_MAX_SPARE_BYTES", "32MiB");
+  CHECK_THROWS_WITH(PipelineSet::executor_options(config, Backend::cpu, {}), Catch::Contains("SONOPIPE_MAX_SPARE_BYTES"));
 }
