@@ -592,6 +592,44 @@ TEST_CASE("shm: an opener waits for a pool its creator is still making (empty ob
   }  // the creator's clean close removes the object for the next round
 }
 
+TEST_CASE("shm: an opener that saw an unfinished pool waits through its creator replacing it") {
+  // Pool::create unlinks an object it cannot read as a pool and makes it afresh: between the two
+  // there is no object. An opener that already saw the unfinished one waits through that gap (here
+  // held open for 150 ms, where the creator's own is microseconds) instead of "no such pool".
+  const std::uint64_t seed = sonopipe::test::fresh_seed();
+  const TestEndpoint name;
+  const std::string& endpoint = name.value;
+  const std::string object = object_name(endpoint);
+  const int fd = shm_open(object.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, 1 << 20) == 0);  // sized, header not written
+  close(fd);
+  std::atomic<bool> opened{false};
+  std::string error;
+  std::unique_ptr<Producer> producer;
+  std::thread opener([&] {
+    try {
+      producer = std::make_unique<Producer>(endpoint);  // Pool::open, 2 s for the creator
+      opened = true;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it has seen the unfinished object
+  REQUIRE(shm_unlink(object.c_str()) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  CHECK(error.empty());  // still waiting, not refused
+  auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::lossless)));
+  opener.join();
+  INFO(error);
+  REQUIRE(opened);
+  Consumer consumer(pool, Mode::lossless);
+  send(*producer, seed, 0, 300);
+  auto m = consumer.take(in(std::chrono::seconds(5)));
+  REQUIRE(m);
+  expect_message(consumer, *m, seed, 0, 300);
+}
+
 TEST_CASE("shm: an object whose creator never finished it is refused after the wait, in one line") {
   const TestEndpoint name;
   const int fd = shm_open(object_name(name.value).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
