@@ -554,6 +554,37 @@ TEST_CASE("shm: many producers and consumer threads keep every lossless message 
   CHECK(std::count(seen.begin(), seen.end(), 1) == kProducers * kEach);
 }
 
+// A producer opening `endpoint` on a thread of its own (Pool::open, 2 s for the creator) while the
+// test makes the pool; finished() joins it and sends one message through the pool made meanwhile.
+struct WaitingOpener {
+  std::atomic<bool> opened{false}, done{false};  // done: opened or refused
+  std::string error;  // read after finished() joined
+  std::unique_ptr<Producer> producer;
+  std::thread thread;
+
+  explicit WaitingOpener(const std::string& endpoint)
+      : thread([this, endpoint] {
+          try {
+            producer = std::make_unique<Producer>(endpoint);
+            opened = true;
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+          done = true;
+        }) {}
+
+  void finished(const std::shared_ptr<Pool>& pool, std::uint64_t seed) {
+    thread.join();
+    INFO(error);
+    REQUIRE(opened);
+    Consumer consumer(pool, Mode::lossless);
+    send(*producer, seed, 0, 300);
+    auto m = consumer.take(in(std::chrono::seconds(5)));
+    REQUIRE(m);
+    expect_message(consumer, *m, seed, 0, 300);
+  }
+};
+
 TEST_CASE("shm: an opener waits for a pool its creator is still making (empty object, header not yet written)") {
   const std::uint64_t seed = sonopipe::test::fresh_seed();
   const TestEndpoint name;
@@ -567,28 +598,10 @@ TEST_CASE("shm: an opener waits for a pool its creator is still making (empty ob
     REQUIRE(fd >= 0);
     if (sized) REQUIRE(ftruncate(fd, 1 << 20) == 0);
     close(fd);
-    std::atomic<bool> opened{false};
-    std::string error;
-    std::unique_ptr<Producer> producer;
-    std::thread opener([&] {
-      try {
-        producer = std::make_unique<Producer>(endpoint);  // Pool::open, 2 s for the creator
-        opened = true;
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    });
+    WaitingOpener opener(endpoint);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    CHECK_FALSE(opened);  // still waiting, not refused ("not a sonopipe pool of this version (layout 0)")
-    auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::lossless)));
-    opener.join();
-    INFO(error);
-    REQUIRE(opened);
-    Consumer consumer(pool, Mode::lossless);
-    send(*producer, seed, 0, 300);
-    auto m = consumer.take(in(std::chrono::seconds(5)));
-    REQUIRE(m);
-    expect_message(consumer, *m, seed, 0, 300);
+    CHECK_FALSE(opener.opened);  // still waiting, not refused ("not a sonopipe pool of this version (layout 0)")
+    opener.finished(std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::lossless))), seed);
   }  // the creator's clean close removes the object for the next round
 }
 
@@ -604,30 +617,12 @@ TEST_CASE("shm: an opener that saw an unfinished pool waits through its creator 
   REQUIRE(fd >= 0);
   REQUIRE(ftruncate(fd, 1 << 20) == 0);  // sized, header not written
   close(fd);
-  std::atomic<bool> opened{false};
-  std::string error;
-  std::unique_ptr<Producer> producer;
-  std::thread opener([&] {
-    try {
-      producer = std::make_unique<Producer>(endpoint);  // Pool::open, 2 s for the creator
-      opened = true;
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  });
+  WaitingOpener opener(endpoint);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it has seen the unfinished object
   REQUIRE(shm_unlink(object.c_str()) == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  CHECK(error.empty());  // still waiting, not refused
-  auto pool = std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::lossless)));
-  opener.join();
-  INFO(error);
-  REQUIRE(opened);
-  Consumer consumer(pool, Mode::lossless);
-  send(*producer, seed, 0, 300);
-  auto m = consumer.take(in(std::chrono::seconds(5)));
-  REQUIRE(m);
-  expect_message(consumer, *m, seed, 0, 300);
+  CHECK_FALSE(opener.done);  // still waiting, not refused
+  opener.finished(std::shared_ptr<Pool>(Pool::create(endpoint, options(2, 4096, Mode::lossless))), seed);
 }
 
 TEST_CASE("shm: an object whose creator never finished it is refused after the wait, in one line") {
