@@ -1,6 +1,6 @@
 """Delivery acknowledgement over ZeroMQ (docs/wire-protocol.md, "Acknowledgement"), with real
 processes: sonopipe-replay --lossless --ack-endpoint into a sonopiped that is SIGKILLed mid-replay
-reports the frames the daemon never took (count = sent - acknowledged, named by stream and
+reports the frames the daemon did not acknowledge (count = sent - acknowledged, named by stream and
 sequence); with --resend, a daemon restarted on the same endpoints gets those frames, and every
 frame is acknowledged once."""
 import ctypes
@@ -128,7 +128,7 @@ class AcknowledgementTest(unittest.TestCase):
                 frames += [(int(stream), s) for s in range(int(first), int(last or first) + 1)]
         return frames
 
-    def test_a_daemon_killed_mid_replay_leaves_the_frames_it_never_took_named_and_counted(self):
+    def test_a_daemon_killed_mid_replay_leaves_the_frames_it_did_not_acknowledge_named_and_counted(self):
         daemon, control = self.start_daemon()
         results = ResultSequences(self, self.publish)
         replay = self.replay()
@@ -146,11 +146,17 @@ class AcknowledgementTest(unittest.TestCase):
         self.assertEqual(sent + not_sent, FRAMES, output)
         named = self.named_frames(output)
         self.assertEqual(len(named), not_delivered, output)
-        # Not delivered means the daemon never took it: no result of the killed daemon came from one.
+        # Not delivered means not acknowledged. The daemon may have processed a frame it took in the
+        # instant before it died, before the acknowledgement left (docs/wire-protocol.md, "Resend"):
+        # acknowledgements and results leave on two sockets, and SIGKILL drops what ZeroMQ still held.
+        # Such frames are the last ones taken, so the first ones named, and at most the pipeline's
+        # frames (queue_depth 2 + slots 1); any other named frame with a result was misreported.
         results.close()
         self.assertTrue(results.sequences)
-        self.assertFalse(set(s for _, s in named) & set(results.sequences),
-                         f"results of frames reported as not delivered:\n{output}")
+        named_sequences = sorted(s for _, s in named)
+        processed_unacknowledged = sorted(set(named_sequences) & set(results.sequences))
+        self.assertTrue(set(processed_unacknowledged) <= set(named_sequences[:3]),
+                        f"results of frames reported as not delivered: {processed_unacknowledged}\n{output}")
 
     def test_resend_gives_a_restarted_daemon_every_frame_the_killed_one_did_not_take_once(self):
         daemon, control = self.start_daemon()
@@ -292,7 +298,7 @@ class ClientAcknowledgementTest(client_library.ClientLibraryTest, Acknowledgemen
         self.assertEqual(status.ingest_ack_endpoint, self.ack)
 
     # The replay cases run once, in AcknowledgementTest.
-    test_a_daemon_killed_mid_replay_leaves_the_frames_it_never_took_named_and_counted = None
+    test_a_daemon_killed_mid_replay_leaves_the_frames_it_did_not_acknowledge_named_and_counted = None
     test_resend_gives_a_restarted_daemon_every_frame_the_killed_one_did_not_take_once = None
 
 
