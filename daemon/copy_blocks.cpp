@@ -3,9 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <map>
 #include <new>
 
@@ -15,19 +13,13 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
-// SONOPIPE_COPY_HUGE_PAGES=1 (an experiment): blocks of 2 MiB or more from a 2 MiB boundary with
-// transparent huge pages asked for (MADV_HUGEPAGE). Not the default: one thread's copy of a 2 MB
-// result into a socket cost no less from 2 MiB pages (H100 host, docs/host-path.md), and where THP
-// defrag is `madvise` a fault in such memory may compact memory first.
-bool huge_pages_asked() {
-  const char* value = std::getenv("SONOPIPE_COPY_HUGE_PAGES");  // per mapping: beside an mmap, nothing
-  return value && std::string_view(value) == "1";
-}
-
-// `capacity` bytes (whole pages), page-aligned (2 MiB-aligned with huge pages asked for, above).
-// Mapped with the alignment to spare, the ends unmapped.
-void* map_block(std::size_t capacity) {
-  const bool huge = huge_pages_asked() && capacity >= kHugePage;
+// `capacity` bytes (whole pages), page-aligned, mapped with the alignment to spare and the ends
+// unmapped. With `huge_pages`, from 2 MiB up: 2 MiB-aligned, transparent huge pages asked for. That
+// is an experiment (SONOPIPE_COPY_HUGE_PAGES=1), not the default: one thread's copy of a 2 MB result
+// into a socket cost no less from 2 MiB pages (H100 host, docs/host-path.md), and where THP defrag
+// is `madvise` a fault in such memory may compact memory first.
+void* map_block(std::size_t capacity, bool huge_pages) {
+  const bool huge = huge_pages && capacity >= kHugePage;
   const std::size_t alignment = huge ? kHugePage : kPage;
   const std::size_t spare = alignment - kPage;
   void* raw = mmap(nullptr, capacity + spare, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -54,7 +46,7 @@ CopyBlocks::Block CopyBlocks::take(std::size_t bytes) {
     if (Block kept = kept_.take(bytes); kept.data) return kept;
   }
   const std::size_t capacity = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-  Block block{map_block(capacity), capacity};
+  Block block{map_block(capacity, huge_pages_), capacity};
   std::lock_guard lock(mutex_);
   ++mapped_;
   return block;

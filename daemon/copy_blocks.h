@@ -9,7 +9,7 @@
 // completion thread a page fault per 4 KiB when it wrote the next copy.
 //
 // A block is anonymous memory in whole 4 KiB pages, written once when it is mapped (huge pages
-// only as an experiment: SONOPIPE_COPY_HUGE_PAGES=1, copy_blocks.cpp). Blocks given back are kept
+// only as an experiment, below). Blocks given back are kept
 // for reuse up to `keep_bytes` (a block is reused for a request it holds without wasting more than
 // the request again: KeptBlocks' rule); past that they are unmapped. The owner drops the kept ones
 // when copies stop (drop_kept). Thread-safe: blocks are taken
@@ -27,7 +27,9 @@ namespace sonopipe {
 
 class CopyBlocks {
  public:
-  explicit CopyBlocks(std::size_t keep_bytes) : kept_(keep_bytes) {}
+  // `huge_pages`: blocks of 2 MiB or more start on a 2 MiB boundary, with transparent huge pages
+  // asked for (SONOPIPE_COPY_HUGE_PAGES=1, an experiment; copy_blocks.cpp says why not by default).
+  explicit CopyBlocks(std::size_t keep_bytes, bool huge_pages = false) : kept_(keep_bytes), huge_pages_(huge_pages) {}
   ~CopyBlocks();
   CopyBlocks(const CopyBlocks&) = delete;
   CopyBlocks& operator=(const CopyBlocks&) = delete;
@@ -48,6 +50,7 @@ class CopyBlocks {
  private:
   mutable std::mutex mutex_;
   KeptBlocks kept_;
+  const bool huge_pages_;
   std::uint64_t mapped_ = 0, taken_ = 0;
 };
 

@@ -3,36 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
-#include <cstdlib>
-#include <limits>
-#include <optional>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 
 #include "runtime/gpu_device.h"
+#include "runtime/host_path_switches.h"
 #include "stages/registry.h"
 
 namespace sonopipe {
-namespace {
-
-// An experiment's whole number from the environment; nothing when unset or empty. Anything else
-// (a sign, a unit, trailing text, too large) refuses the start with the variable named.
-std::optional<std::uint64_t> environment_number(const char* name) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return std::nullopt;
-  const std::string_view value(text);
-  std::uint64_t number = 0;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
-  if (error != std::errc{} || end != value.data() + value.size() ||
-      number > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    throw std::invalid_argument(std::string(name) + "=" + text + ": not a whole number (an experiment switch)");
-  return number;
-}
-
-}  // namespace
 
 ExecutorOptions PipelineSet::executor_options(const DaemonConfig& config, Backend backend,
                                               const PipelineSetOptions& options) {
@@ -41,15 +19,12 @@ ExecutorOptions PipelineSet::executor_options(const DaemonConfig& config, Backen
                            .pool = nullptr, .max_streams = config.max_streams};
   executor.spare_wait = std::min(executor.spare_wait, std::chrono::duration_cast<std::chrono::microseconds>(
                                                          std::chrono::duration<double>(config.publish_stall_timeout_s)));
-  // Experiments (issue 23, docs/host-path.md): SONOPIPE_MAX_SPARE_RESULTS=N result buffers a lane
-  // parks while receivers hold them, before it publishes copies (default 8);
-  // SONOPIPE_MAX_SPARE_BYTES=N ... and at most N bytes of them (default 32 MiB);
-  // SONOPIPE_SPARE_WAIT_US=N the lane waits up to N us (0: never) for a spare result buffer before
-  // it publishes a copy (ExecutorOptions::spare_wait).
-  if (const auto spares = environment_number("SONOPIPE_MAX_SPARE_RESULTS")) executor.max_spare_results = *spares;
-  if (const auto bytes = environment_number("SONOPIPE_MAX_SPARE_BYTES")) executor.max_spare_bytes = *bytes;
-  if (const auto wait = environment_number("SONOPIPE_SPARE_WAIT_US"))
-    executor.spare_wait = std::chrono::microseconds(static_cast<std::int64_t>(*wait));
+  // Experiments (runtime/host_path_switches.h): the spares' bounds and the wait for one.
+  const HostPathSwitches switches = host_path_switches_from_environment();
+  if (switches.max_spare_results) executor.max_spare_results = *switches.max_spare_results;
+  if (switches.max_spare_bytes) executor.max_spare_bytes = *switches.max_spare_bytes;
+  if (switches.spare_wait_us)
+    executor.spare_wait = std::chrono::microseconds(static_cast<std::int64_t>(*switches.spare_wait_us));
   return executor;
 }
 

@@ -63,18 +63,8 @@ v1::ResultHeader result_header(const PublishedResult& result) {
 
 Publisher::Publisher(zmq::context_t& context, const std::string& endpoint, PublishLimits limits,
                      const std::function<void(zmq::socket_t&)>& configure)
-    : socket_(context, zmq::socket_type::pub), limits_(limits),
-      copies_(std::make_shared<CopyBlocks>(limits.max_queued_bytes)) {
-  // Experiments (issue 23, docs/host-path.md): SONOPIPE_PUBLISH_COPY=all copies every result into a
-  // copy block on the calling (completion) thread and publishes it from there, as the relay
-  // publishes heap memory; =fresh makes the copies it must make into a new std::vector each (the
-  // daemon before 2026-11-26).
-  if (const char* copy = std::getenv("SONOPIPE_PUBLISH_COPY")) {
-    copy_always_ = std::string_view(copy) == "all";
-    copy_fresh_ = std::string_view(copy) == "fresh";
-  }
-  // SONOPIPE_PUBLISH_TOUCH=0 (experiment): results are handed to ZeroMQ without being read first.
-  if (const char* touch = std::getenv("SONOPIPE_PUBLISH_TOUCH")) touch_ = std::string_view(touch) != "0";
+    : socket_(context, zmq::socket_type::pub), limits_(limits), switches_(host_path_switches_from_environment()),
+      copies_(std::make_shared<CopyBlocks>(limits.max_queued_bytes, switches_.copy_huge_pages)) {
   socket_.set(zmq::sockopt::sndhwm, limits_.high_water_mark);
   if (context.get(zmq::ctxopt::io_threads) >= 2) socket_.set(zmq::sockopt::affinity, kPublishIoThread);
   if (configure) {
@@ -103,8 +93,9 @@ void Publisher::publish_result(const PublishedResult& result) {
   // writes them), reading this one here first brings it into the shared cache by the time its turn
   // comes. With nothing queued it is sent at once: reading it first would only add to its latency
   // (and leave it in this core's cache for the I/O thread to fetch). docs/host-path.md.
-  if (touch_ && result.backend == Backend::cuda && result.owner && !result.claim && result.bytes <= kTouchMaxBytes &&
-      bytes_held_->load(std::memory_order_relaxed) > 0)
+  // (SONOPIPE_PUBLISH_TOUCH=0 turns this off, an experiment.)
+  if (switches_.publish_touch && result.backend == Backend::cuda && result.owner && !result.claim &&
+      result.bytes <= kTouchMaxBytes && bytes_held_->load(std::memory_order_relaxed) > 0)
     read_every_line(result.data, result.bytes);
   v1::ResultHeader header = result_header(result);
   std::lock_guard lock(mutex_);
@@ -115,7 +106,8 @@ void Publisher::publish_result(const PublishedResult& result) {
   const std::uint64_t sequence = subscribers_ ? subscribers_->before_result(message_bytes) : 0;
   // A result in a shared-memory slot is sent from there only while every subscriber keeps up: a
   // lagging one would keep the slot from the shm subscribers (and the executors) for long.
-  const bool copy = copy_always_ || !result.owner || (result.claim && (!subscribers_ || subscribers_->any_lagging()));
+  const bool copy = switches_.publish_copy == HostPathSwitches::PublishCopy::all || !result.owner ||
+                    (result.claim && (!subscribers_ || subscribers_->any_lagging()));
   zmq::message_t payload = payload_message(result, copy, sequence);
   held_peak_since_trim_ = std::max(held_peak_since_trim_, bytes_held_->load(std::memory_order_relaxed));
   socket_.send(zmq::buffer(topic), zmq::send_flags::sndmore);
@@ -149,7 +141,7 @@ zmq::message_t Publisher::payload_message(const PublishedResult& result, bool co
   const void* data = result.data;
   if (copy) {
     try {
-      if (copy_fresh_) {
+      if (switches_.publish_copy == HostPathSwitches::PublishCopy::fresh) {
         const auto* bytes = static_cast<const std::byte*>(result.data);
         held->fresh.assign(bytes, bytes + result.bytes);
         data = held->fresh.data();

@@ -27,6 +27,7 @@
 #include "daemon/copy_blocks.h"
 #include "daemon/subscriber_watch.h"
 #include "runtime/device_lane.h"
+#include "runtime/host_path_switches.h"
 #include "sonopipe/v1/result.pb.h"
 
 namespace sonopipe {
@@ -99,14 +100,12 @@ class Publisher {
 
   zmq::socket_t socket_;
   const PublishLimits limits_;
+  const HostPathSwitches switches_;  // SONOPIPE_PUBLISH_COPY, _TOUCH, SONOPIPE_COPY_HUGE_PAGES
   std::unique_ptr<SubscriberWatch> subscribers_;  // null with CURVE
   std::mutex mutex_;
   std::string header_bytes_;  // reused between results
   std::shared_ptr<CopyBlocks> copies_;
   std::uint64_t copies_at_last_status_ = 0;
-  bool copy_always_ = false;  // SONOPIPE_PUBLISH_COPY=all (experiment)
-  bool copy_fresh_ = false;   // SONOPIPE_PUBLISH_COPY=fresh (experiment)
-  bool touch_ = true;         // read a zero-copy result before sending it (publish_result)
   std::shared_ptr<std::atomic<std::size_t>> bytes_held_ = std::make_shared<std::atomic<std::size_t>>(0);
   std::size_t held_peak_since_trim_ = 0;
   std::chrono::steady_clock::time_point trim_until_;

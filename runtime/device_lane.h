@@ -45,6 +45,7 @@
 #include "sdk/backend.h"
 #include "runtime/frame_queue.h"
 #include "runtime/gpu_resources.h"
+#include "runtime/host_path_switches.h"
 #include "runtime/host_timeline.h"
 #include "runtime/pipeline_def.h"
 #include "runtime/sample_window.h"

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
-#include <string_view>
 #include <utility>
 
 #ifdef SONOPIPE_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "runtime/host_path_switches.h"
 #include "stages/common/cuda_check.h"
 #endif
 
@@ -178,6 +178,9 @@ cudaMemPool_t make_pool(cudaMemLocationType where, int device_id) {
 
 MemoryPool::MemoryPool(int device_id, std::size_t keep_pinned_bytes)
     : device_id_(device_id), pinned_(keep_pinned_bytes) {
+  // SONOPIPE_PINNED_POOL=0 (an experiment): cudaHostAlloc and kept blocks even where a host pool
+  // exists. Read before anything is made: a refused switch leaves nothing behind.
+  const bool pool_wanted = host_path_switches_from_environment().pinned_pool;
   SONOPIPE_CUDA_CHECK(cudaSetDevice(device_id));
   pool_ = make_pool(cudaMemLocationTypeDevice, device_id);
   try {
@@ -187,9 +190,6 @@ MemoryPool::MemoryPool(int device_id, std::size_t keep_pinned_bytes)
     throw;
   }
   int host_pools = 0;
-  // SONOPIPE_PINNED_POOL=0 (experiment): cudaHostAlloc and kept blocks even where a host pool exists.
-  const char* pinned_pool = std::getenv("SONOPIPE_PINNED_POOL");
-  const bool pool_wanted = !pinned_pool || std::string_view(pinned_pool) != "0";
   if (pool_wanted &&
       cudaDeviceGetAttribute(&host_pools, cudaDevAttrHostMemoryPoolsSupported, device_id) == cudaSuccess &&
       host_pools) {

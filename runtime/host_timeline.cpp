@@ -67,14 +67,4 @@ void HostTimeline::write() const {
   if (!out) spdlog::error("SONOPIPE_HOST_TIMELINE: writing {} failed", path_);
 }
 
-HostPathSwitches host_path_switches_from_environment() {
-  HostPathSwitches switches;
-  if (const char* staging = std::getenv("SONOPIPE_STAGING"); staging && *staging) {
-    const std::string_view name(staging);
-    if (name == "slot") switches.staging = HostPathSwitches::Staging::slot;
-    else if (name != "driver") spdlog::warn("SONOPIPE_STAGING={}: not driver or slot; driver", name);
-  }
-  return switches;
-}
-
 }  // namespace sonopipe

@@ -1,7 +1,5 @@
-// A debug timeline of each frame's trip through the daemon's host path, and the staging switch of
-// the host-path measurements (issue 23). The timeline is off unless the environment asks for it
-// (the frame path then pays one null-pointer test per point); the switch keeps the default unless
-// set.
+// A debug timeline of each frame's trip through the daemon's host path (issue 23). It is off unless
+// the environment asks for it (the frame path then pays one null-pointer test per point).
 //
 // SONOPIPE_HOST_TIMELINE=<file>: every frame of the shared ZeroMQ ingest (not shm://, not a
 // pipeline's own socket) gets a record (a ring indexed by its sequence number,
@@ -12,12 +10,6 @@
 // host: intervals between two GPU points or two host points are exact, GPU-to-host ones within
 // that). The daemon writes the records to <file> (CSV, one line per frame) when it stops.
 // sonopipe-bench core --timeline reads it back (docs/host-path.md, "Measuring it").
-//
-// SONOPIPE_STAGING=driver|slot: how a pageable payload (tcp, ipc) reaches the device on CUDA
-// (runtime/device_lane.cpp, enqueue_on_cuda): handed to cudaMemcpyAsync as it is, the driver
-// copying it through its own pinned buffers (driver, the default), or copied whole into the slot's
-// pinned input first, in 1 MiB pieces over the pipeline's pool (slot: the path before 2026-11-26,
-// kept to compare).
 #pragma once
 
 #include <array>
@@ -91,12 +83,5 @@ class HostTimeline {
   std::unique_ptr<FrameTimes[]> records_;
   std::size_t frames_;
 };
-
-// The host-path experiments' switches, read once from the environment.
-struct HostPathSwitches {
-  enum class Staging { driver, slot };
-  Staging staging = Staging::driver;
-};
-HostPathSwitches host_path_switches_from_environment();
 
 }  // namespace sonopipe

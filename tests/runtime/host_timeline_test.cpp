@@ -18,6 +18,7 @@
 #include "tests/support/test_support.h"
 
 using namespace sonopipe;
+using test::ScopedEnv;
 
 namespace {
 
@@ -50,16 +51,6 @@ TimelineFile read_timeline(const std::string& path) {
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()) + ".csv")).string();
 }
-
-// Sets an environment variable for the scope (the lane reads its switches when it is built).
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(std::string key, const char* value) : name(std::move(key)) {
-    if (value) ::setenv(name.c_str(), value, 1);
-    else ::unsetenv(name.c_str());
-  }
-  ~ScopedEnv() { ::unsetenv(name.c_str()); }
-};
 
 std::unique_ptr<Stage> convert_stage(double scale) {
   std::map<std::string, RawParam> given{{"scale", RawParam{{std::to_string(scale)}, false, 1}}};
@@ -178,21 +169,6 @@ TEST_CASE("a timeline record taken again by a later sequence starts empty", "[ti
   CHECK(later == first);
   CHECK(later->sequence.load() == 5);
   for (std::size_t p = 0; p < kHostPoints; ++p) CHECK(later->at[p].load() == 0);
-}
-
-TEST_CASE("the staging switch comes from the environment; an unknown name keeps the driver's copy", "[timeline]") {
-  {
-    ScopedEnv staging("SONOPIPE_STAGING", nullptr);
-    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::driver);
-  }
-  {
-    ScopedEnv staging("SONOPIPE_STAGING", "slot");
-    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::slot);
-  }
-  {
-    ScopedEnv staging("SONOPIPE_STAGING", "sideways");
-    CHECK(host_path_switches_from_environment().staging == HostPathSwitches::Staging::driver);
-  }
 }
 
 TEST_CASE("a CPU lane marks each frame's points in the order the frame passes them", "[timeline][executor]") {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 #include "runtime/gpu_device.h"
 
@@ -32,6 +33,17 @@ std::string source_path(const std::string& relative) {
 std::string binary_path(const std::string& relative) {
   const char* root = std::getenv("SONOPIPE_BINARY_DIR");
   return std::string(root ? root : SONOPIPE_BINARY_DIR) + "/" + relative;
+}
+
+ScopedEnv::ScopedEnv(std::string name, const char* value) : name_(std::move(name)) {
+  if (const char* before = std::getenv(name_.c_str())) before_ = before;
+  if (value) ::setenv(name_.c_str(), value, 1);
+  else ::unsetenv(name_.c_str());
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (before_) ::setenv(name_.c_str(), before_->c_str(), 1);
+  else ::unsetenv(name_.c_str());
 }
 
 }  // namespace sonopipe::test

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -22,6 +23,20 @@ inline constexpr int kSkipReturnCode = 77;
 
 std::string source_path(const std::string& relative);  // path under the repository root
 std::string binary_path(const std::string& relative);  // path under the build tree
+
+// Sets an environment variable (nullptr: unsets it) for one scope, then puts back what was there:
+// for the switches a part reads from the environment when it is made.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> before_;
+};
 
 }  // namespace sonopipe::test
 
