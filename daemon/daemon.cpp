@@ -12,10 +12,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <string>
 #include <thread>
 
 #include "daemon/service_notify.h"
 #include "daemon/thread_placement.h"
+#include "runtime/host_path_switches.h"
 #include "stages/registry.h"
 
 namespace sonopipe {
@@ -53,6 +55,14 @@ Daemon::Daemon(DaemonConfig config, BackendSelection backend)
   spdlog::info("backend {}: {} ({}; {} slots, queue {} {}, {} CPU threads per pipeline)", backend_name(backend_.backend),
                backend_.reason, backend_.device_name, config_.slots, config_.queue_depth,
                overflow_policy_name(config_.overflow), ThreadPool::size_for(config_.cpu_threads));
+  // The host path's experiment switches: a refused one stops the start before any socket or lane
+  // exists; those set are named, as a run with them is not the daemon's default.
+  host_path_switches_from_environment();
+  if (const std::vector<std::string> set = host_path_switches_set(); !set.empty()) {
+    std::string names;
+    for (const std::string& name : set) names += (names.empty() ? "" : " ") + name;
+    spdlog::warn("experiment switches set (runtime/host_path_switches.h; none is needed in operation): {}", names);
+  }
   // With security.curve every socket is a CURVE server behind one gate (ZAP handler + monitors).
   std::function<void(zmq::socket_t&)> secure_ingest, secure_publish, secure_control;
   if (config_.security.curve) {

@@ -228,3 +228,20 @@ pipelines:
     CHECK(daemon.wait_exit(std::chrono::seconds(120)) == 0);
   }
 }
+
+TEST_CASE("a hostile experiment switch refuses the start in one line; one that is set is named", "[daemon][hardening]") {
+  test::DaemonHarness daemon(kConvertPipeline);
+  {
+    const test::ScopedEnv touch("SONOPIPE_PUBLISH_TOUCH", "yes");  // the daemon inherits the environment
+    std::string output;
+    CHECK(daemon.run_to_exit({"--config", daemon.config_path()}, output) == 1);
+    CHECK_THAT(output, Catch::Contains("sonopiped: SONOPIPE_PUBLISH_TOUCH=yes: takes 0 or 1"));
+    CHECK_THAT(output, !Catch::Contains("sonopiped ready"));
+  }
+  const test::ScopedEnv touch("SONOPIPE_PUBLISH_TOUCH", "0");
+  daemon.start();
+  CHECK_THAT(daemon.log(), Catch::Contains("experiment switches set") &&
+                               Catch::Contains("SONOPIPE_PUBLISH_TOUCH=0"));
+  daemon.signal(SIGINT);
+  CHECK(daemon.wait_exit() == 0);
+}
