@@ -9,12 +9,11 @@
 // completion thread a page fault per 4 KiB when it wrote the next copy.
 //
 // A block is anonymous memory in whole 4 KiB pages, written once when it is mapped (huge pages
-// only as an experiment, below). Blocks given back are kept
-// for reuse up to `keep_bytes` (a block is reused for a request it holds without wasting more than
-// the request again: KeptBlocks' rule); past that they are unmapped. The owner drops the kept ones
-// when copies stop (drop_kept). Thread-safe: blocks are taken
-// on completion threads and given back from ZeroMQ's I/O thread (or whichever thread closes a
-// message ZeroMQ dropped).
+// only as an experiment, below). Blocks given back are kept for reuse up to `keep_bytes` (a block
+// is reused for a request it holds without wasting more than the request again: KeptBlocks' rule);
+// past that they are unmapped. The owner drops the kept ones when copies stop (drop_kept).
+// Thread-safe: blocks are taken on completion threads and given back from ZeroMQ's I/O thread (or
+// whichever thread closes a message ZeroMQ dropped).
 #pragma once
 
 #include <cstddef>
