@@ -1,5 +1,6 @@
 #include "tools/formats/isolated_reader.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -200,9 +201,17 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
   for (int signal : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGALRM})
     ::signal(signal, SIG_DFL);
   ::signal(SIGPIPE, SIG_IGN);
-  // The child's only output is its reply: protobuf's own warnings about the file's text ("invalid
-  // UTF-8 data when parsing") would be extra lines on the tool's stderr, and the parse failure they
-  // come with is reported by the reader's FormatError anyway. Fatal ones still end the child.
+  // The child's only output is its reply. What a library prints on its way down would be extra
+  // lines on the tool's stderr before its one-line refusal: glibc's "free(): invalid pointer" when
+  // libmatio aborts on a damaged file (the refusal names the signal and what was being read), or
+  // protobuf's warnings about the file's text ("invalid UTF-8 data when parsing", whose parse
+  // failure the reader's FormatError reports). So stdout and stderr go to /dev/null, and protobuf's
+  // warnings are not even formatted. Fatal ones still end the child.
+  if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+    ::close(null);
+  }
   google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 #ifndef SONOPIPE_SANITIZED
   const rlimit memory{limits.address_space_bytes, limits.address_space_bytes};
