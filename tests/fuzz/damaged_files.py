@@ -57,9 +57,13 @@ def make_valid_files(folder):
                     "v73", mat, "5"], check=True)
     must = os.path.join(folder, "valid_must.mat")
     shutil.copy(os.path.join(ROOT, "tests", "data", "pymust-pwi-disk", "PWI_disk.mat"), must)
+    # The valid files with the reader's default time limit: the short one the damaged files get
+    # (SONOPIPE_READER_SECONDS_PER_STEP, so that a looping reader costs little) once stopped the
+    # valid MAT file on a loaded machine.
+    default_limits = {name: value for name, value in os.environ.items() if name != "SONOPIPE_READER_SECONDS_PER_STEP"}
     for path in (recording, uff, mat, must):
         done = subprocess.run([program("import"), path, "--out", path + ".imported.h5"], capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+                              timeout=TIMEOUT_S, env=default_limits)
         if done.returncode != 0:
             sys.exit(f"damaged_files: the valid file {path} does not import: {done.stderr}")
     return [recording, uff, mat, must]
