@@ -210,7 +210,7 @@ void prepare_child(int socket, char* progress, const Limits& limits) {
   if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
     ::dup2(null, STDOUT_FILENO);
     ::dup2(null, STDERR_FILENO);
-    ::close(null);
+    if (null > STDERR_FILENO) ::close(null);  // a tool started without stdout got it as fd 1
   }
   google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 #ifndef SONOPIPE_SANITIZED
