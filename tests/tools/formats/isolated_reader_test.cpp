@@ -1,9 +1,12 @@
 // The child-process reader of isolated_reader.h with readers written here that behave well, refuse,
 // crash or hang on purpose: frames arrive byte for byte with their headers, a FormatError of the
 // child arrives as it was, and a death or a hang of the child becomes one FormatError that names
-// the file and the object the child noted last, and every later call repeats it.
+// the file and the object the child noted last, and every later call repeats it; what a dying child
+// prints reaches neither stdout nor stderr.
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -22,7 +25,17 @@ namespace {
 constexpr std::size_t kSamples = 64;
 
 // A reader of `frames` int16 frames of random samples (seeded), with one behaviour on purpose.
-enum class Behaviour { good, refuses_frame_1, crashes_on_open, aborts_on_frame_1, hangs_on_frame_1, latin1_key_in_frame_1 };
+enum class Behaviour {
+  good,
+  refuses_frame_1,
+  crashes_on_open,
+  aborts_on_frame_1,
+  prints_and_aborts_on_frame_1,  // as libmatio does on some damaged files (glibc's message, then SIGABRT)
+  hangs_on_frame_1,
+  latin1_key_in_frame_1
+};
+
+constexpr char kDyingWords[] = "free(): invalid pointer\n";
 
 recording::Frame expected_frame(std::uint64_t seed, std::size_t index) {
   recording::Frame frame;
@@ -55,6 +68,11 @@ class TestReader final : public AcquisitionReader {
     if (index == 1) {
       if (behaviour_ == Behaviour::refuses_frame_1) fail(path_, "Data{2}", "expected int16");
       if (behaviour_ == Behaviour::aborts_on_frame_1) std::abort();
+      if (behaviour_ == Behaviour::prints_and_aborts_on_frame_1) {
+        (void)!::write(STDOUT_FILENO, kDyingWords, sizeof kDyingWords - 1);
+        (void)!::write(STDERR_FILENO, kDyingWords, sizeof kDyingWords - 1);
+        std::abort();
+      }
       if (behaviour_ == Behaviour::hangs_on_frame_1)
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       if (behaviour_ == Behaviour::latin1_key_in_frame_1) {
@@ -85,6 +103,32 @@ std::string error_of(const std::function<void()>& call) {
     return error.what();
   }
   return "";
+}
+
+// What this process's stdout and stderr receive while `call` runs, from it and from any child it
+// starts meanwhile (which inherits them).
+std::string output_during(const std::function<void()>& call) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  char path[] = "/tmp/sonopipe-isolated-output-XXXXXX";
+  const int file = ::mkstemp(path);
+  REQUIRE(file >= 0);
+  ::unlink(path);
+  const int out = ::dup(STDOUT_FILENO), err = ::dup(STDERR_FILENO);
+  ::dup2(file, STDOUT_FILENO);
+  ::dup2(file, STDERR_FILENO);
+  call();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(out, STDOUT_FILENO);
+  ::dup2(err, STDERR_FILENO);
+  ::close(out);
+  ::close(err);
+  std::string text(1 << 16, '\0');
+  const ssize_t length = ::pread(file, text.data(), text.size(), 0);
+  ::close(file);
+  text.resize(length > 0 ? static_cast<std::size_t>(length) : 0);
+  return text;
 }
 
 }  // namespace
@@ -130,6 +174,19 @@ TEST_CASE("a child killed by a signal becomes one FormatError naming the object 
     CHECK(message.find("signal " + std::to_string(SIGABRT)) != std::string::npos);
     CHECK(error_of([&] { reader->read_frame(0); }) == message);
   }
+}
+
+TEST_CASE("what a dying child prints reaches neither stdout nor stderr; its death is one FormatError",
+          "[formats][isolation]") {
+  std::string message;
+  const std::string output = output_during([&] {
+    auto reader = open_test("x.mat", 1, Behaviour::prints_and_aborts_on_frame_1);
+    message = error_of([&] { reader->read_frame(1); });
+  });
+  INFO(message);
+  CHECK(output.find("free(): invalid pointer") == std::string::npos);
+  CHECK(message.rfind("x.mat: Data{2}: libmatio failed reading it (damaged file?): ", 0) == 0);
+  CHECK(message.find("signal " + std::to_string(SIGABRT)) != std::string::npos);
 }
 
 TEST_CASE("a frame whose text is not UTF-8 is refused with its file and frame, and the child goes on",
