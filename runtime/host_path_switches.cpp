@@ -74,6 +74,8 @@ HostPathSwitches host_path_switches_from_environment() {
   return switches;
 }
 
+std::span<const char* const> host_path_switch_names() { return kAll; }
+
 std::vector<std::string> host_path_switches_set() {
   std::vector<std::string> set;
   for (const char* name : kAll)

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,5 +54,8 @@ HostPathSwitches host_path_switches_from_environment();
 
 // "NAME=value" of each switch the environment sets (empty ones left out), for the daemon's start log.
 std::vector<std::string> host_path_switches_set();
+
+// The switches' names, in the order host_path_switches_set lists them.
+std::span<const char* const> host_path_switch_names();
 
 }  // namespace sonopipe

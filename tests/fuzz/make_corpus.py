@@ -130,6 +130,16 @@ def must():
                 write("mat", name, f.read())
 
 
+def host_path_switches():
+    """host_path_switches_fuzzer.cpp: one line per switch (STAGING, PUBLISH_COPY, PUBLISH_TOUCH,
+    COPY_HUGE_PAGES, PINNED_POOL, MAX_SPARE_RESULTS, MAX_SPARE_BYTES, SPARE_WAIT_US)."""
+    write("host_path_switches", "unset", b"")
+    write("host_path_switches", "empty", b"\n" * 7)
+    write("host_path_switches", "every_value", b"slot\nfresh\n0\n1\n0\n3\n33554432\n250")
+    write("host_path_switches", "other_values", b"driver\nall\n1\n0\n1\n0\n0\n0")
+    write("host_path_switches", "near_misses", b"Slot\nal\nyes\n00\n \n12abc\n32MiB\n9223372036854775808")
+
+
 if __name__ == "__main__":
     frames()
     control()
@@ -138,3 +148,4 @@ if __name__ == "__main__":
     recording()
     uff()
     mat()
+    host_path_switches()

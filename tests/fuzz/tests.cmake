@@ -69,6 +69,7 @@ sonopipe_add_fuzzer(recording recording_fuzzer.cpp sonopipe_tools_common)
 sonopipe_add_fuzzer(mat mat_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(uff uff_fuzzer.cpp sonopipe_formats)
 sonopipe_add_fuzzer(shm_descriptor shm_descriptor_fuzzer.cpp sonopipe_shm sonopipe_tools_common)
+sonopipe_add_fuzzer(host_path_switches host_path_switches_fuzzer.cpp sonopipe_runtime)
 
 # Random byte damage in valid UFF, MATLAB v7.3 (Verasonics), MATLAB v5 (MUST/PyMUST) and recording
 # files, fed to sonopipe-import (and every 10th to sonopipe-run): never a signal, a hang or a stray

@@ -16,15 +16,11 @@ using test::ScopedEnv;
 
 namespace {
 
-const char* const kNames[] = {"SONOPIPE_STAGING",         "SONOPIPE_PUBLISH_COPY",    "SONOPIPE_PUBLISH_TOUCH",
-                              "SONOPIPE_COPY_HUGE_PAGES", "SONOPIPE_PINNED_POOL",     "SONOPIPE_MAX_SPARE_RESULTS",
-                              "SONOPIPE_MAX_SPARE_BYTES", "SONOPIPE_SPARE_WAIT_US"};
-
 // Every switch unset for the scope, whatever the environment the tests run in holds.
 struct NoSwitches {
   std::vector<std::unique_ptr<ScopedEnv>> unset;
   NoSwitches() {
-    for (const char* name : kNames) unset.push_back(std::make_unique<ScopedEnv>(name, nullptr));
+    for (const char* name : host_path_switch_names()) unset.push_back(std::make_unique<ScopedEnv>(name, nullptr));
   }
 };
 
@@ -44,7 +40,7 @@ TEST_CASE("unset or empty, every switch keeps the daemon's default", "[switches]
   const NoSwitches none;
   for (const char* value : {static_cast<const char*>(nullptr), ""}) {
     std::vector<std::unique_ptr<ScopedEnv>> set;
-    for (const char* name : kNames) set.push_back(std::make_unique<ScopedEnv>(name, value));
+    for (const char* name : host_path_switch_names()) set.push_back(std::make_unique<ScopedEnv>(name, value));
     const HostPathSwitches switches = host_path_switches_from_environment();
     CHECK(switches.staging == HostPathSwitches::Staging::driver);
     CHECK(switches.publish_copy == HostPathSwitches::PublishCopy::when_needed);
